@@ -1,0 +1,45 @@
+# gpufleet — the two commands a newcomer needs: `make validate` and `make test`.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell sha256sum requirements.txt | cut -c1-12)
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+
+.PHONY: setup validate test lint unit integration molecule docker image clean
+
+setup: $(STAMP)
+
+$(STAMP): requirements.txt
+	bash scripts/setup.sh "$(VENV)"
+	touch "$@"
+
+## Main job: validate this machine (inventories/local) and print a readiness result.
+validate: setup
+	$(BIN)/ansible-playbook -i inventories/local/hosts.yml playbooks/validate.yml
+
+## Everything CI runs: lint, unit + integration tests, molecule scenarios.
+test: setup
+	bash scripts/test.sh
+
+lint: setup
+	bash scripts/lint.sh
+
+unit: setup
+	$(BIN)/pytest -q tests/unit
+
+integration: setup
+	$(BIN)/pytest -q tests/integration
+
+molecule: setup
+	bash scripts/molecule-all.sh
+
+docker:
+	bash scripts/docker-up.sh
+
+image: docker
+	bash scripts/build-test-image.sh
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis reports

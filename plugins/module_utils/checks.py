@@ -1,0 +1,132 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The check-result model shared by every validation module (SPEC 2.1).
+
+checks:  list of {id, target, status, message, observed?, expected?}
+summary: {pass, warn, fail, skip}
+healthy: true when no check has status fail
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+PASS = "pass"
+WARN = "warn"
+FAIL = "fail"
+SKIP = "skip"
+STATUSES = (PASS, WARN, FAIL, SKIP)
+FAIL_ON_CHOICES = ("fail", "warn", "never")
+_SEVERITY = {SKIP: 0, PASS: 1, WARN: 2, FAIL: 3}
+
+_UNSET = object()
+
+
+def worst(statuses):
+    """Worst status of an iterable (fail > warn > pass > skip); skip when empty."""
+    result = SKIP
+    for status in statuses:
+        if _SEVERITY[status] > _SEVERITY[result]:
+            result = status
+    return result
+
+
+class CheckResults(object):
+    """Ordered collection of check results."""
+
+    def __init__(self):
+        self._checks = []
+
+    def add(self, check_id, target, status, message, observed=_UNSET, expected=_UNSET):
+        if status not in STATUSES:
+            raise ValueError("unknown check status %r for %s" % (status, check_id))
+        check = {"id": check_id, "target": target, "status": status, "message": message}
+        if observed is not _UNSET:
+            check["observed"] = observed
+        if expected is not _UNSET:
+            check["expected"] = expected
+        self._checks.append(check)
+        return check
+
+    def passed(self, check_id, target, message, **kwargs):
+        return self.add(check_id, target, PASS, message, **kwargs)
+
+    def warn(self, check_id, target, message, **kwargs):
+        return self.add(check_id, target, WARN, message, **kwargs)
+
+    def fail(self, check_id, target, message, **kwargs):
+        return self.add(check_id, target, FAIL, message, **kwargs)
+
+    def skip(self, check_id, target, message, **kwargs):
+        return self.add(check_id, target, SKIP, message, **kwargs)
+
+    def extend(self, other):
+        checks = other.as_list() if isinstance(other, CheckResults) else other
+        for check in checks:
+            self._checks.append(dict(check))
+
+    def as_list(self):
+        return list(self._checks)
+
+    def __len__(self):
+        return len(self._checks)
+
+    def __iter__(self):
+        return iter(self._checks)
+
+    def by_id(self, check_id):
+        return [c for c in self._checks if c["id"] == check_id]
+
+    def summary(self):
+        return summarize(self._checks)
+
+    @property
+    def healthy(self):
+        return is_healthy(self._checks)
+
+    def result(self):
+        """The three return keys of SPEC 2.1."""
+        return {"checks": self.as_list(), "summary": self.summary(), "healthy": self.healthy}
+
+
+def summarize(checks):
+    counts = dict((status, 0) for status in STATUSES)
+    for check in checks:
+        counts[check["status"]] += 1
+    return counts
+
+
+def is_healthy(checks):
+    return not any(check["status"] == FAIL for check in checks)
+
+
+def should_fail(checks, fail_on):
+    """Whether the module must fail for ``fail_on`` (fail | warn | never)."""
+    if fail_on == "never":
+        return False
+    bad = (FAIL,) if fail_on == "fail" else (FAIL, WARN)
+    return any(check["status"] in bad for check in checks)
+
+
+def failure_message(checks, fail_on):
+    """Short human message listing the checks that made the module fail."""
+    bad = (FAIL,) if fail_on == "fail" else (FAIL, WARN)
+    offending = [c for c in checks if c["status"] in bad]
+    parts = ["%s[%s]: %s" % (c["id"], c["target"], c["message"]) for c in offending[:10]]
+    more = len(offending) - len(parts)
+    text = "%d check(s) at or above fail_on=%s: %s" % (len(offending), fail_on, "; ".join(parts))
+    if more > 0:
+        text += "; and %d more" % more
+    return text
+
+
+def exit_with_checks(module, results, fail_on, **extra):
+    """exit_json / fail_json for a validation module; the full result is returned either way."""
+    checks = results.as_list() if isinstance(results, CheckResults) else list(results)
+    payload = dict(extra)
+    payload.update({"checks": checks, "summary": summarize(checks), "healthy": is_healthy(checks)})
+    payload.setdefault("changed", False)
+    if should_fail(checks, fail_on):
+        module.fail_json(msg=failure_message(checks, fail_on), **payload)
+    module.exit_json(**payload)

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Create the project virtualenv with everything pinned in requirements.txt. Idempotent.
+set -euo pipefail
+VENV="${1:-.venv}"
+PYTHON="${PYTHON:-python3}"
+
+if ! "$PYTHON" -c 'import venv, ensurepip' >/dev/null 2>&1; then
+  echo "setup: installing python3-venv" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq && apt-get install -y -qq python3-venv >/dev/null
+fi
+if [[ ! -x "$VENV/bin/python" ]]; then
+  "$PYTHON" -m venv "$VENV"
+fi
+"$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
+"$VENV/bin/python" -m pip install -q -r requirements.txt
+"$VENV/bin/ansible" --version | head -1
