@@ -29,6 +29,8 @@ debootstrap --variant=minbase \
 root="$work/rootfs"
 # Trim what a container never needs and what makes systemd wait in a container.
 rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
+# An empty, old package list: apt's cache_valid_time must not take it for a fresh one.
+touch -d '2000-01-01' "$root/var/lib/apt/lists"
 for unit in systemd-udevd.service systemd-udevd-control.socket systemd-udevd-kernel.socket \
             getty@tty1.service systemd-logind.service systemd-remount-fs.service \
             systemd-timesyncd.service; do
