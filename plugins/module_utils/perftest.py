@@ -1,0 +1,374 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""perftest (ib_write_bw, ib_read_bw, ib_send_bw) runner and output parser (SPEC 2.6).
+
+Pure logic behind the ``rdma_bandwidth`` module: option validation, the default RoCE v2 GID
+index read from sysfs, the argv, and a parser for the bandwidth table of every perftest
+generation seen in the field::
+
+     #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]
+     65536      5000             392.35             392.21             0.748081
+
+Units and their conversion to Gb/s (10^9 bit/s):
+
+* ``Gb/sec`` (``--report_gbits``): taken as printed.
+* ``MiB/sec`` (perftest >= 23.x without ``--report_gbits``): x 8 x 1048576 / 1e9.
+* ``MB/sec`` (perftest <= 4.x, including 3.x): perftest computes this column with a divisor
+  of 0x100000 (``format_factor`` in ``perftest_parameters.c``) -- the value is MiB/s and only
+  the label is wrong (later releases renamed it to ``MiB/sec``), so it is converted exactly
+  like ``MiB/sec``. Reading it as 10^6 bytes would understate a link by 4.9 %.
+
+Columns are: message size, iterations, BW peak, BW average (the 4th column), MsgRate; the QoS
+layout (``#sl`` after ``#bytes``) shifts them by one and is handled. Lines inside the table
+that are not result rows (``Conflicting CPU frequency values detected ...``, ``Warning: ...``)
+are skipped and collected in ``perftest_warnings``. Duration mode (``-D``) prints a peak of
+``0.00``: the peak was not measured and is reported as null. With ``-a`` (all sizes) every row
+is returned and the headline figures come from the row with the largest message size, the one
+that saturates the link (small messages are message-rate bound); when the same size appears
+more than once the last row wins.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+
+import os
+import re
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import CheckResults
+
+CHECK_ID = "rdma.bandwidth"
+DEFAULT_EXECUTABLE = "ib_write_bw"
+DEFAULT_TIMEOUT = 120
+MODES = ("server", "client")
+
+# Unit as printed in the header -> factor to Gb/s. See the module docstring for MB/sec.
+_MIB_TO_GBPS = 8.0 * 1048576 / 1e9
+UNIT_TO_GBPS = {
+    "Gb/sec": 1.0,
+    "MiB/sec": _MIB_TO_GBPS,
+    "MB/sec": _MIB_TO_GBPS,
+}
+
+_HEADER_RE = re.compile(
+    r"#bytes\s+(?P<sl>#sl\s+)?#iterations\s+BW peak\[(?P<unit>[^\]]+)\]\s+BW average\[(?P<unit2>[^\]]+)\]")
+_NUMBER_RE = re.compile(r"^\d+(\.\d+)?$")
+_SEPARATOR_RE = re.compile(r"^\s*-{20,}\s*$")
+_WARNING_RE = re.compile(r"warning|conflicting cpu frequency|test integrity", re.IGNORECASE)
+_IPV4_MAPPED_PREFIX = "0000:0000:0000:0000:0000:ffff:"
+
+
+# --------------------------------------------------------------------------- options
+
+def validate_params(params):
+    """Return an error message naming the offending option, or None when the options are usable."""
+    mode = params.get("mode")
+    if mode not in MODES:
+        return "option mode must be one of %s, got %r" % (", ".join(MODES), mode)
+    server = params.get("server")
+    if mode == "client" and not server:
+        return "option server is required when mode=client"
+    if mode == "server" and server:
+        return "option server is only used with mode=client (the server listens; drop server)"
+    positive = ("ib_port", "size", "duration", "qps", "timeout")
+    for name in positive:
+        value = params.get(name)
+        if value is not None and value <= 0:
+            return "option %s must be greater than 0, got %r" % (name, value)
+    for name in ("gid_index", "use_cuda", "min_gbps"):
+        value = params.get(name)
+        if value is not None and value < 0:
+            return "option %s must not be negative, got %r" % (name, value)
+    tcp_port = params.get("tcp_port")
+    if tcp_port is not None and not 1 <= tcp_port <= 65535:
+        return "option tcp_port must be between 1 and 65535, got %r" % (tcp_port,)
+    if params.get("all_sizes") and params.get("size") is not None:
+        return "options all_sizes and size are mutually exclusive"
+    if params.get("all_sizes") and params.get("duration") is not None:
+        return "option all_sizes cannot be combined with duration (perftest does not support -a with -D)"
+    timeout = params.get("timeout")
+    duration = params.get("duration")
+    if timeout is not None and duration is not None and timeout <= duration:
+        return "option timeout (%s s) must be longer than option duration (%s s)" % (timeout, duration)
+    if not params.get("executable"):
+        return "option executable must not be empty"
+    return None
+
+
+# --------------------------------------------------------------------------- sysfs
+
+def port_link_layer(reader, device, port):
+    """``InfiniBand`` / ``Ethernet`` of ``<device>/<port>``, or None when unreadable."""
+    return reader.read("sys/class/infiniband/%s/ports/%s/link_layer" % (device, port))
+
+
+def is_ipv4_mapped_gid(gid):
+    if not gid:
+        return False
+    gid = gid.strip().lower()
+    return gid.startswith(_IPV4_MAPPED_PREFIX) and gid != _IPV4_MAPPED_PREFIX + "0000:0000"
+
+
+def roce_v2_ipv4_gid_index(reader, device, port):
+    """First GID index of an Ethernet port whose type is RoCE v2 and whose GID is IPv4-mapped.
+
+    Returns None for InfiniBand ports (perftest needs no GID index there) and when no such GID
+    exists. Unpopulated entries (types/<i> answers EINVAL, gid all zeros) are skipped.
+    """
+    base = "sys/class/infiniband/%s/ports/%s" % (device, port)
+    if port_link_layer(reader, device, port) != "Ethernet":
+        return None
+    indices = sorted(int(name) for name in reader.listdir(base + "/gid_attrs/types") if name.isdigit())
+    for index in indices:
+        gid_type = reader.read("%s/gid_attrs/types/%d" % (base, index))
+        if gid_type is None or gid_type.strip().lower() != "roce v2":
+            continue
+        if is_ipv4_mapped_gid(reader.read("%s/gids/%d" % (base, index))):
+            return index
+    return None
+
+
+# --------------------------------------------------------------------------- command
+
+def build_command(executable, params, gid_index=None):
+    """perftest argv for ``params`` (the module options); the server address goes last."""
+    argv = [executable]
+    if params.get("device"):
+        argv += ["-d", str(params["device"])]
+    if params.get("ib_port") is not None:
+        argv += ["-i", str(params["ib_port"])]
+    if gid_index is not None:
+        argv += ["-x", str(gid_index)]
+    if params.get("tcp_port") is not None:
+        argv += ["-p", str(params["tcp_port"])]
+    if params.get("all_sizes"):
+        argv.append("-a")
+    elif params.get("size") is not None:
+        argv += ["-s", str(params["size"])]
+    if params.get("duration") is not None:
+        argv += ["-D", str(params["duration"])]
+    if params.get("qps") is not None:
+        argv += ["-q", str(params["qps"])]
+    if params.get("use_cuda") is not None:
+        argv.append("--use_cuda=%d" % params["use_cuda"])
+    argv.append("--report_gbits")
+    argv += [str(arg) for arg in (params.get("extra_args") or [])]
+    if params.get("mode") == "client":
+        argv.append(str(params["server"]))
+    return argv
+
+
+def resolve_executable(runner, executable):
+    """Absolute path of ``executable`` (a name searched on PATH, or a path), or None."""
+    if os.sep in executable:
+        if os.path.isfile(executable) and os.access(executable, os.X_OK):
+            return executable
+        return None
+    return runner.which(executable)
+
+
+# --------------------------------------------------------------------------- parser
+
+def to_gbps(value, unit):
+    """Convert a bandwidth printed in ``unit`` to Gb/s; None for an unknown unit."""
+    factor = UNIT_TO_GBPS.get(unit)
+    if factor is None or value is None:
+        return None
+    return round(value * factor, 6)
+
+
+def _row_fields(line, has_sl):
+    fields = line.split()
+    needed = 5 if has_sl else 4
+    if len(fields) < needed or not all(_NUMBER_RE.match(f) for f in fields):
+        return None
+    if has_sl:
+        fields = fields[:1] + fields[2:]
+    if "." in fields[0] or "." in fields[1]:
+        return None
+    rate = float(fields[4]) if len(fields) > 4 else None
+    return int(fields[0]), int(fields[1]), float(fields[2]), float(fields[3]), rate
+
+
+def parse_output(text):
+    """Parse a perftest bandwidth report.
+
+    Returns ``{unit, rows: [{msg_size, iterations, bw_peak_gbps, bw_average_gbps,
+    msg_rate_mpps}], warnings: [...]}``; ``unit`` is None and ``rows`` empty when no table is found.
+    """
+    unit = None
+    has_sl = False
+    in_table = False
+    rows = []
+    warnings = []
+    for raw in (text or "").splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        header = _HEADER_RE.search(line)
+        if header:
+            unit = header.group("unit").strip()
+            has_sl = bool(header.group("sl"))
+            in_table = True
+            continue
+        if _WARNING_RE.search(line):
+            if line not in warnings:
+                warnings.append(line)
+            continue
+        if not in_table:
+            continue
+        if _SEPARATOR_RE.match(line):
+            in_table = False
+            continue
+        fields = _row_fields(line, has_sl)
+        if fields is None:
+            continue
+        size, iterations, peak, average, rate = fields
+        rows.append({
+            "msg_size": size,
+            "iterations": iterations,
+            "bw_peak_gbps": to_gbps(peak, unit),
+            "bw_average_gbps": to_gbps(average, unit),
+            "msg_rate_mpps": rate,
+        })
+    return {"unit": unit, "rows": rows, "warnings": warnings[:20]}
+
+
+def headline(rows):
+    """The row reported as the result: the largest message size (last one on ties), or None."""
+    best = None
+    for row in rows:
+        if best is None or row["msg_size"] >= best["msg_size"]:
+            best = row
+    return best
+
+
+# --------------------------------------------------------------------------- run
+
+def _tail(text, lines=5):
+    kept = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    return " | ".join(kept[-lines:])
+
+
+def _target(params):
+    if params.get("device"):
+        return "%s/%s" % (params["device"], params.get("ib_port") or 1)
+    return "node"
+
+
+def default_gid_index(reader, params):
+    """(gid_index, link_layer, note) for the options; gid_index is None when not applicable."""
+    device = params.get("device")
+    if params.get("gid_index") is not None:
+        return params["gid_index"], None, None
+    if not device:
+        return None, None, None
+    port = params.get("ib_port") or 1
+    link_layer = port_link_layer(reader, device, port)
+    if link_layer is None:
+        return None, None, "cannot read link_layer of %s/%s below root; no GID index passed" % (device, port)
+    if link_layer != "Ethernet":
+        return None, link_layer, None
+    index = roce_v2_ipv4_gid_index(reader, device, port)
+    if index is None:
+        return None, link_layer, ("no RoCE v2 IPv4 GID on %s/%s: perftest falls back to its own default "
+                                  "GID index (0, usually RoCE v1); set gid_index" % (device, port))
+    return index, link_layer, None
+
+
+def _bandwidth_check(checks, params, parsed, result, executable_name):
+    target = _target(params)
+    min_gbps = params.get("min_gbps")
+    rows = parsed["rows"]
+    if result.timed_out:
+        hint = ""
+        if params["mode"] == "server":
+            hint = " (server mode waits for a client: was the client started?)"
+        checks.fail(CHECK_ID, target, "%s did not finish within timeout=%ss; its process group was killed%s"
+                    % (executable_name, params.get("timeout"), hint), expected=min_gbps)
+        return
+    if result.rc != 0:
+        detail = _tail(result.stderr) or _tail(result.stdout) or "no output"
+        if params.get("use_cuda") is not None and "use_cuda" in (result.stderr + result.stdout):
+            detail += " (is this perftest built with CUDA support?)"
+        checks.fail(CHECK_ID, target, "%s exited with rc=%s: %s" % (executable_name, result.rc, detail),
+                    expected=min_gbps)
+        return
+    best = headline(rows)
+    if best is None:
+        if params["mode"] == "server":
+            checks.skip(CHECK_ID, target, "%s server printed no bandwidth table (older perftest report "
+                        "results on the client only)" % executable_name, expected=min_gbps)
+        else:
+            checks.fail(CHECK_ID, target, "%s finished but printed no bandwidth table: %s"
+                        % (executable_name, _tail(result.stdout) or "no output"), expected=min_gbps)
+        return
+    observed = best["bw_average_gbps"]
+    if observed is None:
+        checks.fail(CHECK_ID, target, "unknown bandwidth unit %r in perftest output" % parsed["unit"])
+        return
+    size = best["msg_size"]
+    if min_gbps is None:
+        checks.passed(CHECK_ID, target, "%.2f Gb/s average at %d B messages (no min_gbps threshold set)"
+                      % (observed, size), observed=observed)
+    elif observed >= min_gbps:
+        checks.passed(CHECK_ID, target, "%.2f Gb/s average at %d B messages >= min_gbps %s"
+                      % (observed, size, min_gbps), observed=observed, expected=min_gbps)
+    else:
+        checks.fail(CHECK_ID, target, "%.2f Gb/s average at %d B messages < min_gbps %s"
+                    % (observed, size, min_gbps), observed=observed, expected=min_gbps)
+
+
+def run_bandwidth(params, runner, reader, check_mode=False):
+    """Run perftest for the module options.
+
+    Returns ``(error, checks, extra)``: ``error`` is a message for fail_json (bad options, no
+    executable) and None otherwise; ``checks`` is a CheckResults; ``extra`` holds the other
+    return keys.
+    """
+    error = validate_params(params)
+    if error:
+        return error, None, {}
+    executable_name = params["executable"]
+    gid_index, link_layer, note = default_gid_index(reader, params)
+    executable = resolve_executable(runner, executable_name)
+    notes = [note] if note else []
+    extra = {"gid_index": gid_index, "link_layer": link_layer, "bw_average_gbps": None,
+             "bw_peak_gbps": None, "msg_size": None, "msg_rate_mpps": None, "iterations": None,
+             "unit": None, "rows": [], "perftest_warnings": [], "notes": notes,
+             "perftest_rc": None, "stdout": "", "stderr": "", "timed_out": False}
+    checks = CheckResults()
+    if executable is None:
+        where = "" if os.sep in executable_name else " on PATH (install perftest or set executable)"
+        message = "option executable: %s not found%s" % (executable_name, where)
+        if not check_mode:
+            return message, None, extra
+        notes.append(message)
+        executable = executable_name
+    cmd = build_command(executable, params, gid_index)
+    extra["cmd"] = cmd
+    if check_mode:
+        checks.skip(CHECK_ID, _target(params), "check mode: %s not run" % executable_name)
+        return None, checks, extra
+    result = runner.run(cmd, timeout=params.get("timeout") or DEFAULT_TIMEOUT)
+    parsed = parse_output(result.stdout)
+    if not parsed["rows"] and result.stderr:
+        from_stderr = parse_output(result.stderr)
+        if from_stderr["rows"]:
+            parsed = from_stderr
+    warnings = list(parsed["warnings"])
+    for line in parse_output(result.stderr)["warnings"] + parse_output(result.stdout)["warnings"]:
+        if line not in warnings and len(warnings) < 20:
+            warnings.append(line)
+    best = headline(parsed["rows"])
+    extra.update({"perftest_rc": result.rc, "stdout": result.stdout, "stderr": result.stderr,
+                  "timed_out": bool(result.timed_out), "unit": parsed["unit"], "rows": parsed["rows"],
+                  "perftest_warnings": warnings})
+    if best is not None:
+        peak = best["bw_peak_gbps"]
+        extra.update({"bw_average_gbps": best["bw_average_gbps"],
+                      "bw_peak_gbps": peak if peak else None,
+                      "msg_size": best["msg_size"], "msg_rate_mpps": best["msg_rate_mpps"],
+                      "iterations": best["iterations"]})
+    _bandwidth_check(checks, params, parsed, result, executable_name)
+    return None, checks, extra
