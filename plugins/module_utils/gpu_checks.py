@@ -1,0 +1,615 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""GPU health checks over NVML (SPEC 2.4): pure logic behind the gpu_health module.
+
+``check_gpu_health(facts, nvml_adapter, options, xid_lines_or_source, now=None, reader=None)``
+returns ``(CheckResults, gpus, nvml_info)``. Node-level checks have target ``node``; per-device
+checks have target ``gpu<NVML index>``. A query the GPU, driver or binding does not support
+makes that one check ``skip``; a lost GPU fails ``gpu.lost`` and skips its other checks.
+NVML always talks to the running kernel driver: ``root`` only redirects sysfs and log reads.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+import copy
+import os
+import time
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import (
+    FAIL_ON_CHOICES,
+    CheckResults,
+    worst,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu import (
+    gather_gpu_facts,
+    pci_link,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.nvml import (
+    GpuLost,
+    NvmlAdapter,
+    NvmlCallError,
+    is_unsupported,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import SysfsReader
+from ansible_collections.gpufleet.cluster.plugins.module_utils.xid import (
+    XID_FATAL_DEFAULT,
+    XID_IGNORE_DEFAULT,
+    XID_SOURCE_KEYWORDS,
+    XidRead,
+    classify,
+    parse_xid_lines,
+    read_xid_source,
+    xid_file_path,
+)
+
+GPU_HEALTH_ARGSPEC = {
+    "root": {"type": "path", "default": "/"},
+    "fail_on": {"type": "str", "default": "fail", "choices": list(FAIL_ON_CHOICES)},
+    "expected_count": {"type": "int"},
+    "expected_driver_version": {"type": "str"},
+    "require_persistence_mode": {"type": "bool", "default": False},
+    "require_ecc": {"type": "bool", "default": True},
+    "temperature_margin_c": {"type": "int", "default": 5},
+    "xid_source": {"type": "str", "default": "auto"},
+    "xid_window_hours": {"type": "float", "default": 24.0},
+    "xid_fatal": {"type": "list", "elements": "int", "default": list(XID_FATAL_DEFAULT)},
+    "xid_ignore": {"type": "list", "elements": "int", "default": list(XID_IGNORE_DEFAULT)},
+}
+
+NODE_CHECKS = ("gpu.nvml", "gpu.count", "gpu.driver_version")
+DEVICE_CHECKS = (
+    "gpu.lost", "gpu.ecc.volatile_uncorrectable", "gpu.ecc.mode", "gpu.retired_pages",
+    "gpu.row_remap", "gpu.temperature", "gpu.clocks_event", "gpu.pcie", "gpu.nvlink",
+    "gpu.persistence", "gpu.mig", "gpu.fabric", "gpu.recovery_action",
+)
+CHECK_IDS = NODE_CHECKS + DEVICE_CHECKS + ("gpu.xid",)
+
+NO_GPU = "no NVIDIA GPU on the PCI bus"
+RETIRED_PAGES_LIMIT = 63  # NVIDIA: a board with 63+ retired pages is due for RMA
+REMAP_UNCORRECTABLE_LIMIT = 512
+
+# Clock event reasons (nvmlClocksEventReason*); the binding's constants are used when present.
+CLOCK_REASONS = (
+    ("GpuIdle", 0x1), ("ApplicationsClocksSetting", 0x2), ("SwPowerCap", 0x4),
+    ("HwSlowdown", 0x8), ("SyncBoost", 0x10), ("SwThermalSlowdown", 0x20),
+    ("HwThermalSlowdown", 0x40), ("HwPowerBrakeSlowdown", 0x80), ("DisplayClockSetting", 0x100),
+)
+BAD_CLOCK_REASONS = ("HwSlowdown", "HwThermalSlowdown", "HwPowerBrakeSlowdown")
+FABRIC_STATES = {0: "NOT_SUPPORTED", 1: "NOT_STARTED", 2: "IN_PROGRESS", 3: "COMPLETED"}
+RECOVERY_ACTIONS = {0: "NONE", 1: "GPU_RESET", 2: "NODE_REBOOT", 3: "DRAIN_P2P",
+                    4: "DRAIN_AND_RESET", 5: "RECOVER_IMEX_DOMAIN", 6: "BUS_RESET",
+                    7: "SYSTEM_REBOOT"}
+
+
+def option_defaults(options):
+    """``options`` completed with the argspec defaults (unit tests pass partial dicts)."""
+    full = dict((name, copy.deepcopy(spec.get("default"))) for name, spec in GPU_HEALTH_ARGSPEC.items())
+    full.update(dict((k, v) for k, v in (options or {}).items() if v is not None))
+    return full
+
+
+def validate_health_options(params):
+    """Error message naming the bad option, or None."""
+    if params.get("expected_count") is not None and params["expected_count"] < 0:
+        return "option expected_count must be >= 0, got %s" % params["expected_count"]
+    if params.get("temperature_margin_c") is not None and params["temperature_margin_c"] < 0:
+        return "option temperature_margin_c must be >= 0, got %s" % params["temperature_margin_c"]
+    if params.get("xid_window_hours") is not None and params["xid_window_hours"] <= 0:
+        return "option xid_window_hours must be > 0, got %s" % params["xid_window_hours"]
+    source = params.get("xid_source")
+    if source is not None and not source.strip():
+        return "option xid_source must not be empty (use none to disable the XID scan)"
+    if source is not None and source not in XID_SOURCE_KEYWORDS:
+        path = xid_file_path(params.get("root") or "/", source)
+        if not os.path.isfile(path):
+            return ("option xid_source: %s is not a file (expected auto, journal, dmesg, none or "
+                    "the path of a kernel log)" % path)
+    if params.get("expected_driver_version") is not None and not params["expected_driver_version"].strip():
+        return "option expected_driver_version must not be empty"
+    return None
+
+
+def run_gpu_health(params, runner, *, adapter=None, now=None, reader=None):
+    """Everything the gpu_health module does: facts, NVML, kernel log, checks.
+
+    Returns (results, gpus, nvml_info, facts)."""
+    options = option_defaults(params)
+    reader = reader or SysfsReader(options["root"])
+    now = time.time() if now is None else now
+    facts = gather_gpu_facts(reader)
+    xid = None
+    if facts["gpu_count"] > 0:
+        xid = read_xid_source(options["xid_source"], runner, options["root"],
+                              options["xid_window_hours"], now)
+    adapter = adapter or NvmlAdapter()
+    results, gpus, info = check_gpu_health(facts, adapter, options, xid, now=now, reader=reader)
+    return results, gpus, info, facts
+
+
+def check_gpu_health(facts, nvml_adapter, options, xid_lines_or_source, *, now=None, reader=None):
+    """Evaluate every SPEC 2.4 check. ``xid_lines_or_source``: list of log lines, an XidRead,
+    or None (not read)."""
+    options = option_defaults(options)
+    now = time.time() if now is None else now
+    results = CheckResults()
+    if not facts.get("gpu_count"):
+        return _no_gpu(results, options)
+
+    info = dict(nvml_adapter.start())
+    public_info = dict((k, info.get(k)) for k in ("available", "error", "driver_version",
+                                                    "cuda_driver_version"))
+    gpus = []
+    device_results = CheckResults()
+    nvml_count = None
+    if not info.get("available"):
+        results.fail("gpu.nvml", "node", _nvml_failure_message(info, facts),
+                     observed=info.get("error_kind"))
+        for check_id in DEVICE_CHECKS:
+            device_results.skip(check_id, "node", "NVML unavailable: %s" % info.get("error_kind"))
+    else:
+        results.passed("gpu.nvml", "node", "NVML initialised (driver %s, CUDA %s)" % (
+            info.get("driver_version"), info.get("cuda_driver_version")))
+        try:
+            nvml_count = nvml_adapter.device_count()
+        except (GpuLost, NvmlCallError) as exc:
+            nvml_count = None
+            device_results.skip("gpu.lost", "node", "nvmlDeviceGetCount failed: %s" % exc)
+        if is_unsupported(nvml_count):
+            nvml_count = None
+        for index in range(nvml_count or 0):
+            gpu, checks = _check_device(nvml_adapter, index, facts, options, reader)
+            gpus.append(gpu)
+            device_results.extend(checks)
+
+    _check_count(results, facts, options, nvml_count, gpus)
+    _check_driver_version(results, facts, options, info)
+    results.extend(device_results)
+    _check_xid(results, options, xid_lines_or_source, gpus, now)
+    return results, gpus, public_info
+
+
+def _no_gpu(results, options):
+    results.skip("gpu.nvml", "node", NO_GPU + ": NVML not queried")
+    expected = options.get("expected_count")
+    if expected:
+        results.fail("gpu.count", "node", "%s, expected %d GPU(s)" % (NO_GPU, expected),
+                     observed=0, expected=expected)
+    else:
+        results.skip("gpu.count", "node", NO_GPU)
+    for check_id in CHECK_IDS[2:]:
+        results.skip(check_id, "node", NO_GPU)
+    info = {"available": False, "error": "not initialised: " + NO_GPU,
+            "driver_version": None, "cuda_driver_version": None}
+    return results, [], info
+
+
+def _nvml_failure_message(info, facts):
+    message = info.get("error") or "NVML unavailable"
+    context = []
+    if not facts["driver"]["loaded"]:
+        context.append("nvidia kernel module not loaded (/sys/module/nvidia absent)")
+    if facts.get("nouveau_loaded"):
+        context.append("nouveau is loaded and holds the GPUs")
+    text = "%d NVIDIA GPU(s) on the PCI bus but NVML is unusable: %s" % (facts["gpu_count"], message)
+    if context:
+        text += "; " + "; ".join(context)
+    return text
+
+
+# -- node checks --------------------------------------------------------------------------
+def _check_count(results, facts, options, nvml_count, gpus):
+    pci_count = facts["gpu_count"]
+    expected = options.get("expected_count")
+    observed = {"nvml": nvml_count, "pci": pci_count}
+    if nvml_count is None:
+        if expected is not None and pci_count < expected:
+            results.fail("gpu.count", "node", "%d GPU(s) on the PCI bus, expected %d"
+                         % (pci_count, expected), observed=observed, expected=expected)
+        else:
+            results.skip("gpu.count", "node", "NVML device count unavailable (%d on the PCI bus)"
+                         % pci_count, observed=observed)
+        return
+    problems = []
+    if nvml_count < pci_count:
+        seen = set(gpu["pci_bus_id"] for gpu in gpus if gpu.get("pci_bus_id"))
+        missing = [g["pci_address"] for g in facts["pci_gpus"] if g["pci_address"] not in seen]
+        text = "NVML sees %d of the %d GPUs on the PCI bus (a GPU fell off the bus)" % (nvml_count, pci_count)
+        if missing and seen:
+            text += "; missing from NVML: %s" % ", ".join(missing)
+        problems.append(text)
+    if expected is not None and nvml_count < expected:
+        problems.append("NVML sees %d GPU(s), expected %d" % (nvml_count, expected))
+    if problems:
+        results.fail("gpu.count", "node", "; ".join(problems), observed=observed,
+                     expected=expected if expected is not None else pci_count)
+    else:
+        results.passed("gpu.count", "node", "%d GPU(s) visible to NVML and on the PCI bus" % nvml_count,
+                       observed=observed, expected=expected if expected is not None else pci_count)
+
+
+def version_matches(version, expected):
+    """Component-wise prefix match: '580' and '580.95' match '580.95.05'; '58' does not."""
+    want = [part for part in str(expected).strip().split(".") if part != ""]
+    have = str(version).strip().split(".")
+    return len(want) <= len(have) and have[:len(want)] == want
+
+
+def _check_driver_version(results, facts, options, info):
+    version = info.get("driver_version") or facts["driver"].get("version")
+    origin = "NVML" if info.get("driver_version") else "/sys/module/nvidia/version"
+    expected = options.get("expected_driver_version")
+    if not expected:
+        results.skip("gpu.driver_version", "node", "expected_driver_version not set (driver %s)"
+                     % version, observed=version)
+    elif version is None:
+        results.skip("gpu.driver_version", "node", "driver version unknown: NVML unavailable and "
+                     "/sys/module/nvidia/version unreadable", expected=expected)
+    elif version_matches(version, expected):
+        results.passed("gpu.driver_version", "node", "driver %s matches %s (%s)"
+                       % (version, expected, origin), observed=version, expected=expected)
+    else:
+        results.fail("gpu.driver_version", "node", "driver %s does not match expected %s (%s)"
+                     % (version, expected, origin), observed=version, expected=expected)
+
+
+# -- per-device checks --------------------------------------------------------------------
+def _check_device(adapter, index, facts, options, reader):
+    target = "gpu%d" % index
+    gpu = {"index": index, "uuid": None, "name": None, "pci_bus_id": None, "lost": False}
+    checks = CheckResults()
+    try:
+        handle = adapter.handle(index)
+        if is_unsupported(handle):
+            raise NvmlCallError("nvmlDeviceGetHandleByIndex: %s" % handle.reason)
+        gpu["uuid"] = _value(adapter.call("nvmlDeviceGetUUID", handle))
+        gpu["name"] = _value(adapter.call("nvmlDeviceGetName", handle))
+        gpu["pci_bus_id"] = adapter.pci_bus_id(handle)
+        checks.passed("gpu.lost", target, "GPU responds to NVML")
+        ctx = {"adapter": adapter, "handle": handle, "target": target, "gpu": gpu,
+               "facts": facts, "options": options, "reader": reader, "checks": checks}
+        for check_id, func in _DEVICE_CHECK_FUNCS:
+            try:
+                func(ctx)
+            except NvmlCallError as exc:
+                checks.skip(check_id, target, "could not be measured: %s" % exc)
+    except GpuLost as exc:
+        gpu["lost"] = True
+        checks = CheckResults()
+        checks.fail("gpu.lost", target, "GPU is lost or requires a reset: %s" % exc)
+        for check_id in DEVICE_CHECKS[1:]:
+            checks.skip(check_id, target, "GPU is lost")
+    except NvmlCallError as exc:
+        checks = CheckResults()
+        checks.skip("gpu.lost", target, "no NVML handle: %s" % exc)
+        for check_id in DEVICE_CHECKS[1:]:
+            checks.skip(check_id, target, "no NVML handle")
+    return gpu, checks
+
+
+def _value(value):
+    return None if is_unsupported(value) else value
+
+
+def _unsupported(ctx, check_id, value, what):
+    ctx["checks"].skip(check_id, ctx["target"], "%s not supported (%s)" % (what, value.reason))
+
+
+def _check_ecc_volatile(ctx):
+    adapter, checks, target = ctx["adapter"], ctx["checks"], ctx["target"]
+    count = adapter.call("nvmlDeviceGetTotalEccErrors", ctx["handle"],
+                         adapter.const("NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1),
+                         adapter.const("NVML_VOLATILE_ECC", 0))
+    ecc = ctx["gpu"].setdefault("ecc", {})
+    ecc["volatile_uncorrected"] = _value(count)
+    if is_unsupported(count):
+        return _unsupported(ctx, "gpu.ecc.volatile_uncorrectable", count, "ECC error counters")
+    if count > 0:
+        return checks.fail("gpu.ecc.volatile_uncorrectable", target,
+                           "%d volatile uncorrectable ECC error(s) since the driver loaded" % count,
+                           observed=count, expected=0)
+    return checks.passed("gpu.ecc.volatile_uncorrectable", target, "no volatile uncorrectable ECC error",
+                         observed=0, expected=0)
+
+
+def _check_ecc_mode(ctx):
+    checks, target = ctx["checks"], ctx["target"]
+    mode = ctx["adapter"].call("nvmlDeviceGetEccMode", ctx["handle"])
+    ecc = ctx["gpu"].setdefault("ecc", {})
+    if is_unsupported(mode):
+        ecc.update({"mode_current": None, "mode_pending": None})
+        return _unsupported(ctx, "gpu.ecc.mode", mode, "ECC")
+    current, pending = bool(mode[0]), bool(mode[1])
+    ecc.update({"mode_current": current, "mode_pending": pending})
+    observed = {"current": current, "pending": pending}
+    if ctx["options"]["require_ecc"] and not current:
+        return checks.warn("gpu.ecc.mode", target, "ECC is disabled (require_ecc)",
+                           observed=observed, expected=True)
+    if current != pending:
+        return checks.warn("gpu.ecc.mode", target, "ECC mode change pending (%s -> %s): reset or "
+                           "reboot needed" % (_onoff(current), _onoff(pending)), observed=observed)
+    return checks.passed("gpu.ecc.mode", target, "ECC %s" % _onoff(current), observed=observed)
+
+
+def _onoff(flag):
+    return "enabled" if flag else "disabled"
+
+
+def _check_retired_pages(ctx):
+    adapter, handle, checks, target = ctx["adapter"], ctx["handle"], ctx["checks"], ctx["target"]
+    sbe = adapter.call("nvmlDeviceGetRetiredPages", handle,
+                       adapter.const("NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS", 0))
+    dbe = adapter.call("nvmlDeviceGetRetiredPages", handle,
+                       adapter.const("NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR", 1))
+    if is_unsupported(sbe) or is_unsupported(dbe):
+        ctx["gpu"]["retired_pages"] = None
+        return _unsupported(ctx, "gpu.retired_pages", sbe if is_unsupported(sbe) else dbe,
+                            "page retirement")
+    pending = _value(adapter.call("nvmlDeviceGetRetiredPagesPendingStatus", handle))
+    observed = {"sbe": len(sbe), "dbe": len(dbe), "pending": None if pending is None else bool(pending)}
+    ctx["gpu"]["retired_pages"] = observed
+    total = len(sbe) + len(dbe)
+    if total >= RETIRED_PAGES_LIMIT:
+        return checks.fail("gpu.retired_pages", target, "%d retired pages (limit %d): replace the board"
+                           % (total, RETIRED_PAGES_LIMIT), observed=observed)
+    if pending:
+        return checks.warn("gpu.retired_pages", target, "page retirement pending: reset or reboot needed",
+                           observed=observed)
+    return checks.passed("gpu.retired_pages", target, "%d retired page(s)" % total, observed=observed)
+
+
+def _check_row_remap(ctx):
+    checks, target = ctx["checks"], ctx["target"]
+    rows = ctx["adapter"].call("nvmlDeviceGetRemappedRows", ctx["handle"])
+    if is_unsupported(rows):
+        ctx["gpu"]["row_remap"] = None
+        return _unsupported(ctx, "gpu.row_remap", rows, "row remapping")
+    correctable, uncorrectable, pending, failure = [int(x) for x in rows]
+    observed = {"correctable": correctable, "uncorrectable": uncorrectable,
+                "pending": bool(pending), "failure": bool(failure)}
+    ctx["gpu"]["row_remap"] = observed
+    if failure:
+        return checks.fail("gpu.row_remap", target, "row remapping failed: replace the board",
+                           observed=observed)
+    if pending:
+        return checks.warn("gpu.row_remap", target, "row remap pending: GPU reset needed", observed=observed)
+    if uncorrectable >= REMAP_UNCORRECTABLE_LIMIT:
+        return checks.warn("gpu.row_remap", target, "%d rows remapped for uncorrectable errors (>= %d)"
+                           % (uncorrectable, REMAP_UNCORRECTABLE_LIMIT), observed=observed)
+    return checks.passed("gpu.row_remap", target, "%d correctable / %d uncorrectable remapped row(s)"
+                         % (correctable, uncorrectable), observed=observed)
+
+
+def _check_temperature(ctx):
+    adapter, handle, checks, target = ctx["adapter"], ctx["handle"], ctx["checks"], ctx["target"]
+    temp = adapter.call("nvmlDeviceGetTemperature", handle, adapter.const("NVML_TEMPERATURE_GPU", 0))
+    slowdown = adapter.call("nvmlDeviceGetTemperatureThreshold", handle,
+                            adapter.const("NVML_TEMPERATURE_THRESHOLD_SLOWDOWN", 1))
+    ctx["gpu"]["temperature_c"] = _value(temp)
+    ctx["gpu"]["slowdown_temperature_c"] = _value(slowdown)
+    if is_unsupported(temp):
+        return _unsupported(ctx, "gpu.temperature", temp, "GPU temperature")
+    if is_unsupported(slowdown):
+        return checks.skip("gpu.temperature", target, "%d C; slowdown threshold not reported (%s)"
+                           % (temp, slowdown.reason), observed=temp)
+    margin = ctx["options"]["temperature_margin_c"]
+    if temp >= slowdown:
+        return checks.fail("gpu.temperature", target, "%d C at or above the slowdown threshold %d C"
+                           % (temp, slowdown), observed=temp, expected="< %d" % slowdown)
+    if temp >= slowdown - margin:
+        return checks.warn("gpu.temperature", target, "%d C within %d C of the slowdown threshold %d C"
+                           % (temp, margin, slowdown), observed=temp, expected="< %d" % (slowdown - margin))
+    return checks.passed("gpu.temperature", target, "%d C (slowdown at %d C)" % (temp, slowdown),
+                         observed=temp, expected="< %d" % (slowdown - margin))
+
+
+def _check_clocks_event(ctx):
+    adapter, checks, target = ctx["adapter"], ctx["checks"], ctx["target"]
+    reasons = adapter.call("nvmlDeviceGetCurrentClocksEventReasons", ctx["handle"])
+    if is_unsupported(reasons):  # bindings/drivers before 12.535 only have the old name
+        reasons = adapter.call("nvmlDeviceGetCurrentClocksThrottleReasons", ctx["handle"])
+    if is_unsupported(reasons):
+        ctx["gpu"]["clocks_event_reasons"] = None
+        return _unsupported(ctx, "gpu.clocks_event", reasons, "clock event reasons")
+    active = []
+    for name, default in CLOCK_REASONS:
+        bit = adapter.const("nvmlClocksEventReason" + name,
+                            adapter.const("nvmlClocksThrottleReason" + name, default))
+        if int(reasons) & bit:
+            active.append(name)
+    ctx["gpu"]["clocks_event_reasons"] = active
+    bad = [name for name in active if name in BAD_CLOCK_REASONS]
+    if bad:
+        return checks.warn("gpu.clocks_event", target, "clocks held down by %s" % ", ".join(bad),
+                           observed=active)
+    return checks.passed("gpu.clocks_event", target, "no hardware slowdown (active: %s)"
+                         % (", ".join(active) or "none"), observed=active)
+
+
+def _check_pcie(ctx):
+    adapter, handle, checks, target = ctx["adapter"], ctx["handle"], ctx["checks"], ctx["target"]
+    pcie = {
+        "current_gen": _value(adapter.call("nvmlDeviceGetCurrPcieLinkGeneration", handle)),
+        "current_width": _value(adapter.call("nvmlDeviceGetCurrPcieLinkWidth", handle)),
+        "max_gen": _value(adapter.call("nvmlDeviceGetMaxPcieLinkGeneration", handle)),
+        "max_width": _value(adapter.call("nvmlDeviceGetMaxPcieLinkWidth", handle)),
+        "gpu_max_gen": _value(adapter.call("nvmlDeviceGetGpuMaxPcieLinkGeneration", handle)),
+        "gpu_max_width": None,
+    }
+    address = ctx["gpu"].get("pci_bus_id")
+    if ctx["reader"] is not None and address:
+        # The function's own link capability (LnkCap); NVML's max is device *and* system.
+        pcie["gpu_max_width"] = pci_link(ctx["reader"], address)["max_width"]
+    ctx["gpu"]["pcie"] = pcie
+    compared, degraded = [], []
+    for kind, label in (("gen", "gen"), ("width", "x")):
+        have, own = pcie["max_" + kind], pcie["gpu_max_" + kind]
+        if have is None or own is None:
+            continue
+        compared.append(kind)
+        if have < own:
+            degraded.append("max %s%s below the GPU's %s%s" % (label, have, label, own))
+    if not compared:
+        return checks.skip("gpu.pcie", target, "PCIe link capability not comparable (NVML/sysfs "
+                           "did not report the GPU's own maximum)", observed=pcie)
+    if degraded:
+        return checks.warn("gpu.pcie", target, "PCIe link capability degraded: %s (bad slot or riser)"
+                           % "; ".join(degraded), observed=pcie)
+    message = "PCIe max gen%s x%s" % (pcie["max_gen"], pcie["max_width"])
+    if pcie["current_gen"] is not None and (pcie["current_gen"], pcie["current_width"]) != (
+            pcie["max_gen"], pcie["max_width"]):
+        message += ", running gen%s x%s (idle downshift)" % (pcie["current_gen"], pcie["current_width"])
+    return checks.passed("gpu.pcie", target, message, observed=pcie)
+
+
+def _check_mig(ctx):
+    checks, target = ctx["checks"], ctx["target"]
+    mode = ctx["adapter"].call("nvmlDeviceGetMigMode", ctx["handle"])
+    if is_unsupported(mode):
+        ctx["gpu"]["mig"] = None
+        return _unsupported(ctx, "gpu.mig", mode, "MIG")
+    current, pending = bool(mode[0]), bool(mode[1])
+    ctx["gpu"]["mig"] = {"current": current, "pending": pending}
+    if current != pending:
+        return checks.warn("gpu.mig", target, "MIG mode change pending (%s -> %s): GPU reset needed"
+                           % (_onoff(current), _onoff(pending)), observed=ctx["gpu"]["mig"])
+    return checks.passed("gpu.mig", target, "MIG %s" % _onoff(current), observed=ctx["gpu"]["mig"])
+
+
+def _check_nvlink(ctx):
+    checks, target = ctx["checks"], ctx["target"]
+    mig = ctx["gpu"].get("mig")
+    if mig and mig["current"]:
+        ctx["gpu"]["nvlink"] = None
+        return checks.skip("gpu.nvlink", target, "MIG enabled: NVLink state not checked")
+    states = ctx["adapter"].nvlink_states(ctx["handle"])
+    if is_unsupported(states):
+        ctx["gpu"]["nvlink"] = None
+        return _unsupported(ctx, "gpu.nvlink", states, "NVLink")
+    inactive = sorted(link for link, up in states.items() if not up)
+    summary = {"supported": len(states), "active": len(states) - len(inactive), "inactive": inactive}
+    ctx["gpu"]["nvlink"] = summary
+    if inactive:
+        return checks.fail("gpu.nvlink", target, "%d of %d NVLinks inactive: %s" % (
+            len(inactive), len(states), ", ".join(str(x) for x in inactive)), observed=summary)
+    return checks.passed("gpu.nvlink", target, "%d NVLinks active" % len(states), observed=summary)
+
+
+def _check_persistence(ctx):
+    checks, target = ctx["checks"], ctx["target"]
+    mode = ctx["adapter"].call("nvmlDeviceGetPersistenceMode", ctx["handle"])
+    if is_unsupported(mode):
+        ctx["gpu"]["persistence_mode"] = None
+        return _unsupported(ctx, "gpu.persistence", mode, "persistence mode")
+    ctx["gpu"]["persistence_mode"] = bool(mode)
+    if mode:
+        return checks.passed("gpu.persistence", target, "persistence mode on", observed=True)
+    if ctx["options"]["require_persistence_mode"]:
+        return checks.fail("gpu.persistence", target, "persistence mode off (required)",
+                           observed=False, expected=True)
+    return checks.warn("gpu.persistence", target, "persistence mode off (enable nvidia-persistenced)",
+                       observed=False, expected=True)
+
+
+def _check_fabric(ctx):
+    checks, target = ctx["checks"], ctx["target"]
+    if not ctx["facts"].get("fabricmanager_required"):
+        ctx["gpu"]["fabric"] = None
+        return checks.skip("gpu.fabric", target, "no NVSwitch on the PCI bus: no NVLink fabric to join")
+    fabric = ctx["adapter"].fabric_info(ctx["handle"])
+    if is_unsupported(fabric):
+        ctx["gpu"]["fabric"] = None
+        return _unsupported(ctx, "gpu.fabric", fabric, "GPU fabric info")
+    state = FABRIC_STATES.get(fabric["state"], str(fabric["state"]))
+    observed = {"state": state, "status": fabric["status"]}
+    ctx["gpu"]["fabric"] = observed
+    if state != "COMPLETED":
+        return checks.fail("gpu.fabric", target, "NVSwitch fabric state %s (is nvidia-fabricmanager running?)"
+                           % state, observed=observed, expected="COMPLETED")
+    if fabric["status"] != 0:
+        return checks.fail("gpu.fabric", target, "NVSwitch fabric registration failed (NVML status %d)"
+                           % fabric["status"], observed=observed, expected="COMPLETED")
+    return checks.passed("gpu.fabric", target, "NVSwitch fabric registration completed", observed=observed)
+
+
+def _check_recovery_action(ctx):
+    checks, target = ctx["checks"], ctx["target"]
+    action = ctx["adapter"].field_value(ctx["handle"], "NVML_FI_DEV_GET_GPU_RECOVERY_ACTION")
+    if is_unsupported(action):
+        ctx["gpu"]["recovery_action"] = None
+        return _unsupported(ctx, "gpu.recovery_action", action, "GPU recovery action")
+    name = RECOVERY_ACTIONS.get(int(action), str(action))
+    ctx["gpu"]["recovery_action"] = name
+    if int(action) != 0:
+        return checks.fail("gpu.recovery_action", target, "NVML asks for recovery action %s" % name,
+                           observed=name, expected="NONE")
+    return checks.passed("gpu.recovery_action", target, "no recovery action pending", observed=name)
+
+
+# MIG before NVLink (NVLink is skipped when MIG is on); report order follows DEVICE_CHECKS.
+_DEVICE_CHECK_FUNCS = (
+    ("gpu.ecc.volatile_uncorrectable", _check_ecc_volatile),
+    ("gpu.ecc.mode", _check_ecc_mode),
+    ("gpu.retired_pages", _check_retired_pages),
+    ("gpu.row_remap", _check_row_remap),
+    ("gpu.temperature", _check_temperature),
+    ("gpu.clocks_event", _check_clocks_event),
+    ("gpu.pcie", _check_pcie),
+    ("gpu.mig", _check_mig),
+    ("gpu.nvlink", _check_nvlink),
+    ("gpu.persistence", _check_persistence),
+    ("gpu.fabric", _check_fabric),
+    ("gpu.recovery_action", _check_recovery_action),
+)
+
+
+# -- XID ----------------------------------------------------------------------------------
+def _check_xid(results, options, source, gpus, now):
+    hours = options["xid_window_hours"]
+    window = "%g h" % hours
+    if source is None:
+        return results.skip("gpu.xid", "node", "kernel log not read")
+    if isinstance(source, XidRead):
+        if source.error:
+            return results.skip("gpu.xid", "node", "kernel log unavailable: %s" % source.error)
+        lines, origin = source.lines, source.origin
+    else:
+        lines, origin = list(source), "lines"
+    events, stats = parse_xid_lines(lines, now, hours)
+    if not events:
+        return results.passed("gpu.xid", "node", "no XID in the last %s (%s)" % (window, origin),
+                              observed={"events": 0, "outside_window": stats["outside_window"]})
+    targets = {}
+    for gpu in gpus:
+        if gpu.get("pci_bus_id"):
+            targets[gpu["pci_bus_id"].rsplit(".", 1)[0]] = "gpu%d" % gpu["index"]
+    groups = {}
+    for event in events:
+        groups.setdefault(targets.get(event["pci"], "node"), []).append(event)
+    fatal, ignore = set(options["xid_fatal"]), set(options["xid_ignore"])
+    for target in sorted(groups, key=_target_key):
+        group = groups[target]
+        codes = {}
+        for event in group:
+            entry = codes.setdefault(event["xid"], {
+                "xid": event["xid"], "count": 0, "pci": event["pci"], "last": None,
+                "class": {"fail": "fatal", "pass": "ignored", "warn": "other"}[
+                    classify(event["xid"], fatal, ignore)]})
+            entry["count"] += 1
+            if event["time"] and (entry["last"] is None or event["time"] > entry["last"]):
+                entry["last"] = event["time"]
+            entry["detail"] = event["detail"]
+        observed = [codes[x] for x in sorted(codes)]
+        status = worst(classify(x, fatal, ignore) for x in codes)
+        text = ", ".join("XID %d x%d (%s)" % (e["xid"], e["count"], e["class"]) for e in observed)
+        pcis = sorted(set(e["pci"] for e in group))
+        message = "%s on %s in the last %s (%s)" % (text, ", ".join(pcis), window, origin)
+        undated = sum(1 for e in group if e["time"] is None)
+        if undated:
+            message += "; %d undated line(s) counted as recent" % undated
+        results.add("gpu.xid", target, status, message, observed=observed)
+    return None
+
+
+def _target_key(target):
+    return (0, int(target[3:])) if target.startswith("gpu") else (1, 0)

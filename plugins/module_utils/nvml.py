@@ -1,0 +1,320 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A small adapter over the NVML Python binding (nvidia-ml-py, imported as ``pynvml``).
+
+- ``pynvml`` is imported lazily, on first use; a missing module is reported, never raised.
+- NVML is initialised once per adapter; ``start()`` answers a dict for ``nvml`` in results.
+- Strings from old bindings (bytes) are converted to str.
+- Errors are mapped: NotSupported / FunctionNotFound, or a function or constant missing from
+  an older binding, give the UNSUPPORTED sentinel (that one check skips); GpuIsLost and
+  ResetRequired raise GpuLost (that one device fails gpu.lost); any other NVML error raises
+  NvmlCallError (that one check skips as "could not be measured").
+
+The module is injectable (``NvmlAdapter(pynvml_module=fake)``) so tests pass a fake directly.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+import ctypes
+import importlib
+
+BINDING_HINT = "install nvidia-ml-py (imported as pynvml)"
+
+# NVML return codes (nvml.h); the binding's own constants are preferred when present.
+_CODES = {
+    "NOT_SUPPORTED": 3,
+    "NO_PERMISSION": 4,
+    "DRIVER_NOT_LOADED": 9,
+    "LIBRARY_NOT_FOUND": 12,
+    "FUNCTION_NOT_FOUND": 13,
+    "GPU_IS_LOST": 15,
+    "RESET_REQUIRED": 16,
+    "LIB_RM_VERSION_MISMATCH": 18,
+}
+
+# error_kind values of start(): each has its own message for gpu.nvml.
+INIT_MESSAGES = {
+    "binding_missing": "the NVML Python binding is not importable: " + BINDING_HINT,
+    "library_not_found": "NVML shared library libnvidia-ml.so.1 not found "
+                         "(NVIDIA driver user-space libraries not installed)",
+    "driver_not_loaded": "NVIDIA kernel driver not loaded (NVML answers Driver Not Loaded)",
+    "version_mismatch": "NVIDIA driver/library version mismatch: the loaded kernel module and "
+                        "libnvidia-ml differ (driver upgraded without reboot or module reload)",
+    "no_permission": "no permission to open the NVIDIA device nodes",
+    "error": "NVML initialisation failed",
+}
+
+
+class _Unsupported(object):
+    """Sentinel: the query is not supported by this GPU, driver or binding."""
+
+    def __init__(self, reason="not supported"):
+        self.reason = reason
+
+    def __bool__(self):
+        return False
+
+    __nonzero__ = __bool__
+
+    def __repr__(self):
+        return "UNSUPPORTED(%s)" % self.reason
+
+
+UNSUPPORTED = _Unsupported()
+
+
+def is_unsupported(value):
+    return isinstance(value, _Unsupported)
+
+
+class GpuLost(Exception):
+    """The device answered GpuIsLost or ResetRequired."""
+
+
+class NvmlCallError(Exception):
+    """Any other NVML error on one call (the check could not be measured)."""
+
+
+def to_text(value):
+    """str from str or bytes (bindings before 11.515 return bytes); other values unchanged."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace").rstrip("\x00")
+    return value
+
+
+class NvmlAdapter(object):
+    """Lazy, error-mapping wrapper around a pynvml module."""
+
+    def __init__(self, pynvml_module=None, module_name="pynvml"):
+        self._nvml = pynvml_module
+        self._module_name = module_name
+        self._info = None
+        self._handles = {}
+
+    # -- module and constants ------------------------------------------------------------
+    @property
+    def binding(self):
+        if self._nvml is None:
+            self._nvml = importlib.import_module(self._module_name)
+        return self._nvml
+
+    def const(self, name, default=None):
+        """A constant of the binding, or ``default`` when this binding does not define it."""
+        return getattr(self.binding, name, default)
+
+    def _code(self, name):
+        return getattr(self.binding, "NVML_ERROR_" + name, _CODES[name])
+
+    def _error_code(self, exc):
+        return getattr(exc, "value", None)
+
+    def _is_nvml_error(self, exc):
+        base = getattr(self.binding, "NVMLError", None)
+        return base is not None and isinstance(exc, base)
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def start(self):
+        """Initialise NVML once. Returns {available, error, error_kind, driver_version,
+        cuda_driver_version, binding_version}; never raises."""
+        if self._info is not None:
+            return self._info
+        info = {"available": False, "error": None, "error_kind": None,
+                "driver_version": None, "cuda_driver_version": None}
+        self._info = info
+        try:
+            binding = self.binding
+        except ImportError as exc:
+            info["error_kind"] = "binding_missing"
+            info["error"] = "%s (%s)" % (INIT_MESSAGES["binding_missing"], exc)
+            return info
+        try:
+            binding.nvmlInit()
+        except Exception as exc:
+            kind = self._init_error_kind(exc)
+            info["error_kind"] = kind
+            info["error"] = "%s (%s: %s)" % (INIT_MESSAGES[kind], type(exc).__name__, exc)
+            return info
+        info["available"] = True
+        version = self._system_query("nvmlSystemGetDriverVersion")
+        info["driver_version"] = None if version is None else str(version)
+        info["cuda_driver_version"] = format_cuda_version(
+            self._system_query("nvmlSystemGetCudaDriverVersion"))
+        return info
+
+    def _system_query(self, name):
+        try:
+            value = self.call(name)
+        except (GpuLost, NvmlCallError):
+            return None
+        return None if is_unsupported(value) else value
+
+    def _init_error_kind(self, exc):
+        if not self._is_nvml_error(exc):
+            return "error"
+        code = self._error_code(exc)
+        if code == self._code("LIBRARY_NOT_FOUND"):
+            return "library_not_found"
+        if code == self._code("DRIVER_NOT_LOADED"):
+            return "driver_not_loaded"
+        if code == self._code("LIB_RM_VERSION_MISMATCH"):
+            return "version_mismatch"
+        if code == self._code("NO_PERMISSION"):
+            return "no_permission"
+        return "error"
+
+    def shutdown(self):
+        if self._info and self._info.get("available"):
+            try:
+                self.binding.nvmlShutdown()
+            except Exception:
+                pass
+        self._info = None
+        self._handles = {}
+
+    # -- calls ---------------------------------------------------------------------------
+    def call(self, name, *args):
+        """Call ``pynvml.<name>(*args)`` with the error mapping described above."""
+        func = getattr(self.binding, name, None)
+        if func is None:
+            return _Unsupported("%s missing from this nvidia-ml-py binding" % name)
+        try:
+            return to_text(func(*args))
+        except AttributeError as exc:
+            # Some bindings reference structures/functions they do not define.
+            return _Unsupported("%s: %s" % (name, exc))
+        except Exception as exc:
+            if type(exc).__name__ == "NVMLLibraryMismatchError":
+                return _Unsupported("%s: %s" % (name, exc))
+            if not self._is_nvml_error(exc):
+                raise NvmlCallError("%s: %s: %s" % (name, type(exc).__name__, exc))
+            code = self._error_code(exc)
+            if code in (self._code("NOT_SUPPORTED"), self._code("FUNCTION_NOT_FOUND")):
+                return _Unsupported("%s: %s" % (name, exc))
+            if code in (self._code("GPU_IS_LOST"), self._code("RESET_REQUIRED")):
+                raise GpuLost("%s: %s" % (name, exc))
+            raise NvmlCallError("%s: %s" % (name, exc))
+
+    def device_count(self):
+        return self.call("nvmlDeviceGetCount")
+
+    def handle(self, index):
+        if index not in self._handles:
+            self._handles[index] = self.call("nvmlDeviceGetHandleByIndex", index)
+        return self._handles[index]
+
+    def nvlink_states(self, handle):
+        """{link: active(bool)} of the links this GPU supports, or UNSUPPORTED when none is.
+
+        NVML answers NotSupported for absent links and Invalid Argument past the last one."""
+        max_links = self.const("NVML_NVLINK_MAX_LINKS", 18)
+        states = {}
+        reason = None
+        for link in range(max_links):
+            try:
+                state = self.call("nvmlDeviceGetNvLinkState", handle, link)
+            except NvmlCallError:
+                if link == 0:
+                    raise
+                break
+            if is_unsupported(state):
+                reason = reason or state
+                if getattr(self.binding, "nvmlDeviceGetNvLinkState", None) is None:
+                    break
+                continue
+            states[link] = bool(state)
+        if not states:
+            return reason or _Unsupported("NVLink not supported")
+        return states
+
+    # -- composite queries (structures differ between binding versions) -----------------
+    def pci_bus_id(self, handle):
+        info = self.call("nvmlDeviceGetPciInfo", handle)
+        if is_unsupported(info):
+            return None
+        bus_id = to_text(getattr(info, "busId", None)) or to_text(getattr(info, "busIdLegacy", None))
+        return normalize_pci_address(bus_id) if bus_id else None
+
+    def fabric_info(self, handle):
+        """{state, status} of the GPU's NVLink fabric registration, or UNSUPPORTED."""
+        attempts = (("nvmlDeviceGetGpuFabricInfoV", "c_nvmlGpuFabricInfoV_t"),
+                    ("nvmlDeviceGetGpuFabricInfo", "c_nvmlGpuFabricInfo_t"))
+        result = _Unsupported("GPU fabric info missing from this nvidia-ml-py binding")
+        for func_name, struct_name in attempts:
+            struct_type = getattr(self.binding, struct_name, None)
+            if struct_type is None or getattr(self.binding, func_name, None) is None:
+                continue
+            struct = struct_type()
+            outcome = self.call(func_name, handle, _by_ref(struct))
+            if is_unsupported(outcome):
+                result = outcome
+                continue
+            return {"state": int(struct.state), "status": int(struct.status)}
+        return result
+
+    def field_value(self, handle, constant_name):
+        """Value of one NVML field (nvmlDeviceGetFieldValues), or UNSUPPORTED."""
+        field_id = self.const(constant_name)
+        if field_id is None:
+            return _Unsupported("%s missing from this nvidia-ml-py binding" % constant_name)
+        values = self.call("nvmlDeviceGetFieldValues", handle, [field_id])
+        if is_unsupported(values):
+            return values
+        value = values[0]
+        ret = int(getattr(value, "nvmlReturn", 0))
+        if ret in (self._code("NOT_SUPPORTED"), self._code("FUNCTION_NOT_FOUND")):
+            return _Unsupported("%s not supported" % constant_name)
+        if ret in (self._code("GPU_IS_LOST"), self._code("RESET_REQUIRED")):
+            raise GpuLost("%s: NVML return code %d" % (constant_name, ret))
+        if ret != 0:
+            raise NvmlCallError("%s: NVML return code %d" % (constant_name, ret))
+        return _field_number(value)
+
+
+_VALUE_MEMBERS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
+
+
+def _field_number(value):
+    member = _VALUE_MEMBERS.get(int(getattr(value, "valueType", 1)), "uiVal")
+    return getattr(value.value, member)
+
+
+def _by_ref(struct):
+    """ctypes.byref for ctypes structures (the real binding), the object itself otherwise."""
+    try:
+        return ctypes.byref(struct)
+    except TypeError:
+        return struct
+
+
+def format_cuda_version(value):
+    """12040 -> '12.4' (the form nvidia-smi prints); None when unknown."""
+    if value is None or is_unsupported(value):
+        return None
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        return None
+    return "%d.%d" % (number // 1000, (number % 1000) // 10)
+
+
+def normalize_pci_address(address):
+    """'00000000:18:00.0' / '0000:18:00.0' / '18:00.0' -> '0000:18:00.0' (lower case)."""
+    if not address:
+        return None
+    text = to_text(address).strip().lower()
+    parts = text.split(":")
+    try:
+        if len(parts) == 3:
+            domain, bus, rest = parts
+        elif len(parts) == 2:
+            domain, bus, rest = "0", parts[0], parts[1]
+        else:
+            return text
+        device, _, function = rest.partition(".")
+        result = "%04x:%02x:%02x" % (int(domain, 16), int(bus, 16), int(device, 16))
+        if function:
+            result += ".%x" % int(function, 16)
+        return result
+    except ValueError:
+        return text
