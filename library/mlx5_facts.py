@@ -1,0 +1,1 @@
+../plugins/modules/mlx5_facts.py
