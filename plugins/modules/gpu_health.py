@@ -18,7 +18,7 @@ description:
     FunctionNotFound, or a function missing from an older nvidia-ml-py), or not measurable; it is
     never a defect.
   - A host without an NVIDIA GPU on the PCI bus gets C(gpu.nvml) and every other check skipped, and
-    NVML is not loaded at all.
+    NVML is not loaded at all; only O(expected_count) greater than 0 makes C(gpu.count) fail there.
   - Uses the official binding C(nvidia-ml-py) (imported as C(pynvml)) on the managed host, imported
     only when a GPU is present. NVML queries the running driver; O(root) only redirects sysfs and
     log file reads.
