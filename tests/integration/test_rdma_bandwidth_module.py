@@ -76,6 +76,9 @@ def test_client_run_passes_and_uses_sysfs_gid(tmp_path):
     assert result["checks"][0]["status"] == "pass"
     assert result["checks"][0]["target"] == "mlx5_2/1"
     assert result["healthy"] is True and result["changed"] is False
+    # fleet_report (enabled in ansible.cfg) also runs for ad-hoc commands and records the check
+    report = json.loads((tmp_path / "reports" / "fleet-report.json").read_text())
+    assert report["hosts"]["localhost"]["checks"][0]["observed"] == result["bw_average_gbps"]
 
 
 def test_below_min_gbps_fails_the_module(tmp_path):
