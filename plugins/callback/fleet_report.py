@@ -526,8 +526,8 @@ class CallbackModule(CallbackBase):
                                       % (task_name, host))
 
     def v2_playbook_on_start(self, playbook):
-        name = getattr(playbook, "_file_name", None)
-        self.report.playbook = os.path.basename(name) if name else None
+        name = os.path.basename(getattr(playbook, "_file_name", None) or "")
+        self.report.playbook = name if name and not name.startswith("__adhoc") else None
 
     def v2_runner_on_ok(self, result):
         self._collect(result)
