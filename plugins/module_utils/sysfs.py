@@ -49,7 +49,7 @@ class SysfsReader(object):
             text = raw.decode("utf-8", "replace").strip().strip("\x00").strip()
             if text not in PLACEHOLDERS:
                 value = text
-        except (IOError, OSError, ValueError):
+        except (OSError, ValueError):
             value = None
         self._cache[rel] = value
         return value
@@ -76,7 +76,7 @@ class SysfsReader(object):
             return self._dir_cache[rel]
         try:
             entries = sorted(os.listdir(self.path(rel)))
-        except (IOError, OSError):
+        except OSError:
             entries = []
         self._dir_cache[rel] = entries
         return entries
@@ -85,7 +85,7 @@ class SysfsReader(object):
         """Basename of a symlink's target (``device/driver`` -> ``mlx5_core``), or None."""
         try:
             target = os.readlink(self.path(rel))
-        except (IOError, OSError):
+        except OSError:
             return None
         return os.path.basename(target.rstrip("/")) or None
 
