@@ -1,15 +1,17 @@
 """rdma_validate logic (SPEC 2.5): every row of the check table against fixture trees."""
 
 import copy
+import importlib
 import os
 
 import pytest
+import yaml
 from conftest import FIXTURES
 from runners import ScriptedRunner
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import exit_with_checks
-from ansible_collections.gpufleet.cluster.plugins.module_utils.mlx5 import gather_mlx5_facts
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mlx5 import MLX5_FACTS_ARGSPEC, gather_mlx5_facts
 from ansible_collections.gpufleet.cluster.plugins.module_utils.rdma_checks import (
     DEFAULT_REQUIRED_MODULES,
     RDMA_VALIDATE_ARGSPEC,
@@ -422,3 +424,21 @@ def test_fail_on(node, fail_on, outcome):
     assert payload["changed"] is False
     if kind == "fail":
         assert "rdma.port" in payload["msg"]
+
+
+# -- documentation of both modules matches their argument specs ----------------------------------
+@pytest.mark.parametrize("module_name", ["mlx5_facts", "rdma_validate"])
+def test_documentation_matches_argspec(module_name):
+    module = importlib.import_module("ansible_collections.gpufleet.cluster.plugins.modules." + module_name)
+    documented = yaml.safe_load(module.DOCUMENTATION)["options"]
+    spec = MLX5_FACTS_ARGSPEC if module_name == "mlx5_facts" else rdma_validate_module_argspec()
+    assert set(documented) == set(spec)
+    for name, option in spec.items():
+        doc = documented[name]
+        assert doc["type"] == option["type"], name
+        assert doc.get("default") == option.get("default"), name
+        assert doc.get("choices") == option.get("choices"), name
+        assert doc.get("elements") == option.get("elements"), name
+        assert doc["description"], name
+    for key in ("EXAMPLES", "RETURN"):
+        assert yaml.safe_load(getattr(module, key))
