@@ -1,0 +1,1 @@
+../plugins/modules/record_checks.py

@@ -1,0 +1,166 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Node labels from facts and the health gate (SPEC 2.1 results -> labels/taints patch).
+
+Documentation: health_gate_patch.yml, gpufleet_node_labels.yml, k8s_label_value.yml.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+from ansible.errors import AnsibleFilterError
+
+GATE_TAINT_KEY = "gpufleet.io/unhealthy"
+GATE_LABEL_KEY = "gpufleet.io/failed-check"
+HEALTH_LABEL_KEY = "gpufleet.io/healthy"
+_INVALID = re.compile(r"[^A-Za-z0-9._-]+")
+_EDGE = re.compile(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$")
+
+
+def k8s_label_value(value, max_length=63):
+    """Sanitise to the label value grammar: ``(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?``, <= 63."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    text = _INVALID.sub("-", str(value).strip())
+    text = re.sub(r"-{2,}", "-", text)
+    text = _EDGE.sub("", text)
+    text = text[:max_length]
+    return _EDGE.sub("", text)
+
+
+def _results(value):
+    """A result dict, a list of them, or None entries (a family not run) -> list of dicts."""
+    if value is None:
+        return []
+    if isinstance(value, dict):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        out = []
+        for item in value:
+            out.extend(_results(item))
+        return out
+    raise AnsibleFilterError("health_gate_patch: expected a check result dict (checks/summary/healthy) "
+                             "or a list of them, got %s" % type(value).__name__)
+
+
+def failed_checks(results):
+    """Failing checks of all results, in order; a result with healthy=false and no failing
+    check (malformed or failed before checking) yields a synthetic ``result.unhealthy``."""
+    failed = []
+    for result in _results(results):
+        checks = result.get("checks")
+        if checks is None and "healthy" not in result:
+            raise AnsibleFilterError("health_gate_patch: a result has neither 'checks' nor 'healthy'")
+        own = [c for c in checks or [] if isinstance(c, dict) and c.get("status") == "fail"]
+        if not own and result.get("healthy") is False:
+            own = [{"id": "result.unhealthy", "target": "node", "status": "fail",
+                    "message": result.get("msg") or "result reported healthy=false"}]
+        failed.extend(own)
+    return failed
+
+
+def health_gate_patch(results, current_taints=None, effect="NoSchedule"):
+    """Desired node patch for the gate.
+
+    Returns ``{healthy, failed_check, failed_checks, labels, taints, changed_taints}``:
+    ``labels`` is a merge-patch dict (a null value removes the label), ``taints`` the full
+    desired taint list (taints of other owners kept, ours added or removed), ``changed_taints``
+    whether that list differs from ``current_taints``.
+    """
+    if effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
+        raise AnsibleFilterError("health_gate_patch: option effect=%r must be NoSchedule, "
+                                 "PreferNoSchedule or NoExecute" % (effect,))
+    current = [dict(t) for t in current_taints or []]
+    failed = failed_checks(results)
+    others = [t for t in current if t.get("key") != GATE_TAINT_KEY]
+    if failed:
+        check_id = k8s_label_value(failed[0].get("id")) or "unknown"
+        taints = others + [{"key": GATE_TAINT_KEY, "value": check_id, "effect": effect}]
+        labels = {GATE_LABEL_KEY: check_id, HEALTH_LABEL_KEY: "false"}
+    else:
+        check_id = None
+        taints = others
+        labels = {GATE_LABEL_KEY: None, HEALTH_LABEL_KEY: "true"}
+
+    def _key(taint):
+        return (taint.get("key"), taint.get("value"), taint.get("effect"))
+
+    return {
+        "healthy": not failed,
+        "failed_check": check_id,
+        "failed_checks": ["%s[%s]" % (c.get("id"), c.get("target")) for c in failed],
+        "labels": labels,
+        "taints": taints,
+        "changed_taints": sorted(map(_key, taints), key=str) != sorted(map(_key, current), key=str),
+    }
+
+
+def _max_active_rate(mlx5, link_layer):
+    rates = [p.get("rate_gbps") for d in mlx5.get("devices") or [] for p in d.get("ports") or []
+             if p.get("link_layer") == link_layer and p.get("state") == "ACTIVE" and p.get("rate_gbps")]
+    return max(rates) if rates else None
+
+
+def gpufleet_node_labels(facts, gpus=None, prefix="gpufleet.io/"):
+    """Labels describing a node from ``ansible_facts`` (nvidia, mlx5) and optional NVML ``gpus``.
+
+    Only labels with a known value are returned; all values pass ``k8s_label_value``.
+    """
+    if not isinstance(facts, dict):
+        raise AnsibleFilterError("gpufleet_node_labels: expected ansible_facts (a dict)")
+    labels = {}
+    nvidia = facts.get("nvidia") or {}
+    mlx5 = facts.get("mlx5") or {}
+    names = [g.get("name") for g in gpus or [] if isinstance(g, dict) and g.get("name")]
+    if names:
+        labels["gpu.product"] = names[0]
+    elif nvidia.get("pci_gpus"):
+        labels["gpu.product"] = "pci-10de-%s" % str(nvidia["pci_gpus"][0].get("device_id", "")).replace("0x", "")
+    if nvidia:
+        labels["gpu.count"] = nvidia.get("gpu_count", len(gpus or []))
+    elif gpus:
+        labels["gpu.count"] = len(gpus)
+    if (nvidia.get("driver") or {}).get("version"):
+        labels["gpu.driver"] = nvidia["driver"]["version"]
+    if mlx5:
+        devices = mlx5.get("devices") or []
+        labels["hca.count"] = len(devices)
+        ib_rate = _max_active_rate(mlx5, "InfiniBand")
+        eth_rate = _max_active_rate(mlx5, "Ethernet")
+        if ib_rate:
+            labels["hca.ib-rate-gbps"] = ib_rate
+        if eth_rate:
+            labels["hca.roce-rate-gbps"] = eth_rate
+        layers = sorted({p.get("link_layer") for d in devices for p in d.get("ports") or []
+                         if p.get("link_layer")})
+        if layers:
+            labels["rdma.link-layer"] = "-".join(layers)
+        if mlx5.get("driver_source"):
+            labels["mlx5.driver-source"] = mlx5["driver_source"]
+        ofed = (mlx5.get("ofed") or {}).get("package_version") or (
+            mlx5.get("version") if mlx5.get("driver_source") == "ofed" else None)
+        if ofed:
+            labels["ofed.version"] = ofed
+    out = {}
+    for key, value in labels.items():
+        clean = k8s_label_value(value)
+        if clean:
+            out[prefix + key] = clean
+    return out
+
+
+class FilterModule(object):
+    def filters(self):
+        return {
+            "k8s_label_value": k8s_label_value,
+            "health_gate_patch": health_gate_patch,
+            "gpufleet_node_labels": gpufleet_node_labels,
+        }

@@ -1,0 +1,110 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: record_checks
+short_description: Return check results computed by a playbook in the gpufleet check model
+version_added: 0.1.0
+description:
+  - Takes checks built by a playbook (for example from a Kubernetes validation Job's output with
+    the C(nccl_tests_checks) filter) and returns them as C(checks), C(summary) and C(healthy), so
+    that the C(fleet_report) callback collects them like any validation module's result.
+  - Validates every check (id, target, status, message) and fails naming the offending entry.
+  - Never changes anything.
+author:
+  - gpufleet contributors
+options:
+  checks:
+    description: List of checks, each a dict with C(id), C(target), C(status) (pass, warn, fail or
+      skip), C(message) and optionally C(observed) and C(expected).
+    type: list
+    elements: dict
+    required: true
+  fail_on:
+    description: C(fail) fails the task when a check fails, C(warn) also on warnings, C(never) never.
+    type: str
+    choices: [fail, warn, never]
+    default: fail
+attributes:
+  check_mode:
+    support: full
+    description: Nothing is changed.
+  diff_mode:
+    support: none
+    description: Nothing is changed.
+"""
+
+EXAMPLES = r"""
+- name: Report NCCL bandwidth
+  gpufleet.cluster.record_checks:
+    checks: "{{ nccl_log | gpufleet.cluster.nccl_tests_checks(min_busbw_gbps=150, target='nccl-allreduce') }}"
+    fail_on: never
+"""
+
+RETURN = r"""
+checks:
+  description: The checks, validated.
+  returned: always
+  type: list
+  elements: dict
+summary:
+  description: Count per status.
+  returned: always
+  type: dict
+  sample: {pass: 1, warn: 0, fail: 0, skip: 0}
+healthy:
+  description: True when no check has status fail.
+  returned: always
+  type: bool
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import (
+    FAIL_ON_CHOICES,
+    STATUSES,
+    CheckResults,
+    exit_with_checks,
+)
+
+REQUIRED_KEYS = ("id", "target", "status", "message")
+
+
+def build_results(checks):
+    """CheckResults from plain dicts; (None, error) naming the bad entry."""
+    results = CheckResults()
+    for index, check in enumerate(checks):
+        missing = [key for key in REQUIRED_KEYS if check.get(key) in (None, "")]
+        if missing:
+            return None, "option checks[%d]: missing %s" % (index, ", ".join(missing))
+        if check["status"] not in STATUSES:
+            return None, "option checks[%d]: status %r is not one of %s" % (
+                index, check["status"], ", ".join(STATUSES))
+        extra = dict((key, check[key]) for key in ("observed", "expected") if key in check)
+        results.add(str(check["id"]), str(check["target"]), check["status"], str(check["message"]), **extra)
+    return results, None
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "checks": {"type": "list", "elements": "dict", "required": True},
+            "fail_on": {"type": "str", "choices": list(FAIL_ON_CHOICES), "default": "fail"},
+        },
+        supports_check_mode=True,
+    )
+    results, error = build_results(module.params["checks"])
+    if error:
+        module.fail_json(msg=error)
+    exit_with_checks(module, results, module.params["fail_on"])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,119 @@
+"""rdma_shared_device_config on mlx5 facts gathered from the fixture trees (SPEC 2.2)."""
+
+import copy
+import os
+
+import pytest
+from ansible.errors import AnsibleFilterError
+from conftest import FIXTURES
+
+from ansible_collections.gpufleet.cluster.plugins.filter.rdma_device_plugin import (
+    rdma_shared_device_config,
+    rdma_unselectable_devices,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mlx5 import gather_mlx5_facts
+from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import SysfsReader
+
+
+def facts(node):
+    return gather_mlx5_facts(SysfsReader(os.path.join(FIXTURES, "nodes", node)), None)
+
+
+def resources(config):
+    return {entry["resourceName"]: entry for entry in config["configList"]}
+
+
+def test_dgx_h100_eight_ib_rails_and_one_roce():
+    config = rdma_shared_device_config(facts("dgx-h100"))
+    res = resources(config)
+    assert sorted(res) == ["ib_rail%d" % i for i in range(8)] + ["roce"]
+    # rails follow PCI bus order: mlx5_0 (0000:1a:00.0) first, mlx5_7 (0000:dc:00.0) last
+    assert res["ib_rail0"]["selectors"]["ifNames"] == ["ibp26s0"]
+    assert res["ib_rail7"]["selectors"]["ifNames"] == ["ibp220s0"]
+    for index in range(8):
+        selectors = res["ib_rail%d" % index]["selectors"]
+        assert selectors["linkTypes"] == ["infiniband"]
+        assert selectors["vendors"] == ["15b3"]
+        assert selectors["drivers"] == ["mlx5_core"]
+    assert res["roce"]["selectors"]["linkTypes"] == ["ether"]
+    assert "enp170s0f0np0" in res["roce"]["selectors"]["ifNames"]
+    assert config["periodicUpdateInterval"] == 300
+    assert all(entry["rdmaHcaMax"] == 1000 for entry in config["configList"])
+
+
+def test_every_netdev_is_in_exactly_one_resource():
+    config = rdma_shared_device_config(facts("dgx-h100"))
+    names = [n for entry in config["configList"] for n in entry["selectors"]["ifNames"]]
+    assert len(names) == len(set(names))
+
+
+def test_rail_order_is_bus_order_not_listing_order():
+    node = facts("dgx-h100")
+    shuffled = copy.deepcopy(node)
+    shuffled["devices"].reverse()
+    assert rdma_shared_device_config(shuffled) == rdma_shared_device_config(node)
+
+
+def test_two_nodes_same_rail_with_different_netdev_names():
+    first = facts("dgx-h100")
+    second = copy.deepcopy(first)
+    for device in second["devices"]:
+        device["netdevs"] = ["x" + n for n in device["netdevs"]]
+    res = resources(rdma_shared_device_config({"dgx-01": first, "dgx-02": second}))
+    assert res["ib_rail0"]["selectors"]["ifNames"] == ["ibp26s0", "xibp26s0"]
+    assert len(res) == 9
+
+
+def test_roce_only_node():
+    res = resources(rdma_shared_device_config(facts("inbox-noversion")))
+    assert list(res) == ["roce"]
+    assert res["roce"]["selectors"]["ifNames"] == ["enp59s0f0np0", "enp59s0f1np1"]
+
+
+def test_hdr_node_keeps_degraded_rail():
+    # a down port is a health matter (rdma_validate), not a reason to renumber the rails
+    res = resources(rdma_shared_device_config(facts("hdr-degraded")))
+    assert sorted(res) == ["ib_rail0", "ib_rail1", "ib_rail2", "ib_rail3"]
+    assert res["ib_rail2"]["selectors"]["ifNames"] == ["ibp97s0"]
+
+
+@pytest.mark.parametrize("node", ["mlx5-absent", "empty"])
+def test_no_devices_no_resources(node):
+    assert rdma_shared_device_config(facts(node))["configList"] == []
+
+
+def test_devices_without_netdev_are_reported_not_selected():
+    node = facts("quirks")
+    config = rdma_shared_device_config(node)
+    assert config["configList"] == []
+    assert rdma_unselectable_devices(node) == ["mlx5_0", "mlx5_1"]
+
+
+def test_spec_shaped_facts_dict():
+    node = {"devices": [
+        {"name": "mlx5_1", "pci_address": "0000:3c:00.0", "netdevs": ["ib1"],
+         "ports": [{"port": 1, "link_layer": "InfiniBand"}]},
+        {"name": "mlx5_0", "pci_address": "0000:1a:00.0", "netdevs": ["ib0"],
+         "ports": [{"port": 1, "link_layer": "InfiniBand"}]},
+        {"name": "mlx5_2", "pci_address": "0000:aa:00.0", "netdevs": ["eth2"],
+         "ports": [{"port": 1, "link_layer": "Ethernet"}]},
+    ]}
+    config = rdma_shared_device_config([node], rdma_hca_max=63, ib_resource_prefix="ib", roce_resource_name="roce_a")
+    assert [(e["resourceName"], e["selectors"]["ifNames"], e["rdmaHcaMax"]) for e in config["configList"]] == [
+        ("ib0", ["ib0"], 63), ("ib1", ["ib1"], 63), ("roce_a", ["eth2"], 63)]
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"rdma_hca_max": 0}, "rdma_hca_max"),
+    ({"rdma_hca_max": "many"}, "rdma_hca_max"),
+    ({"ib_resource_prefix": "ib/rail"}, "ib_resource_prefix"),
+    ({"roce_resource_name": ""}, "roce_resource_name"),
+])
+def test_bad_options_name_the_option(kwargs, message):
+    with pytest.raises(AnsibleFilterError, match=message):
+        rdma_shared_device_config(facts("dgx-h100"), **kwargs)
+
+
+def test_bad_input():
+    with pytest.raises(AnsibleFilterError, match="expected mlx5 facts"):
+        rdma_shared_device_config("mlx5_0")
