@@ -1,0 +1,147 @@
+"""Every Kubernetes manifest template and the kubeadm configuration, rendered by Ansible with the
+inventories/example variables and DGX H100 fixture facts, validated against the Kubernetes
+OpenAPI schemas (kubernetes_validate, offline) or structurally where no schema exists (CRDs,
+kubeadm)."""
+
+import glob
+import json
+import os
+import subprocess
+import sys
+
+import kubernetes_validate
+import pytest
+import yaml
+from conftest import FIXTURES, REPO
+
+K8S_VERSION = "1.31.0"
+RENDER_PLAYBOOK = os.path.join(REPO, "tests", "integration", "playbooks", "render_k8s.yml")
+NO_SCHEMA_KINDS = {"NetworkAttachmentDefinition", "MPIJob"}
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory):
+    dest = tmp_path_factory.mktemp("k8s-render")
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_CALLBACKS_ENABLED="",
+               ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default", ANSIBLE_FORCE_COLOR="0")
+    env.pop("ANSIBLE_CALLBACKS_ENABLED")
+    bindir = os.path.dirname(sys.executable)
+    proc = subprocess.run(
+        [os.path.join(bindir, "ansible-playbook"), "-i", os.path.join(REPO, "inventories", "example", "hosts.yml"),
+         RENDER_PLAYBOOK, "-e", "render_dest=%s" % dest,
+         "-e", "fixture_root=%s" % os.path.abspath(os.path.join(FIXTURES, "nodes", "dgx-h100"))],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    return dest
+
+
+def documents(path):
+    with open(path) as handle:
+        return [doc for doc in yaml.safe_load_all(handle) if doc]
+
+
+def manifests(rendered):
+    return sorted(glob.glob(os.path.join(str(rendered), "manifests", "*.yaml")))
+
+
+def test_every_template_rendered(rendered):
+    names = {os.path.basename(p) for p in manifests(rendered)}
+    addons = os.path.join(REPO, "roles", "kubernetes_addons", "templates", "*.j2")
+    templates = {os.path.basename(p)[:-3] for p in glob.glob(addons)}
+    templates |= {os.path.basename(p)[:-3].replace(".yaml", "") + ".yaml"
+                  for p in glob.glob(os.path.join(REPO, "playbooks", "templates", "k8s-validate", "*.j2"))}
+    assert templates <= names | {"gpu-smoke-job.yaml", "nccl-mpijob.yaml"}
+    assert len(names) == len(templates)
+
+
+def test_manifests_validate_against_kubernetes_schemas(rendered):
+    validated = 0
+    for path in manifests(rendered):
+        docs = documents(path)
+        assert docs, path
+        for doc in docs:
+            assert doc.get("apiVersion") and doc.get("kind"), (path, doc)
+            assert doc["metadata"]["name"], path
+            if doc["kind"] in NO_SCHEMA_KINDS:
+                continue
+            try:
+                kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+            except kubernetes_validate.ValidationError as err:
+                pytest.fail("%s %s/%s: %s" % (os.path.basename(path), doc["kind"], doc["metadata"]["name"], err.message))
+            validated += 1
+    assert validated >= 12
+
+
+def test_rdma_device_plugin_config_generated_from_facts(rendered):
+    docs = documents(os.path.join(str(rendered), "manifests", "rdma-shared-device-plugin.yaml"))
+    config_map = next(d for d in docs if d["kind"] == "ConfigMap")
+    config = json.loads(config_map["data"]["config.json"])
+    names = [entry["resourceName"] for entry in config["configList"]]
+    assert names == ["ib_rail%d" % i for i in range(8)] + ["roce"]
+    daemonset = next(d for d in docs if d["kind"] == "DaemonSet")
+    volumes = {v["name"]: v for v in daemonset["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["config"]["configMap"]["name"] == config_map["metadata"]["name"]
+
+
+def test_rdma_networks_one_per_resource(rendered):
+    docs = documents(os.path.join(str(rendered), "manifests", "rdma-networks.yaml"))
+    assert len(docs) == 9
+    for index, doc in enumerate(docs):
+        assert doc["apiVersion"] == "k8s.cni.cncf.io/v1"
+        assert doc["kind"] == "NetworkAttachmentDefinition"
+        config = json.loads(doc["spec"]["config"])
+        resource = doc["metadata"]["annotations"]["k8s.v1.cni.cncf.io/resourceName"]
+        assert config["name"] == doc["metadata"]["name"]
+        assert config["ipam"]["range"] == "10.200.%d.0/20" % (16 * index)
+        if resource == "rdma/roce":
+            assert config["type"] == "macvlan" and config["master"] == "enp170s0f0np0"
+        else:
+            assert config["type"] == "ipoib"
+            assert resource == "rdma/ib_rail%d" % index
+    assert json.loads(docs[0]["spec"]["config"])["master"] == "ibp26s0"
+
+
+def test_nccl_mpijob_structure(rendered):
+    (job,) = documents(os.path.join(str(rendered), "manifests", "nccl-mpijob.yaml"))
+    assert job["apiVersion"] == "kubeflow.org/v2beta1" and job["kind"] == "MPIJob"
+    specs = job["spec"]["mpiReplicaSpecs"]
+    assert specs["Worker"]["replicas"] == 2
+    launcher = specs["Launcher"]["template"]["spec"]["containers"][0]
+    assert launcher["command"][launcher["command"].index("-np") + 1] == "16"
+    assert "all_reduce_perf" in launcher["command"]
+    assert "NCCL_IB_GID_INDEX=3" in launcher["command"]
+    worker = specs["Worker"]["template"]
+    limits = worker["spec"]["containers"][0]["resources"]["limits"]
+    assert limits["nvidia.com/gpu"] == 8
+    assert sorted(k for k in limits if k.startswith("rdma/")) == sorted(
+        ["rdma/ib_rail%d" % i for i in range(8)] + ["rdma/roce"])
+    networks = worker["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"].split(",")
+    assert networks[0] == "rdma-ib-rail0" and networks[-1] == "rdma-roce"
+    # the pod template is a core PodSpec: validate it with the Pod schema
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "worker"}, "spec": worker["spec"]}
+    kubernetes_validate.validate(pod, K8S_VERSION, strict=True)
+
+
+@pytest.mark.parametrize("version,api", [("1.31.4", "kubeadm.k8s.io/v1beta4"), ("1.30.5", "kubeadm.k8s.io/v1beta3")])
+def test_kubeadm_config(rendered, version, api):
+    path = os.path.join(str(rendered), "kubeadm", "kubeadm-config-%s.yaml" % version)
+    docs = {doc["kind"]: doc for doc in documents(path)}
+    assert set(docs) == {"InitConfiguration", "ClusterConfiguration", "KubeletConfiguration"}
+    assert docs["InitConfiguration"]["apiVersion"] == api
+    assert docs["ClusterConfiguration"]["apiVersion"] == api
+    cluster = docs["ClusterConfiguration"]
+    assert cluster["kubernetesVersion"] == "v" + version
+    assert cluster["controlPlaneEndpoint"] == "k8s-api.example.com:6443"
+    assert cluster["networking"] == {"podSubnet": "10.244.0.0/16", "serviceSubnet": "10.96.0.0/12",
+                                     "dnsDomain": "cluster.local"}
+    assert cluster["apiServer"]["certSANs"] == ["k8s-api.example.com"]
+    registration = docs["InitConfiguration"]["nodeRegistration"]
+    assert registration["criSocket"] == "unix:///run/containerd/containerd.sock"
+    assert registration["name"] == "k8s-cp-01.example.com"
+    assert docs["InitConfiguration"]["localAPIEndpoint"]["bindPort"] == 6443
+    kubelet = docs["KubeletConfiguration"]
+    assert kubelet["apiVersion"] == "kubelet.config.k8s.io/v1beta1"
+    assert kubelet["cgroupDriver"] == "systemd"
+    # only known top-level fields (kubeadm rejects unknown ones in strict decoding)
+    assert set(cluster) <= {"apiVersion", "kind", "clusterName", "kubernetesVersion", "controlPlaneEndpoint",
+                            "imageRepository", "networking", "apiServer"}
