@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-$(shell sha256sum requirements.txt | cut -c1-12)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: setup validate test lint unit integration molecule docker image clean
+.PHONY: setup validate lab lab-down bench test lint unit integration molecule docker image clean
 
 setup: $(STAMP)
 
@@ -18,6 +18,17 @@ $(STAMP): requirements.txt
 ## Main job: validate this machine (inventories/local) and print a readiness result.
 validate: setup
 	$(BIN)/ansible-playbook -i inventories/local/hosts.yml playbooks/validate.yml
+
+## Main job: a 3-container lab with simulated GPU/RDMA hardware, site.yml, validation, HTML report.
+lab: setup
+	bash scripts/lab-up.sh
+
+lab-down:
+	bash scripts/lab-down.sh
+
+## Fleet validation benchmark (N = 50, 200; BENCH_ARGS=--large adds 1000).
+bench: setup
+	$(PY) bench/fleet_validate.py $(BENCH_ARGS)
 
 ## Everything CI runs: lint, unit + integration tests, molecule scenarios.
 test: setup
