@@ -60,13 +60,38 @@ def parse_rate(text):
 
 
 def is_ipv4_mapped(gid):
-    """Whether a sysfs GID (``0000:0000:0000:0000:0000:ffff:c0a8:6401``) is IPv4-mapped."""
+    """Whether a sysfs GID (``0000:0000:0000:0000:0000:ffff:c0a8:6401``) is IPv4-mapped.
+
+    ``::ffff:0.0.0.0`` (an unpopulated entry) is not."""
     if not gid:
         return False
     try:
-        return ipaddress.IPv6Address(gid.strip()).ipv4_mapped is not None
+        mapped = ipaddress.IPv6Address(gid.strip()).ipv4_mapped
     except ValueError:
         return False
+    return mapped is not None and int(mapped) != 0
+
+
+def roce_v2_ipv4_gid_index(reader, device, port):
+    """First GID index of ``<device>/<port>`` whose type is ``RoCE v2`` and whose GID is
+    IPv4-mapped, else None (SPEC 2.2 ``roce_v2_gid_index``; also perftest's default ``-x``).
+
+    The one implementation of this rule: mlx5 facts, rdma_validate (through the facts) and
+    rdma_bandwidth use it. It reads the GID table whatever the link layer; callers that only
+    want RoCE ports check ``link_layer`` first. Unpopulated entries (``types/<i>`` answering
+    EINVAL, GID all zeros) and non-numeric entries are skipped.
+    """
+    base = "%s/%s/ports/%s" % (IB_CLASS, device, port)
+    names = set(reader.listdir(base + "/gids")) | set(reader.listdir(base + "/gid_attrs/types"))
+    for name in sorted(names, key=_port_sort_key):
+        if not name.isdigit():
+            continue
+        if not is_ipv4_mapped(clean_text(reader.read("%s/gids/%s" % (base, name)))):
+            continue
+        kind = clean_text(reader.read("%s/gid_attrs/types/%s" % (base, name)))
+        if kind is not None and kind.strip().lower() == "roce v2":
+            return int(name)
+    return None
 
 
 def clean_text(value):
@@ -210,7 +235,8 @@ class Mlx5Gatherer(object):
         link_layer = self._read(base + "/link_layer")
         gid_index, ndevs = None, []
         if link_layer != "InfiniBand":
-            gid_index, ndevs = self._roce_gids(base)
+            gid_index = roce_v2_ipv4_gid_index(self.reader, device, port)
+            ndevs = self._gid_netdevs(base)
         try:
             number = int(port)
         except ValueError:
@@ -231,9 +257,8 @@ class Mlx5Gatherer(object):
         }
         return entry, ndevs
 
-    def _roce_gids(self, base):
-        """First RoCE v2 IPv4-mapped GID index and the netdevs the GID table names."""
-        found = None
+    def _gid_netdevs(self, base):
+        """Netdevs the GID table of a RoCE port names (``gid_attrs/ndevs/<i>``), in index order."""
         ndevs = []
         for index in sorted(self.reader.listdir(base + "/gids"), key=_port_sort_key):
             gid = self._read("%s/gids/%s" % (base, index))
@@ -242,14 +267,7 @@ class Mlx5Gatherer(object):
             ndev = self._read("%s/gid_attrs/ndevs/%s" % (base, index))
             if ndev and re.match(r"^[\w.@:-]+$", ndev) and ndev not in ndevs:
                 ndevs.append(ndev)
-            if found is None and is_ipv4_mapped(gid):
-                kind = self._read("%s/gid_attrs/types/%s" % (base, index))
-                if kind is not None and kind.strip().lower() == "roce v2":
-                    try:
-                        found = int(index)
-                    except ValueError:
-                        continue
-        return found, ndevs
+        return ndevs
 
     # -- all ---------------------------------------------------------------------------------
     def gather(self):

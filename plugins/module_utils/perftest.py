@@ -36,6 +36,9 @@ import os
 import re
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import CheckResults
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mlx5 import (
+    roce_v2_ipv4_gid_index as mlx5_roce_v2_ipv4_gid_index,
+)
 
 CHECK_ID = "rdma.bandwidth"
 DEFAULT_EXECUTABLE = "ib_write_bw"
@@ -55,7 +58,6 @@ _HEADER_RE = re.compile(
 _NUMBER_RE = re.compile(r"^\d+(\.\d+)?$")
 _SEPARATOR_RE = re.compile(r"^\s*-{20,}\s*$")
 _WARNING_RE = re.compile(r"warning|conflicting cpu frequency|test integrity", re.IGNORECASE)
-_IPV4_MAPPED_PREFIX = "0000:0000:0000:0000:0000:ffff:"
 
 
 # --------------------------------------------------------------------------- options
@@ -102,30 +104,15 @@ def port_link_layer(reader, device, port):
     return reader.read("sys/class/infiniband/%s/ports/%s/link_layer" % (device, port))
 
 
-def is_ipv4_mapped_gid(gid):
-    if not gid:
-        return False
-    gid = gid.strip().lower()
-    return gid.startswith(_IPV4_MAPPED_PREFIX) and gid != _IPV4_MAPPED_PREFIX + "0000:0000"
-
-
 def roce_v2_ipv4_gid_index(reader, device, port):
-    """First GID index of an Ethernet port whose type is RoCE v2 and whose GID is IPv4-mapped.
+    """RoCE v2 IPv4 GID index of an Ethernet port (perftest ``-x``); None for InfiniBand ports
+    (perftest needs no GID index there), unreadable link layers and when no such GID exists.
 
-    Returns None for InfiniBand ports (perftest needs no GID index there) and when no such GID
-    exists. Unpopulated entries (types/<i> answers EINVAL, gid all zeros) are skipped.
+    The rule itself is mlx5.roce_v2_ipv4_gid_index, shared with the mlx5 facts.
     """
-    base = "sys/class/infiniband/%s/ports/%s" % (device, port)
     if port_link_layer(reader, device, port) != "Ethernet":
         return None
-    indices = sorted(int(name) for name in reader.listdir(base + "/gid_attrs/types") if name.isdigit())
-    for index in indices:
-        gid_type = reader.read("%s/gid_attrs/types/%d" % (base, index))
-        if gid_type is None or gid_type.strip().lower() != "roce v2":
-            continue
-        if is_ipv4_mapped_gid(reader.read("%s/gids/%d" % (base, index))):
-            return index
-    return None
+    return mlx5_roce_v2_ipv4_gid_index(reader, device, port)
 
 
 # --------------------------------------------------------------------------- command
