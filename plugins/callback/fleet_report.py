@@ -17,9 +17,12 @@ description:
     re-validation after remediation supersedes the first run); checks keep the position where they
     were first seen. A host that becomes unreachable gets a failing check C(host.unreachable),
     dropped again when a later task on that host returns checks.
-  - At the end of the playbook prints a per-host summary sorted worst first (most failed checks,
-    then most warnings). With more hosts than O(summary_limit) only hosts with failures or
-    warnings are listed (up to the limit) and the rest are counted.
+  - "At the end of the playbook prints a per-host summary sorted worst first (most failed checks,
+    then most warnings) with the first failing (else warning) check of each host. For a host
+    without failures or warnings it names the check families whose checks were all skipped and
+    why (for example C(gpu skipped: no NVIDIA GPU on the PCI bus)). With more hosts than
+    O(summary_limit) only hosts with failures or warnings are listed (up to the limit) and the
+    rest are counted."
   - Writes to O(dir) C(fleet-report.json) (hosts with their checks, summary and health, totals,
     generation time), C(junit.xml) (one testsuite per host, one testcase C(<id>[<target>]) per
     check; fail is a failure, skip is skipped, warn passes with its message in system-out), and
@@ -125,6 +128,31 @@ def summarize(checks):
     for check in checks:
         counts[check["status"]] += 1
     return counts
+
+
+def skipped_families(checks):
+    """``gpu skipped: <reason>; rdma skipped: <reason>`` for the check families (id up to the
+    first dot) whose checks all skipped; the reason is the family's most common skip message."""
+    families, order = {}, []
+    for check in checks:
+        family = str(check["id"]).split(".", 1)[0]
+        if family not in families:
+            order.append(family)
+        families.setdefault(family, []).append(check)
+    notes = []
+    for family in order:
+        members = families[family]
+        if any(c["status"] != "skip" for c in members):
+            continue
+        counts, first = {}, []
+        for check in members:
+            message = " ".join(check["message"].split())
+            if message not in counts:
+                first.append(message)
+            counts[message] = counts.get(message, 0) + 1
+        reason = max(first, key=lambda m: (counts[m], -first.index(m)))
+        notes.append("%s skipped: %s" % (family, reason) if reason else "%s skipped" % family)
+    return "; ".join(notes)
 
 
 def _text(value):
@@ -257,7 +285,8 @@ class FleetReport(object):
         else:
             shown = [row for row in rows if row[2]["fail"] or row[2]["warn"]][:limit]
         width = min(max([len(host) for host, _c, _s in shown] + [4]), 40)
-        header = "%-*s %5s %5s %5s %5s  %s" % (width, "HOST", "FAIL", "WARN", "PASS", "SKIP", "FIRST PROBLEM")
+        header = "%-*s %5s %5s %5s %5s  %s" % (width, "HOST", "FAIL", "WARN", "PASS", "SKIP",
+                                               "FIRST PROBLEM / SKIPPED")
         lines.append((header, None))
         for host, checks, summary in shown:
             problem = ""
@@ -267,6 +296,10 @@ class FleetReport(object):
                 problem = "%s[%s]: %s" % (bad[0]["id"], bad[0]["target"], " ".join(bad[0]["message"].split()))
                 if len(problem) > 100:
                     problem = problem[:97] + "..."
+            else:
+                problem = skipped_families(checks)
+                if len(problem) > 120:
+                    problem = problem[:117] + "..."
             status = "fail" if summary["fail"] else "warn" if summary["warn"] else "pass"
             name = host if len(host) <= width else host[:width - 3] + "..."
             lines.append(("%-*s %5d %5d %5d %5d  %s" % (width, name, summary["fail"], summary["warn"],

@@ -325,3 +325,24 @@ def test_summary_can_be_turned_off(tmp_path):
     run_playbook(callback, [result("node-01", {"checks": node_checks()})])
     assert "== FLEET REPORT" not in display.lines
     assert (tmp_path / "junit.xml").exists()
+
+
+def test_summary_names_skipped_families_of_hosts_without_problems():
+    report = fleet_report.FleetReport()
+    skipped = [{"id": "gpu.nvml", "target": "node", "status": "skip",
+                "message": "no NVIDIA GPU on the PCI bus: NVML not queried"}]
+    skipped += [{"id": "gpu.%s" % name, "target": "node", "status": "skip", "message": "no NVIDIA GPU on the PCI bus"}
+                for name in ("count", "xid")]
+    skipped += [{"id": "rdma.modules", "target": "node", "status": "skip",
+                 "message": "no RDMA devices; mlx5_core not loaded"},
+                {"id": "rdma.peermem", "target": "node", "status": "skip",
+                 "message": "peermem not required and not loaded"},
+                {"id": "rdma.devices", "target": "node", "status": "skip",
+                 "message": "no RDMA devices;\n mlx5_core not loaded"}]
+    report.add_checks("cpu-box", skipped)
+    report.add_checks("gpu-box", node_checks())
+    lines = dict((text.split()[0], text) for text, _status in report.summary_lines(10)[2:])
+    assert lines["cpu-box"].endswith(
+        "gpu skipped: no NVIDIA GPU on the PCI bus; rdma skipped: no RDMA devices; mlx5_core not loaded")
+    assert "skipped" not in lines["gpu-box"]
+    assert fleet_report.skipped_families(node_checks(fail_ecc=True)) == ""

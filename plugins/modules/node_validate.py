@@ -1,0 +1,248 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: node_validate
+short_description: Validate a whole GPU + RDMA node in one task (gpu_health + rdma_validate)
+version_added: 0.1.0
+description:
+  - Gathers the facts of M(gpufleet.cluster.gpu_facts) and M(gpufleet.cluster.mlx5_facts) and runs
+    the checks of M(gpufleet.cluster.gpu_health) and M(gpufleet.cluster.rdma_validate) in one module
+    execution, so a fleet sweep costs one task per host.
+  - The rules are those of the single modules (shared code in C(module_utils)); the result for a
+    family is the same as that module's. Each sysfs file is read at most once, NVML is
+    initialised once, and no command is run where sysfs has the answer (the kernel log for XIDs
+    and C(ofed_info -s) for the installed OFED package are the only commands, as in the single
+    modules).
+  - "Returns the union of the checks (gpu first, then rdma), C(summary), C(healthy), the facts
+    C(ansible_facts.nvidia) and C(ansible_facts.mlx5), C(gpus), C(nvml), a per-family
+    C(readiness) and a one-line C(msg) with each family's status and reason (see RV(msg))."
+  - Read-only; never changes the host. Verified against fixture trees and a fake NVML binding (see
+    C(tests/fixtures)), and with the real nvidia-ml-py on a host without GPU or HCA.
+author:
+  - gpufleet contributors
+requirements:
+  - nvidia-ml-py on the managed host (only needed when NVIDIA GPUs are present)
+options:
+  root:
+    description:
+      - Directory used as the filesystem root for every read (C(<root>/sys/...), C(<root>/proc/...),
+        C(<root>/dev/...), log files). NVML always talks to the running driver.
+    type: path
+    default: /
+  fail_on:
+    description:
+      - V(fail) fails the module when any check fails, V(warn) also on warnings, V(never) always
+        returns ok. The full result is returned either way.
+    type: str
+    default: fail
+    choices: [fail, warn, never]
+  gpu:
+    description:
+      - Options of M(gpufleet.cluster.gpu_health) other than O(root) and O(fail_on)
+        (C(expected_count), C(expected_driver_version), C(require_persistence_mode),
+        C(require_ecc), C(temperature_margin_c), C(xid_source), C(xid_window_hours), C(xid_fatal),
+        C(xid_ignore)), with the same types and defaults.
+      - V(false) does not run the GPU family (no C(ansible_facts.nvidia), no C(gpu.*) checks).
+      - "A bad value fails the module with a message naming the option, for example
+        C(option gpu.expected_count: ...)."
+    type: raw
+    default: {}
+  rdma:
+    description:
+      - Options of M(gpufleet.cluster.rdma_validate) other than O(root) and O(fail_on)
+        (C(devices), C(link_layer), C(expected_devices), C(min_rate_gbps), C(required_modules),
+        C(require_peermem), C(min_ofed_version), C(require_roce_v2_gid), C(check_counters),
+        C(max_symbol_errors), C(max_link_downed)), with the same types and defaults.
+      - V(false) does not run the RDMA family (no C(ansible_facts.mlx5), no C(rdma.*) checks).
+      - "A bad value fails the module with a message naming the option, for example
+        C(option rdma.min_rate_gbps: ...)."
+    type: raw
+    default: {}
+notes:
+  - C(ofed_info) is searched on E(PATH) only when O(root=/), as in M(gpufleet.cluster.mlx5_facts).
+  - With O(root) other than C(/) and C(gpu.xid_source=auto), XIDs are read from the log files below
+    O(root), as in M(gpufleet.cluster.gpu_health).
+seealso:
+  - module: gpufleet.cluster.gpu_health
+  - module: gpufleet.cluster.rdma_validate
+  - module: gpufleet.cluster.gpu_facts
+  - module: gpufleet.cluster.mlx5_facts
+attributes:
+  check_mode:
+    support: full
+    description: The module only reads.
+  diff_mode:
+    support: none
+    description: Nothing is changed, so there is no diff.
+  facts:
+    support: full
+    description: Returns C(ansible_facts.nvidia) and C(ansible_facts.mlx5).
+"""
+
+EXAMPLES = r"""
+- name: Validate a DGX H100 node (8 GPUs, 8 NDR HCAs + a RoCE bond, GPUDirect RDMA)
+  gpufleet.cluster.node_validate:
+    gpu:
+      expected_count: 8
+      expected_driver_version: "580"
+      require_persistence_mode: true
+    rdma:
+      expected_devices: 9
+      min_rate_gbps: 200
+      require_peermem: true
+      min_ofed_version: "24.10"
+
+- name: RDMA only (a storage node without GPUs), report without failing the play
+  gpufleet.cluster.node_validate:
+    gpu: false
+    fail_on: never
+  register: node
+
+- name: Print the readiness line
+  ansible.builtin.debug:
+    msg: "{{ node.msg }}"
+
+- name: Inspect a mounted node image offline
+  gpufleet.cluster.node_validate:
+    root: /mnt/node-image
+    gpu:
+      xid_source: none
+"""
+
+RETURN = r"""
+checks:
+  description: The checks of M(gpufleet.cluster.gpu_health) then those of M(gpufleet.cluster.rdma_validate).
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    id:
+      description: Stable dotted check id (C(gpu.*) or C(rdma.*)).
+      type: str
+      returned: always
+      sample: rdma.port.state
+    target:
+      description: C(node), a GPU (C(gpu3)), an RDMA device (C(mlx5_0)) or port (C(mlx5_0/1)).
+      type: str
+      returned: always
+      sample: mlx5_0/1
+    status:
+      description: V(pass), V(warn), V(fail) or V(skip).
+      type: str
+      returned: always
+      sample: pass
+    message:
+      description: Human readable result.
+      type: str
+      returned: always
+      sample: ACTIVE
+    observed:
+      description: What was found.
+      type: raw
+      returned: when relevant
+    expected:
+      description: What was required.
+      type: raw
+      returned: when relevant
+summary:
+  description: Number of checks per status.
+  returned: always
+  type: dict
+  sample: {"pass": 152, "warn": 0, "fail": 0, "skip": 10}
+healthy:
+  description: True when no check has status V(fail).
+  returned: always
+  type: bool
+  sample: true
+msg:
+  description:
+    - One line per family with its status and the reason (the first failing or warning check, the
+      most common skip reason, or a pass count). On failure, the checks at or above O(fail_on).
+  returned: always
+  type: str
+  sample: "gpu: skip (no NVIDIA GPU on the PCI bus); rdma: skip (no RDMA devices; mlx5_core not loaded)"
+readiness:
+  description: Per family (C(gpu), C(rdma)) the status, the summary of its checks and the message of C(msg).
+  returned: always
+  type: dict
+  contains:
+    gpu:
+      description: C(status) (V(fail), V(warn), V(pass), V(skip) when every check skipped, V(off) when
+        not run), C(summary) and C(message).
+      type: dict
+      returned: always
+    rdma:
+      description: Same as C(gpu), for the RDMA family.
+      type: dict
+      returned: always
+  sample:
+    gpu: {status: skip, summary: {pass: 0, warn: 0, fail: 0, skip: 17}, message: no NVIDIA GPU on the PCI bus}
+    rdma: {status: skip, summary: {pass: 0, warn: 0, fail: 0, skip: 5},
+           message: "no RDMA devices; mlx5_core not loaded"}
+gpus:
+  description: One entry per GPU NVML enumerates, as returned by M(gpufleet.cluster.gpu_health); empty
+    when the GPU family is not run.
+  returned: always
+  type: list
+  elements: dict
+nvml:
+  description: NVML state as returned by M(gpufleet.cluster.gpu_health) (C(available), C(error),
+    C(driver_version), C(cuda_driver_version)); null when the GPU family is not run.
+  returned: always
+  type: dict
+elapsed_ms:
+  description: Time spent in the module's logic (option checks, sysfs reads, NVML queries, checks) in
+    milliseconds; interpreter start-up, imports and Ansible's argument parsing are not included.
+  returned: success
+  type: float
+  sample: 41.3
+ansible_facts:
+  description: The facts the checks used.
+  returned: always
+  type: dict
+  contains:
+    nvidia:
+      description: Same as C(ansible_facts.nvidia) of M(gpufleet.cluster.gpu_facts); absent with O(gpu=false).
+      type: dict
+      returned: when the GPU family runs
+    mlx5:
+      description: Same as C(ansible_facts.mlx5) of M(gpufleet.cluster.mlx5_facts); absent with O(rdma=false).
+      type: dict
+      returned: when the RDMA family runs
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import (
+    failure_message,
+    should_fail,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.node_validate import (
+    node_validate_argspec,
+    validate_node,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.runner import ModuleRunner
+
+
+def main():
+    module = AnsibleModule(argument_spec=node_validate_argspec(), supports_check_mode=True)
+    payload, errors = validate_node(module.params, ModuleRunner(module))
+    if errors:
+        module.fail_json(msg="; ".join(errors))
+    fail_on = module.params["fail_on"]
+    if should_fail(payload["checks"], fail_on):
+        payload["msg"] = failure_message(payload["checks"], fail_on)
+        module.fail_json(changed=False, **payload)
+    module.exit_json(changed=False, **payload)
+
+
+if __name__ == "__main__":
+    main()
