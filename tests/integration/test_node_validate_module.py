@@ -1,0 +1,154 @@
+"""node_validate through Ansible: ad-hoc with the short module name on dgx-h100 and the fake NVML,
+playbooks/validate.yml on a small inventory of local hosts (one task per host, check mode, the real
+nvidia-ml-py on a GPU tree without a driver, a failing host, a bad nested option), and
+validate.yml on inventories/local with the fleet report. Three ansible runs in all."""
+
+import json
+import os
+import subprocess
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BIN = os.path.join(REPO, ".venv", "bin")
+VENV_PYTHON = os.path.join(BIN, "python")
+FAKE_NVML = os.path.join(REPO, "tests", "fake_nvml")
+SCENARIOS = os.path.join(REPO, "tests", "fixtures", "nvml")
+NODES = os.path.join(REPO, "tests", "fixtures", "nodes")
+VALIDATE = os.path.join(REPO, "playbooks", "validate.yml")
+
+pytestmark = pytest.mark.skipif(not os.path.exists(os.path.join(BIN, "ansible")), reason="run `make setup` first")
+
+
+def environment(tmp_path, **extra):
+    env = dict(os.environ)
+    for name in ("PYTHONPATH", "GPUFLEET_FAKE_NVML_SCENARIO", "ANSIBLE_STDOUT_CALLBACK"):
+        env.pop(name, None)
+    env.update({"ANSIBLE_CONFIG": os.path.join(REPO, "ansible.cfg"), "ANSIBLE_NOCOLOR": "1",
+                "GPUFLEET_REPORT_DIR": str(tmp_path / "reports")})
+    env.update(extra)
+    return env
+
+
+def first_json(text):
+    document, _ = json.JSONDecoder().raw_decode(text[text.index("{"):])
+    return document
+
+
+def test_adhoc_short_name_on_dgx_h100_with_fake_nvml(tmp_path):
+    env = environment(tmp_path, PYTHONPATH=FAKE_NVML, ANSIBLE_PYTHON_INTERPRETER=VENV_PYTHON,
+                      GPUFLEET_FAKE_NVML_SCENARIO=os.path.join(SCENARIOS, "h100-healthy.json"),
+                      ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="json")
+    args = {"root": os.path.join(NODES, "dgx-h100"),
+            "gpu": {"expected_count": 8, "expected_driver_version": "580", "xid_source": "none"},
+            "rdma": {"expected_devices": 9, "min_rate_gbps": 200, "require_peermem": True}}
+    proc = subprocess.run([os.path.join(BIN, "ansible"), "localhost", "-m", "node_validate", "-a", json.dumps(args)],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    result = first_json(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    assert result["healthy"] is True and result["changed"] is False
+    assert result["summary"]["fail"] == 0 and result["summary"]["warn"] == 0
+    # Values only the fake gives prove the environment reached the module's interpreter.
+    assert result["nvml"]["driver_version"] == "580.95.05" and result["nvml"]["cuda_driver_version"] == "13.0"
+    assert len(result["gpus"]) == 8
+    assert result["ansible_facts"]["nvidia"]["nvswitch_count"] == 4
+    assert result["ansible_facts"]["mlx5"]["driver_source"] == "ofed"
+    ids = {c["id"] for c in result["checks"]}
+    assert {"gpu.nvml", "gpu.nvlink", "gpu.fabric", "rdma.port.rate", "rdma.roce_gid", "rdma.peermem"} <= ids
+    assert result["msg"].startswith("gpu: pass (") and "; rdma: pass (" in result["msg"]
+    assert 0 < result["elapsed_ms"] < 60000
+
+
+HOSTS = {
+    # a healthy DGX H100 with the fake NVML
+    "dgx": {"gpufleet_validate_root": os.path.join(NODES, "dgx-h100"),
+            "gpufleet_validate_gpu": {"expected_count": 8, "xid_source": "none"},
+            "gpufleet_validate_rdma": {"expected_devices": 9},
+            "gpufleet_validate_environment": {
+                "PYTHONPATH": FAKE_NVML,
+                "GPUFLEET_FAKE_NVML_SCENARIO": os.path.join(SCENARIOS, "h100-healthy.json")}},
+    # GPUs on the bus, the real nvidia-ml-py and no driver libraries on this machine
+    "dgx-real-nvml": {"gpufleet_validate_root": os.path.join(NODES, "dgx-h100"),
+                      "gpufleet_validate_gpu": {"xid_source": "none"}, "gpufleet_validate_rdma": False,
+                      "gpufleet_validate_fail_on": "never"},
+    # no GPU, no HCA, the real nvidia-ml-py (never imported: no GPU on the bus)
+    "empty": {"gpufleet_validate_root": os.path.join(NODES, "empty")},
+    # a port down and a link at half rate: the host fails (fail_on: fail)
+    "degraded": {"gpufleet_validate_root": os.path.join(NODES, "hdr-degraded"),
+                 "gpufleet_validate_gpu": False, "gpufleet_validate_rdma": {"min_rate_gbps": 200}},
+    # a bad nested option
+    "badopt": {"gpufleet_validate_root": os.path.join(NODES, "empty"),
+               "gpufleet_validate_rdma": {"min_rate_gbps": "fast"}},
+}
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("node_validate")
+    inventory = tmp_path / "hosts.json"
+    inventory.write_text(json.dumps({"all": {
+        "vars": {"ansible_connection": "local", "ansible_python_interpreter": VENV_PYTHON},
+        "hosts": HOSTS}}))
+    env = environment(tmp_path, ANSIBLE_STDOUT_CALLBACK="json")
+    proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", str(inventory), VALIDATE, "--check"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=False)
+    report = json.loads((tmp_path / "reports" / "fleet-report.json").read_text())
+    return proc, first_json(proc.stdout), report
+
+
+def test_validate_yml_runs_one_task_per_host(fleet):
+    proc, document, report = fleet
+    assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr[-3000:]  # degraded and badopt fail
+    assert len(document["plays"]) == 1
+    tasks = document["plays"][0]["tasks"]
+    assert len(tasks) == 1
+    assert tasks[0]["task"]["name"] == "Validate the node (GPU health and RDMA readiness in one module run)"
+    assert set(tasks[0]["hosts"]) == set(HOSTS)
+    stats = document["stats"]
+    assert {host: stats[host]["ok"] + stats[host]["failures"] for host in HOSTS} == dict.fromkeys(HOSTS, 1)
+    assert sorted(h for h in HOSTS if stats[h]["failures"]) == ["badopt", "degraded"]
+    # The fleet report got every host that returned checks (badopt failed before any check).
+    assert sorted(report["hosts"]) == ["degraded", "dgx", "dgx-real-nvml", "empty"]
+    assert report["totals"]["unhealthy"] == 2
+
+
+def test_validate_yml_host_results(fleet):
+    _proc, document, report = fleet
+    results = document["plays"][0]["tasks"][0]["hosts"]
+    dgx = results["dgx"]
+    assert dgx["healthy"] is True and dgx["nvml"]["driver_version"] == "580.95.05"
+    assert report["hosts"]["dgx"]["summary"] == dgx["summary"]
+
+    real = results["dgx-real-nvml"]
+    nvml = [c for c in real["checks"] if c["id"] == "gpu.nvml"][0]
+    assert nvml["status"] == "fail" and "NVML is unusable" in nvml["message"]
+    assert real["nvml"]["available"] is False
+    assert "mlx5" not in real["ansible_facts"] and real["readiness"]["rdma"]["status"] == "off"
+    assert real.get("failed") is not True  # fail_on: never
+
+    empty = results["empty"]
+    assert empty["summary"]["skip"] == len(empty["checks"]) and empty["healthy"] is True
+    assert empty["msg"] == ("gpu: skip (no NVIDIA GPU on the PCI bus); "
+                            "rdma: skip (no RDMA devices; mlx5_core not loaded)")
+
+    degraded = results["degraded"]
+    assert degraded["failed"] is True and "rdma.port.state[mlx5_2/1]" in degraded["msg"]
+    assert not [c for c in degraded["checks"] if c["id"].startswith("gpu.")]
+
+    badopt = results["badopt"]
+    assert badopt["failed"] is True
+    assert badopt["msg"].startswith("option rdma.min_rate_gbps:") and "checks" not in badopt
+
+
+def test_validate_yml_on_this_machine_prints_a_readiness_result(tmp_path):
+    proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), VALIDATE], cwd=str(tmp_path),
+                          env=environment(tmp_path), capture_output=True, text=True, timeout=300, check=False)
+    out = proc.stdout
+    assert proc.returncode == 0, out[-3000:] + proc.stderr[-3000:]
+    assert out.count("TASK [") == 1 and "ok: [localhost]" in out
+    summary = out.split("FLEET REPORT", 1)[1]
+    assert "1 host(s): 0 unhealthy" in summary
+    line = [row for row in summary.splitlines() if row.startswith("localhost")][0]
+    assert "gpu skipped: no NVIDIA GPU on the PCI bus" in line
+    assert "rdma skipped: no RDMA devices; mlx5_core not loaded" in line
+    assert (tmp_path / "reports" / "fleet-report.json").exists()
