@@ -1,0 +1,1 @@
+../plugins/modules/toml_merge.py

@@ -1,0 +1,363 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Set keys of one TOML table in place, leaving every other line of the file as it was.
+
+This is not a TOML round-trip (no parser/writer pair that would drop comments or reorder the
+file). It scans the document into statements (table headers, key/value statements spanning
+one or more lines, comments) precisely enough to know which lines belong to which table, then
+edits only the lines of the keys it is asked to set, or appends the table when it is missing.
+
+Tables defined in ways this line editor cannot update safely (dotted keys, inline tables, array
+of tables on the path) raise TomlMergeError instead of producing a duplicate definition.
+Pure logic, no Ansible import; runs on Python 3.8+.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+
+import json
+import re
+
+BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+INTEGER = re.compile(r"^[+-]?(0|[1-9](_?[0-9])*)$")
+FLOAT = re.compile(r"^[+-]?(0|[1-9](_?[0-9])*)(\.[0-9](_?[0-9])*)?([eE][+-]?[0-9](_?[0-9])*)?$")
+
+
+class TomlMergeError(Exception):
+    pass
+
+
+# ---------------------------------------------------------------- scanning
+
+
+def parse_key(text, pos, lineno):
+    """Parse a (dotted) key starting at text[pos]; return (parts, position after the key)."""
+    parts = []
+    while True:
+        while pos < len(text) and text[pos] in " \t":
+            pos += 1
+        if pos >= len(text):
+            raise TomlMergeError("line %d: key expected" % lineno)
+        char = text[pos]
+        if char == '"':
+            end = pos + 1
+            while end < len(text) and text[end] != '"':
+                end += 2 if text[end] == "\\" else 1
+            if end >= len(text):
+                raise TomlMergeError("line %d: unterminated quoted key" % lineno)
+            parts.append(_decode_basic(text[pos:end + 1], lineno))
+            pos = end + 1
+        elif char == "'":
+            end = text.find("'", pos + 1)
+            if end < 0:
+                raise TomlMergeError("line %d: unterminated quoted key" % lineno)
+            parts.append(text[pos + 1:end])
+            pos = end + 1
+        else:
+            match = BARE_KEY.match(text, pos)
+            if not match:
+                raise TomlMergeError("line %d: invalid key near %r" % (lineno, text[pos:pos + 20]))
+            parts.append(match.group(0))
+            pos = match.end()
+        while pos < len(text) and text[pos] in " \t":
+            pos += 1
+        if pos < len(text) and text[pos] == ".":
+            pos += 1
+            continue
+        return parts, pos
+
+
+def _decode_basic(quoted, lineno):
+    try:
+        return json.loads(quoted)
+    except ValueError:
+        raise TomlMergeError("line %d: unsupported escape in %s" % (lineno, quoted))
+
+
+def _value_end(lines, index, pos):
+    """Find where a value starting at lines[index][pos] ends.
+
+    Returns (end line index, exclusive; text of the value on its first line without the
+    comment, or None when the value spans several lines; the trailing comment of a one-line
+    value, '' when none).
+    """
+    depth = 0
+    state = None  # None, '"', "'", '"""', "'''"
+    line_no = index
+    start_line = index
+    col = pos
+    while line_no < len(lines):
+        text = lines[line_no]
+        comment_at = None
+        while col < len(text):
+            if state is None:
+                if text.startswith('"""', col) or text.startswith("'''", col):
+                    state = text[col:col + 3]
+                    col += 3
+                    continue
+                char = text[col]
+                if char in "\"'":
+                    state = char
+                elif char in "[{":
+                    depth += 1
+                elif char in "]}":
+                    depth -= 1
+                elif char == "#":
+                    comment_at = col
+                    break
+                col += 1
+            elif state in ('"', '"""'):
+                if text[col] == "\\":
+                    col += 2
+                    continue
+                if text.startswith(state, col):
+                    col += len(state)
+                    state = None
+                    continue
+                col += 1
+            else:
+                if text.startswith(state, col):
+                    col += len(state)
+                    state = None
+                    continue
+                col += 1
+        if state in ('"', "'"):
+            raise TomlMergeError("line %d: unterminated string" % (line_no + 1))
+        if state is None and depth <= 0:
+            if line_no == start_line:
+                value = text[pos:comment_at].strip() if comment_at is not None else text[pos:].strip()
+                comment = text[comment_at:].rstrip("\r\n") if comment_at is not None else ""
+                return line_no + 1, value, comment
+            return line_no + 1, None, ""
+        line_no += 1
+        col = 0
+    raise TomlMergeError("line %d: value never ends" % (index + 1))
+
+
+def scan(lines):
+    """Split the document into statements: dicts with kind, start, end and table/key paths."""
+    statements = []
+    table = []
+    index = 0
+    while index < len(lines):
+        raw = lines[index]
+        stripped = raw.strip()
+        lineno = index + 1
+        if not stripped or stripped.startswith("#"):
+            index += 1
+            continue
+        indent = raw[:len(raw) - len(raw.lstrip())]
+        if stripped.startswith("["):
+            array = stripped.startswith("[[")
+            opening = 2 if array else 1
+            path, after = parse_key(stripped, opening, lineno)
+            closing = "]]" if array else "]"
+            if not stripped.startswith(closing, after):
+                raise TomlMergeError("line %d: malformed table header" % lineno)
+            rest = stripped[after + len(closing):].strip()
+            if rest and not rest.startswith("#"):
+                raise TomlMergeError("line %d: text after table header" % lineno)
+            table = path
+            statements.append({"kind": "array" if array else "table", "path": path,
+                               "start": index, "end": index + 1, "indent": indent})
+            index += 1
+            continue
+        key, after = parse_key(raw, len(indent), lineno)
+        if after >= len(raw) or raw[after] != "=":
+            raise TomlMergeError("line %d: '=' expected after key" % lineno)
+        end, value, comment = _value_end(lines, index, after + 1)
+        key_text = raw[len(indent):after].rstrip()
+        statements.append({"kind": "keyval", "table": table, "key": key, "start": index,
+                           "end": end, "indent": indent, "value": value, "comment": comment,
+                           "key_text": key_text})
+        index = end
+    return statements
+
+
+# ---------------------------------------------------------------- values
+
+
+def render_value(value):
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(render_value(item) for item in value) + "]"
+    raise TomlMergeError(
+        "values: %r is a %s; only strings, booleans, numbers and lists are supported "
+        "(set a nested table with its own table path)" % (value, type(value).__name__))
+
+
+def parse_scalar(text):
+    """Decode a one-line TOML value for comparison; returns (ok, value)."""
+    if text in ("true", "false"):
+        return True, text == "true"
+    if INTEGER.match(text):
+        return True, int(text.replace("_", ""))
+    if FLOAT.match(text):
+        return True, float(text.replace("_", ""))
+    if len(text) >= 2 and text[0] == text[-1] == "'" and not text.startswith("'''"):
+        return True, text[1:-1]
+    if len(text) >= 2 and text[0] == text[-1] == '"' and not text.startswith('"""'):
+        try:
+            return True, json.loads(text)
+        except ValueError:
+            return False, None
+    return False, None
+
+
+def same_value(existing_text, value):
+    if existing_text is None:
+        return False
+    if existing_text == render_value(value):
+        return True
+    ok, decoded = parse_scalar(existing_text)
+    if not ok or isinstance(value, (list, tuple)):
+        return False
+    if isinstance(value, bool) or isinstance(decoded, bool):
+        return isinstance(value, bool) and isinstance(decoded, bool) and value == decoded
+    return decoded == value
+
+
+def render_key(part):
+    return part if BARE_KEY.fullmatch(part) else json.dumps(part, ensure_ascii=False)
+
+
+def render_path(path):
+    return ".".join(render_key(part) for part in path)
+
+
+# ---------------------------------------------------------------- merging
+
+
+def _check_conflicts(statements, path, values):
+    headers = [s for s in statements if s["kind"] == "table" and s["path"] == path]
+    if len(headers) > 1:
+        raise TomlMergeError("table [%s] is defined %d times" % (render_path(path), len(headers)))
+    for stmt in statements:
+        if stmt["kind"] == "array" and stmt["path"] == path[:len(stmt["path"])]:
+            raise TomlMergeError(
+                "[[%s]] is an array of tables on the path of [%s]; not edited"
+                % (render_path(stmt["path"]), render_path(path)))
+        if stmt["kind"] != "keyval":
+            continue
+        table, key = stmt["table"], stmt["key"]
+        defined = table + key
+        line = stmt["start"] + 1
+        if table == path:
+            if len(key) > 1 and key[0] in values:
+                raise TomlMergeError("line %d: %s is a dotted-key table, cannot set it as a value"
+                                     % (line, render_path(key[:1])))
+            continue
+        if len(table) < len(path) and (defined[:len(path)] == path
+                                       or (len(defined) < len(path) and path[:len(defined)] == defined)):
+            raise TomlMergeError(
+                "line %d: [%s] is (partly) defined by the key %s (dotted key or inline table); "
+                "rewrite it as a [table] section to let it be merged"
+                % (line, render_path(path), stmt["key_text"]))
+
+
+def _block(statements, path, total_lines):
+    """Return (header statement or None, keyvals of the table, line where the block ends)."""
+    header = None
+    if path:
+        for stmt in statements:
+            if stmt["kind"] == "table" and stmt["path"] == path:
+                header = stmt
+                break
+        if header is None:
+            return None, [], None
+    begin = header["end"] if header else 0
+    end = total_lines
+    for stmt in statements:
+        if stmt["kind"] in ("table", "array") and stmt["start"] >= begin:
+            end = stmt["start"]
+            break
+    keyvals = [s for s in statements if s["kind"] == "keyval" and begin <= s["start"] < end]
+    return header, keyvals, end
+
+
+def _trim_back(lines, end, floor):
+    """Move an insertion point back over blank and comment lines that lead into the next table."""
+    while end > floor and (not lines[end - 1].strip() or lines[end - 1].lstrip().startswith("#")):
+        end -= 1
+    return end
+
+
+def merge(text, path, values):
+    """Return (new text, list of keys changed) with `values` set in table `path`."""
+    if not isinstance(values, dict) or not values:
+        raise TomlMergeError("values must be a non-empty dict")
+    newline = "\r\n" if "\r\n" in text else "\n"
+    lines = text.splitlines()
+    statements = scan(lines)
+    path = list(path)
+    _check_conflicts(statements, path, values)
+    header, keyvals, block_end = _block(statements, path, len(lines))
+    changed = []
+    if path and header is None:
+        lines, changed = _append_table(lines, statements, path, values)
+    else:
+        existing = {}
+        for stmt in keyvals:
+            if len(stmt["key"]) == 1:
+                existing[stmt["key"][0]] = stmt
+        replacements = []
+        additions = []
+        for key, value in values.items():
+            stmt = existing.get(key)
+            if stmt is None:
+                additions.append("%s = %s" % (render_key(key), render_value(value)))
+                changed.append(key)
+            elif not same_value(stmt["value"], value):
+                comment = (" " + stmt["comment"]) if stmt["comment"] else ""
+                replacements.append((stmt["start"], stmt["end"], "%s%s = %s%s" % (
+                    stmt["indent"], stmt["key_text"], render_value(value), comment)))
+                changed.append(key)
+        if additions:
+            if keyvals:
+                insert_at = keyvals[-1]["end"]
+                indent = keyvals[-1]["indent"]
+            else:
+                insert_at = header["end"] if header else _trim_back(lines, block_end, 0)
+                indent = (header["indent"] + "  ") if header else ""
+            replacements.append((insert_at, insert_at, [indent + line for line in additions]))
+        for start, end, new in sorted(replacements, key=lambda item: item[0], reverse=True):
+            lines[start:end] = new if isinstance(new, list) else [new]
+    if not changed:
+        return text, []
+    return newline.join(lines) + newline, changed
+
+
+def _append_table(lines, statements, path, values):
+    headers = [s for s in statements if s["kind"] in ("table", "array")]
+    best = 0
+    for stmt in headers:
+        common = 0
+        while common < min(len(stmt["path"]), len(path)) and stmt["path"][common] == path[common]:
+            common += 1
+        best = max(best, common)
+    indent = "  " * (len(path) - 1)
+    block = ["%s[%s]" % (indent, render_path(path))]
+    block += ["%s  %s = %s" % (indent, render_key(key), render_value(value))
+              for key, value in values.items()]
+    if best == 0:
+        end = len(lines)
+        while end > 0 and not lines[end - 1].strip():
+            end -= 1
+        new_lines = lines[:end] + ([""] if end else []) + block
+        return new_lines, list(values)
+    related = [s for s in headers if s["path"][:best] == path[:best]]
+    last = related[-1]
+    following = [s for s in headers if s["start"] > last["start"]]
+    end = following[0]["start"] if following else len(lines)
+    end = _trim_back(lines, end, last["end"])
+    trailer = [""] if end < len(lines) and lines[end].strip() else []
+    new_lines = lines[:end] + [""] + block + trailer + lines[end:]
+    return new_lines, list(values)

@@ -1,0 +1,97 @@
+"""containerd installed and running; nvidia runtime merged next to the site's kata runtime;
+the toolkit repository rendered; the toolkit honestly reported as not installable here."""
+
+import json
+
+import pytest
+
+CONFIG = "/etc/containerd/config.toml"
+RUNTIMES = 'plugins."io.containerd.grpc.v1.cri".containerd.runtimes'
+
+
+def dump(host):
+    return host.check_output("containerd config dump")
+
+
+def test_containerd_package_and_service(host):
+    assert host.package("containerd").is_installed
+    service = host.service("containerd")
+    assert service.is_running and service.is_enabled
+
+
+def test_ctr_talks_to_the_daemon(host):
+    out = host.check_output("ctr version")
+    assert "Server:" in out and "Version:" in out.split("Server:")[1]
+
+
+def test_config_keeps_the_custom_entries(host):
+    text = host.file(CONFIG).content_string
+    assert "# kata runtime, managed by the site's sandboxing tooling" in text
+    assert "[%s.kata]" % RUNTIMES in text
+    assert 'runtime_type = "io.containerd.kata.v2"' in text
+    assert 'bin_dir = "/usr/lib/cni"' in text
+
+
+def test_config_has_nvidia_runtime_and_systemd_cgroup(host):
+    text = host.file(CONFIG).content_string
+    nvidia = text.split("[%s.nvidia.options]" % RUNTIMES)[1].split("[")[0]
+    assert 'BinaryName = "/usr/bin/nvidia-container-runtime"' in nvidia
+    assert "SystemdCgroup = true" in nvidia
+    runc = text.split("[%s.runc.options]" % RUNTIMES)[1].split("[")[0]
+    assert "SystemdCgroup = true" in runc
+
+
+@pytest.mark.parametrize("expected", [
+    '[%s.kata]' % RUNTIMES,
+    'runtime_type = "io.containerd.kata.v2"',
+    '[%s.nvidia.options]' % RUNTIMES,
+    'BinaryName = "/usr/bin/nvidia-container-runtime"',
+    'bin_dir = "/usr/lib/cni"',
+])
+def test_containerd_itself_reads_the_merged_config(host, expected):
+    assert expected in dump(host)
+
+
+def test_running_daemon_uses_systemd_cgroups_for_runc(host):
+    runc = dump(host).split("[%s.runc.options]" % RUNTIMES)[1].split("\n\n")[0]
+    assert "SystemdCgroup = true" in runc
+
+
+def test_default_runtime_stays_runc_without_toolkit(host):
+    assert 'default_runtime_name = "runc"' in dump(host)
+
+
+def test_toolkit_repository_rendered(host):
+    listing = host.file("/etc/apt/sources.list.d/nvidia-container-toolkit.list")
+    assert listing.mode == 0o644
+    lines = [line for line in listing.content_string.splitlines() if not line.startswith("#")]
+    assert lines == [
+        "deb [signed-by=/etc/apt/keyrings/nvidia-container-toolkit.asc] "
+        "https://nvidia.github.io/libnvidia-container/stable/deb/$(ARCH) /"]
+    key = host.file("/etc/apt/keyrings/nvidia-container-toolkit.asc")
+    assert key.mode == 0o644 and key.user == "root"
+    assert key.content_string.startswith("-----BEGIN PGP PUBLIC KEY BLOCK-----")
+    assert key.content_string == host.file("/root/test-nvidia-repo-key.asc").content_string
+
+
+def test_toolkit_not_installed_and_reported(host):
+    assert not host.package("nvidia-container-toolkit").is_installed
+    assert not host.file("/usr/bin/nvidia-container-runtime").exists
+    report = json.loads(host.file("/etc/ansible/facts.d/gpufleet_container_runtime.fact").content_string)
+    assert report["engine"] == "containerd"
+    assert report["nvidia_toolkit"]["requested"] is True
+    assert report["nvidia_toolkit"]["installed"] is False
+    assert report["nvidia_toolkit"]["reason"] == (
+        "not installed: no installation candidate for nvidia-container-toolkit 1.17.8-1 from "
+        "https://nvidia.github.io/libnvidia-container/stable/deb/$(ARCH) "
+        "(repository unreachable or version not published there)")
+    assert report["default_runtime"] == {"requested": "nvidia", "effective": "runc"}
+    assert report["cdi"]["generated"] is False
+    assert report["cdi"]["reason"] == "skipped: /usr/bin/nvidia-ctk not found (toolkit not installed)"
+    assert not host.file("/etc/cdi/nvidia.yaml").exists
+
+
+def test_no_other_apt_source_broken(host):
+    # The unreachable NVIDIA repository must not have been added to the Debian sources.
+    assert host.run("apt-cache policy containerd").rc == 0
+    assert "nvidia" not in host.file("/etc/apt/sources.list").content_string
