@@ -44,10 +44,13 @@ for i in $(seq 1 "$NODES"); do
   done
 done
 
-ansible-playbook -i inventories/lab/hosts.yml playbooks/lab.yml ${ANSIBLE_ARGS:-}
+rc=0
+# shellcheck disable=SC2086
+ansible-playbook -i inventories/lab/hosts.yml playbooks/lab.yml ${ANSIBLE_ARGS:-} || rc=$?
 
 echo
-echo "lab-up: SIMULATION lab ready (gpufleet-lab-3 is unhealthy on purpose)."
+echo "lab-up: SIMULATION lab (fixture sysfs + fake NVML; gpufleet-lab-3 is unhealthy on purpose)."
 echo "lab-up: fleet report: $GPUFLEET_REPORT_DIR/fleet-report.html"
 echo "lab-up: try: ansible-playbook -i inventories/lab/hosts.yml playbooks/fabric-test.yml"
 echo "lab-up:      ansible-playbook -i inventories/lab/hosts.yml playbooks/rolling-upgrade.yml"
+exit "$rc"
