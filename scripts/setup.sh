@@ -14,4 +14,4 @@ if [[ ! -x "$VENV/bin/python" ]]; then
 fi
 "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
 "$VENV/bin/python" -m pip install -q -r requirements.txt
-"$VENV/bin/ansible" --version | head -1
+"$VENV/bin/ansible" --version | sed -n 1p
