@@ -20,22 +20,10 @@ description:
     (C(tests/fixtures/nodes)); not yet on every real platform.
 version_added: 0.1.0
 author: gpufleet contributors
-options:
-  root:
-    description:
-      - Filesystem root the module reads C(sys/...) below. Point it at a fixture tree or a
-        mounted node image for offline inspection.
-    type: path
-    default: /
-attributes:
-  check_mode:
-    support: full
-    description: Read-only; check mode returns the same facts.
-  diff_mode:
-    support: none
-    description: Nothing is changed, so there is no diff.
-notes:
-  - Check mode is fully supported (the module never changes anything).
+extends_documentation_fragment:
+  - gpufleet.cluster.validation
+  - gpufleet.cluster.attributes
+  - gpufleet.cluster.attributes.read_only
 seealso:
   - module: gpufleet.cluster.gpu_health
 """

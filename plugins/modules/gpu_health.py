@@ -31,15 +31,6 @@ requirements:
 options:
   root:
     description: Filesystem root the module reads C(sys/...) and log files below.
-    type: path
-    default: /
-  fail_on:
-    description:
-      - C(fail) fails the module when any check fails, C(warn) also on warnings, C(never) always
-        returns ok. The full result is returned either way.
-    type: str
-    default: fail
-    choices: [fail, warn, never]
   expected_count:
     description: Minimum number of GPUs NVML must enumerate (C(gpu.count) fails below it).
     type: int
@@ -86,13 +77,11 @@ options:
     type: list
     elements: int
     default: [13, 31, 43, 45, 68]
-attributes:
-  check_mode:
-    support: full
-    description: Read-only; check mode runs the same checks.
-  diff_mode:
-    support: none
-    description: Nothing is changed, so there is no diff.
+extends_documentation_fragment:
+  - gpufleet.cluster.validation
+  - gpufleet.cluster.validation.fail_on
+  - gpufleet.cluster.attributes
+  - gpufleet.cluster.attributes.read_only
 notes:
   - "Check ids: C(gpu.nvml), C(gpu.count), C(gpu.driver_version) (target C(node)); C(gpu.lost),
     C(gpu.ecc.volatile_uncorrectable), C(gpu.ecc.mode), C(gpu.retired_pages), C(gpu.row_remap),

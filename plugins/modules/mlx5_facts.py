@@ -28,8 +28,6 @@ options:
       - Directory used as the filesystem root for every read (C(<root>/sys/...), C(<root>/proc/...),
         C(<root>/dev/...)).
       - Point it at a fixture tree or a mounted node image for offline inspection.
-    type: path
-    default: /
   ofed_info:
     description:
       - Path of the C(ofed_info) executable.
@@ -38,21 +36,19 @@ options:
       - When absent, OFED user space counts as not installed.
     type: path
 notes:
-  - Supports check mode; the module never changes anything.
   - Versions compare as integer tuples. The loaded mlx5_core shows the package version without
     its last component(s) (C(23.10-1.1.9.0) installed, C(23.10-1.1.9) loaded).
 seealso:
   - module: gpufleet.cluster.rdma_validate
+extends_documentation_fragment:
+  - gpufleet.cluster.validation
+  - gpufleet.cluster.attributes
+  - gpufleet.cluster.attributes.read_only
+  - gpufleet.cluster.attributes.facts
 attributes:
-  check_mode:
-    support: full
-    description: The module only reads.
-  diff_mode:
-    support: none
-    description: Nothing is changed, so there is no diff.
   facts:
     support: full
-    description: Returns C(ansible_facts.mlx5).
+    details: Returns C(ansible_facts.mlx5).
 """
 
 EXAMPLES = r"""

@@ -35,15 +35,6 @@ options:
     description:
       - Directory used as the filesystem root for every read (C(<root>/sys/...), C(<root>/proc/...),
         C(<root>/dev/...), log files). NVML always talks to the running driver.
-    type: path
-    default: /
-  fail_on:
-    description:
-      - V(fail) fails the module when any check fails, V(warn) also on warnings, V(never) always
-        returns ok. The full result is returned either way.
-    type: str
-    default: fail
-    choices: [fail, warn, never]
   gpu:
     description:
       - Options of M(gpufleet.cluster.gpu_health) other than O(root) and O(fail_on)
@@ -75,16 +66,16 @@ seealso:
   - module: gpufleet.cluster.rdma_validate
   - module: gpufleet.cluster.gpu_facts
   - module: gpufleet.cluster.mlx5_facts
+extends_documentation_fragment:
+  - gpufleet.cluster.validation
+  - gpufleet.cluster.validation.fail_on
+  - gpufleet.cluster.attributes
+  - gpufleet.cluster.attributes.read_only
+  - gpufleet.cluster.attributes.facts
 attributes:
-  check_mode:
-    support: full
-    description: The module only reads.
-  diff_mode:
-    support: none
-    description: Nothing is changed, so there is no diff.
   facts:
     support: full
-    description: Returns C(ansible_facts.nvidia) and C(ansible_facts.mlx5).
+    details: Returns C(ansible_facts.nvidia) and C(ansible_facts.mlx5).
 """
 
 EXAMPLES = r"""

@@ -100,15 +100,9 @@ options:
     default: 120
   root:
     description: Filesystem root under which C(sys/class/infiniband) is read for the default O(gid_index).
-    type: path
-    default: /
-  fail_on:
-    description:
-      - C(fail) fails the module when C(rdma.bandwidth) fails, C(warn) also on warn,
-        C(never) always returns ok. The full result is returned either way.
-    type: str
-    default: fail
-    choices: [fail, warn, never]
+extends_documentation_fragment:
+  - gpufleet.cluster.validation
+  - gpufleet.cluster.validation.fail_on
 notes:
   - Supports check mode; the test is not run and RV(cmd) holds the planned command.
   - The test does not change the host; RV(changed) is always false.
@@ -262,6 +256,8 @@ healthy:
   type: bool
 """
 
+import copy
+
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import exit_with_checks
@@ -269,28 +265,30 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.perftest import r
 from ansible_collections.gpufleet.cluster.plugins.module_utils.runner import ModuleRunner
 from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import SysfsReader
 
+ARGUMENT_SPEC = dict(
+    mode=dict(type="str", required=True, choices=["server", "client"]),
+    server=dict(type="str"),
+    device=dict(type="str"),
+    ib_port=dict(type="int"),
+    gid_index=dict(type="int"),
+    tcp_port=dict(type="int"),
+    size=dict(type="int"),
+    all_sizes=dict(type="bool", default=False),
+    duration=dict(type="int"),
+    qps=dict(type="int"),
+    use_cuda=dict(type="int"),
+    extra_args=dict(type="list", elements="str", default=[]),
+    min_gbps=dict(type="float"),
+    executable=dict(type="str", default="ib_write_bw"),
+    timeout=dict(type="int", default=120),
+    root=dict(type="path", default="/"),
+    fail_on=dict(type="str", default="fail", choices=["fail", "warn", "never"]),
+)
+
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            mode=dict(type="str", required=True, choices=["server", "client"]),
-            server=dict(type="str"),
-            device=dict(type="str"),
-            ib_port=dict(type="int"),
-            gid_index=dict(type="int"),
-            tcp_port=dict(type="int"),
-            size=dict(type="int"),
-            all_sizes=dict(type="bool", default=False),
-            duration=dict(type="int"),
-            qps=dict(type="int"),
-            use_cuda=dict(type="int"),
-            extra_args=dict(type="list", elements="str", default=[]),
-            min_gbps=dict(type="float"),
-            executable=dict(type="str", default="ib_write_bw"),
-            timeout=dict(type="int", default=120),
-            root=dict(type="path", default="/"),
-            fail_on=dict(type="str", default="fail", choices=["fail", "warn", "never"]),
-        ),
+        argument_spec=copy.deepcopy(ARGUMENT_SPEC),
         required_if=[("mode", "client", ["server"])],
         supports_check_mode=True,
     )

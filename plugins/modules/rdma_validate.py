@@ -33,15 +33,6 @@ options:
   root:
     description:
       - Directory used as the filesystem root for every read (C(<root>/sys/...), C(<root>/dev/...)).
-    type: path
-    default: /
-  fail_on:
-    description:
-      - V(fail) makes the module fail when any check fails; V(warn) also on warnings; V(never)
-        always returns ok. The full result is returned either way.
-    type: str
-    default: fail
-    choices: [fail, warn, never]
   devices:
     description:
       - RDMA device names (C(mlx5_0)) or PCI addresses (C(0000:1a:00.0) or C(1a:00.0)) to check.
@@ -102,20 +93,19 @@ options:
     type: int
     default: 10
 notes:
-  - Supports check mode; the module never changes anything.
   - C(ofed_info) is searched on E(PATH) only when O(root=/) (see M(gpufleet.cluster.mlx5_facts)).
 seealso:
   - module: gpufleet.cluster.mlx5_facts
+extends_documentation_fragment:
+  - gpufleet.cluster.validation
+  - gpufleet.cluster.validation.fail_on
+  - gpufleet.cluster.attributes
+  - gpufleet.cluster.attributes.read_only
+  - gpufleet.cluster.attributes.facts
 attributes:
-  check_mode:
-    support: full
-    description: The module only reads.
-  diff_mode:
-    support: none
-    description: Nothing is changed, so there is no diff.
   facts:
     support: full
-    description: Returns C(ansible_facts.mlx5), the facts the checks used.
+    details: Returns C(ansible_facts.mlx5), the facts the checks used.
 """
 
 EXAMPLES = r"""

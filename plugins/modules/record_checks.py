@@ -27,18 +27,10 @@ options:
     type: list
     elements: dict
     required: true
-  fail_on:
-    description: C(fail) fails the task when a check fails, C(warn) also on warnings, C(never) never.
-    type: str
-    choices: [fail, warn, never]
-    default: fail
-attributes:
-  check_mode:
-    support: full
-    description: Nothing is changed.
-  diff_mode:
-    support: none
-    description: Nothing is changed.
+extends_documentation_fragment:
+  - gpufleet.cluster.validation.fail_on
+  - gpufleet.cluster.attributes
+  - gpufleet.cluster.attributes.read_only
 """
 
 EXAMPLES = r"""
@@ -65,6 +57,8 @@ healthy:
   type: bool
 """
 
+import copy
+
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import (
@@ -73,6 +67,11 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import (
     CheckResults,
     exit_with_checks,
 )
+
+ARGUMENT_SPEC = {
+    "checks": {"type": "list", "elements": "dict", "required": True},
+    "fail_on": {"type": "str", "choices": list(FAIL_ON_CHOICES), "default": "fail"},
+}
 
 REQUIRED_KEYS = ("id", "target", "status", "message")
 
@@ -94,10 +93,7 @@ def build_results(checks):
 
 def main():
     module = AnsibleModule(
-        argument_spec={
-            "checks": {"type": "list", "elements": "dict", "required": True},
-            "fail_on": {"type": "str", "choices": list(FAIL_ON_CHOICES), "default": "fail"},
-        },
+        argument_spec=copy.deepcopy(ARGUMENT_SPEC),
         supports_check_mode=True,
     )
     results, error = build_results(module.params["checks"])

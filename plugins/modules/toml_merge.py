@@ -58,16 +58,17 @@ options:
     default: false
 extends_documentation_fragment:
   - ansible.builtin.files
+  - gpufleet.cluster.attributes
 notes:
   - Values are compared by meaning for one-line scalars (C('x') equals C("x")); anything else is
     compared as text, so the first run may rewrite an equivalent multi-line value once.
 attributes:
   check_mode:
     support: full
-    description: Reports what would change without writing.
+    details: Reports what would change without writing.
   diff_mode:
     support: full
-    description: Shows the file before and after.
+    details: Shows the file before and after.
 """
 
 EXAMPLES = r"""
@@ -100,6 +101,7 @@ backup_file:
   type: str
 """
 
+import copy
 import os
 import tempfile
 
@@ -109,6 +111,16 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.toml_merge import
     TomlMergeError,
     merge,
     render_path,
+)
+
+# add_file_common_args=True adds FILE_COMMON_ARGUMENTS (documented by ansible.builtin.files).
+ARGUMENT_SPEC = dict(
+    path=dict(type="path", required=True),
+    table=dict(type="list", elements="str", required=True),
+    values=dict(type="dict", required=True),
+    create=dict(type="bool", default=True),
+    validate=dict(type="str"),
+    backup=dict(type="bool", default=False),
 )
 
 
@@ -140,14 +152,7 @@ def write_validated(module, path, content):
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            path=dict(type="path", required=True),
-            table=dict(type="list", elements="str", required=True),
-            values=dict(type="dict", required=True),
-            create=dict(type="bool", default=True),
-            validate=dict(type="str"),
-            backup=dict(type="bool", default=False),
-        ),
+        argument_spec=copy.deepcopy(ARGUMENT_SPEC),
         add_file_common_args=True,
         supports_check_mode=True,
     )

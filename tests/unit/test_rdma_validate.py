@@ -7,11 +7,16 @@ import os
 import pytest
 import yaml
 from conftest import FIXTURES
+from docs_helpers import MODULES, merged_options
 from runners import ScriptedRunner
 
+from ansible.module_utils.basic import FILE_COMMON_ARGUMENTS
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import exit_with_checks
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu import GPU_FACTS_ARGSPEC
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu_checks import GPU_HEALTH_ARGSPEC
 from ansible_collections.gpufleet.cluster.plugins.module_utils.mlx5 import MLX5_FACTS_ARGSPEC, gather_mlx5_facts
+from ansible_collections.gpufleet.cluster.plugins.module_utils.node_validate import node_validate_argspec
 from ansible_collections.gpufleet.cluster.plugins.module_utils.rdma_checks import (
     DEFAULT_REQUIRED_MODULES,
     RDMA_VALIDATE_ARGSPEC,
@@ -426,19 +431,70 @@ def test_fail_on(node, fail_on, outcome):
         assert "rdma.port" in payload["msg"]
 
 
-# -- documentation of both modules matches their argument specs ----------------------------------
-@pytest.mark.parametrize("module_name", ["mlx5_facts", "rdma_validate"])
-def test_documentation_matches_argspec(module_name):
-    module = importlib.import_module("ansible_collections.gpufleet.cluster.plugins.modules." + module_name)
-    documented = yaml.safe_load(module.DOCUMENTATION)["options"]
-    spec = MLX5_FACTS_ARGSPEC if module_name == "mlx5_facts" else rdma_validate_module_argspec()
-    assert set(documented) == set(spec)
+# -- documentation of every module (fragments merged) matches its argument spec ------------------
+def _module(name):
+    return importlib.import_module("ansible_collections.gpufleet.cluster.plugins.modules." + name)
+
+
+# The argument_spec each module hands to AnsibleModule.
+ARGSPECS = {
+    "gpu_facts": lambda: GPU_FACTS_ARGSPEC,
+    "gpu_health": lambda: GPU_HEALTH_ARGSPEC,
+    "mlx5_facts": lambda: MLX5_FACTS_ARGSPEC,
+    "node_validate": node_validate_argspec,
+    "rdma_bandwidth": lambda: _module("rdma_bandwidth").ARGUMENT_SPEC,
+    "rdma_validate": rdma_validate_module_argspec,
+    "record_checks": lambda: _module("record_checks").ARGUMENT_SPEC,
+    # add_file_common_args=True
+    "toml_merge": lambda: dict(_module("toml_merge").ARGUMENT_SPEC, **FILE_COMMON_ARGUMENTS),
+}
+
+
+def _listed(value):
+    return list(value) if isinstance(value, (list, tuple)) else value
+
+
+def assert_options_match(documented, spec, where=""):
+    """Documented options (suboptions included) agree with an argument spec."""
+    assert set(documented) == set(spec), where or "options"
     for name, option in spec.items():
-        doc = documented[name]
-        assert doc["type"] == option["type"], name
-        assert doc.get("default") == option.get("default"), name
-        assert doc.get("choices") == option.get("choices"), name
-        assert doc.get("elements") == option.get("elements"), name
-        assert doc["description"], name
+        doc, path = documented[name], where + name
+        assert doc.get("type", "str") == option.get("type", "str"), path
+        assert doc.get("default") == option.get("default"), path
+        assert _listed(doc.get("choices")) == _listed(option.get("choices")), path
+        assert doc.get("elements") == option.get("elements"), path
+        assert bool(doc.get("required")) == bool(option.get("required")), path
+        assert sorted(doc.get("aliases") or []) == sorted(option.get("aliases") or []), path
+        assert doc["description"], path
+        if "options" in option or "suboptions" in doc:
+            assert_options_match(doc.get("suboptions") or {}, option.get("options") or {}, path + ".")
+
+
+def test_every_module_has_an_argspec_entry():
+    assert set(ARGSPECS) == set(MODULES)
+
+
+@pytest.mark.parametrize("module_name", MODULES)
+def test_documentation_matches_argspec(module_name):
+    assert_options_match(merged_options(module_name), ARGSPECS[module_name]())
+    module = _module(module_name)
     for key in ("EXAMPLES", "RETURN"):
         assert yaml.safe_load(getattr(module, key))
+
+
+def test_validation_fragments_are_merged():
+    """root and fail_on come from plugins/doc_fragments/validation.py with their type and default."""
+    for name in ("gpu_health", "node_validate", "rdma_bandwidth", "rdma_validate"):
+        options = merged_options(name)
+        assert options["root"]["type"] == "path" and options["root"]["default"] == "/", name
+        assert options["fail_on"]["choices"] == ["fail", "warn", "never"], name
+    # a module's own root description wins over the fragment's
+    assert "sys/class/infiniband" in str(merged_options("rdma_bandwidth")["root"]["description"])
+
+
+def test_option_comparison_covers_suboptions():
+    documented = {"opt": {"type": "dict", "description": "x",
+                          "suboptions": {"sub": {"type": "int", "default": 1, "description": "y"}}}}
+    assert_options_match(documented, {"opt": {"type": "dict", "options": {"sub": {"type": "int", "default": 1}}}})
+    with pytest.raises(AssertionError, match="opt.sub"):
+        assert_options_match(documented, {"opt": {"type": "dict", "options": {"sub": {"type": "int", "default": 2}}}})
