@@ -144,4 +144,4 @@ def test_kubeadm_config(rendered, version, api):
     assert kubelet["cgroupDriver"] == "systemd"
     # only known top-level fields (kubeadm rejects unknown ones in strict decoding)
     assert set(cluster) <= {"apiVersion", "kind", "clusterName", "kubernetesVersion", "controlPlaneEndpoint",
-                            "imageRepository", "networking", "apiServer"}
+                            "imageRepository", "networking", "apiServer", "dns"}

@@ -23,6 +23,18 @@ def test_pinned_file_and_wheels(host):
     assert _names(host, "wheels", ".whl") == ["six-1.17.0-py2.py3-none-any.whl"]
 
 
+def test_file_without_dest_is_stored_at_host_and_path(host):
+    # The layout gpufleet.cluster.mirror_url maps upstream URLs to: serving the bundle as
+    # gpufleet_mirror_url makes http://127.0.0.1:8080/core:/stable:/... resolve to this file.
+    stored = host.file(BUNDLE + "/127.0.0.1:8080/core:/stable:/v1.31/deb/Release.key")
+    assert stored.is_file
+    assert stored.content_string == "gpufleet stand-in repository key\n"
+    assert stored.mode == 0o644
+    assert not host.file(BUNDLE + "/files/Release.key").exists
+    manifest = host.file(BUNDLE + "/MANIFEST.sha256").content_string
+    assert "  127.0.0.1:8080/core:/stable:/v1.31/deb/Release.key\n" in manifest
+
+
 def test_manifest_lists_every_file_and_the_sums_match(host):
     manifest = host.file(BUNDLE + "/MANIFEST.sha256").content_string.splitlines()
     listed = sorted(line.split("  ", 1)[1] for line in manifest)
