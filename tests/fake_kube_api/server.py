@@ -1,0 +1,758 @@
+"""A small in-process test double of the Kubernetes API server.
+
+It serves what the Python kubernetes client and kubernetes.core (k8s, k8s_info, k8s_drain) need
+to cordon, drain, taint and release a node, and nothing else:
+
+- discovery: /version, /api, /api/v1, /apis, /apis/policy/v1 (APIVersions, APIGroupList,
+  APIResourceList with nodes, pods, pods/eviction, poddisruptionbudgets)
+- nodes: list, get, patch (application/strategic-merge-patch+json as CoreV1Api.patch_node sends
+  it, application/merge-patch+json as the k8s module sends it with merge_type merge,
+  application/json-patch+json); taints and annotations are validated like the real server does
+- pods: list (all namespaces or one; fieldSelector spec.nodeName / metadata.name /
+  metadata.namespace, simple labelSelector), get, delete, POST pods/<name>/eviction (201 and the
+  pod is gone; 429 TooManyRequests when a PodDisruptionBudget matching the pod's labels has
+  status.disruptionsAllowed 0; 500 when more than one budget matches, as the real server answers)
+- poddisruptionbudgets: list and get
+
+The model is deliberately simple: a deleted or evicted pod disappears at once, unless it was
+added with stuck=True (it then only gets metadata.deletionTimestamp, like a pod held by a
+finalizer or a kubelet that never confirms). No admission, no watch, no protobuf, no apply.
+Objects are serialised the way the real server does it: omitempty fields (spec.unschedulable
+false, empty taint lists, empty annotation maps) are dropped, metadata.resourceVersion grows on
+every write, errors are Status objects with code and reason.
+
+State lives in memory; every request is recorded in `requests` so tests can assert on what the
+client sent. Start it with `FakeKubeAPI().start()` (127.0.0.1, a random port), stop with `stop()`.
+"""
+
+import copy
+import datetime
+import json
+import re
+import threading
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, unquote, urlsplit
+
+SERVER_VERSION = {
+    "major": "1",
+    "minor": "31",
+    "gitVersion": "v1.31.0-gpufleet-fake",
+    "gitCommit": "0000000000000000000000000000000000000000",
+    "gitTreeState": "clean",
+    "buildDate": "2024-08-13T00:00:00Z",
+    "goVersion": "go1.22.5",
+    "compiler": "gc",
+    "platform": "linux/amd64",
+}
+
+_VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+
+CORE_V1_RESOURCES = {
+    "kind": "APIResourceList",
+    "groupVersion": "v1",
+    "resources": [
+        {"name": "namespaces", "singularName": "namespace", "namespaced": False, "kind": "Namespace",
+         "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"], "shortNames": ["ns"]},
+        {"name": "nodes", "singularName": "node", "namespaced": False, "kind": "Node", "verbs": _VERBS,
+         "shortNames": ["no"]},
+        {"name": "nodes/status", "singularName": "", "namespaced": False, "kind": "Node",
+         "verbs": ["get", "patch", "update"]},
+        {"name": "pods", "singularName": "pod", "namespaced": True, "kind": "Pod", "verbs": _VERBS,
+         "shortNames": ["po"], "categories": ["all"]},
+        {"name": "pods/eviction", "singularName": "", "namespaced": True, "group": "policy", "version": "v1",
+         "kind": "Eviction", "verbs": ["create"]},
+        {"name": "pods/status", "singularName": "", "namespaced": True, "kind": "Pod",
+         "verbs": ["get", "patch", "update"]},
+    ],
+}
+
+POLICY_V1_RESOURCES = {
+    "kind": "APIResourceList",
+    "apiVersion": "v1",
+    "groupVersion": "policy/v1",
+    "resources": [
+        {"name": "poddisruptionbudgets", "singularName": "poddisruptionbudget", "namespaced": True,
+         "kind": "PodDisruptionBudget", "verbs": _VERBS, "shortNames": ["pdb"]},
+        {"name": "poddisruptionbudgets/status", "singularName": "", "namespaced": True,
+         "kind": "PodDisruptionBudget", "verbs": ["get", "patch", "update"]},
+    ],
+}
+
+API_GROUPS = {
+    "kind": "APIGroupList",
+    "apiVersion": "v1",
+    "groups": [
+        {"name": "policy", "versions": [{"groupVersion": "policy/v1", "version": "v1"}],
+         "preferredVersion": {"groupVersion": "policy/v1", "version": "v1"}},
+    ],
+}
+
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_QUALIFIED_NAME = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+                             r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+PATCH_TYPES = (
+    "application/json-patch+json",
+    "application/merge-patch+json",
+    "application/strategic-merge-patch+json",
+)
+
+
+class ApiError(Exception):
+    """Answered as a Kubernetes Status object."""
+
+    def __init__(self, code, reason, message, details=None):
+        super().__init__(message)
+        self.code = code
+        self.reason = reason
+        self.message = message
+        self.details = details
+
+    def status(self):
+        body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": self.message, "reason": self.reason, "code": self.code}
+        if self.details is not None:
+            body["details"] = self.details
+        return body
+
+
+def _now():
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def json_merge_patch(target, patch):
+    """RFC 7386."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = copy.deepcopy(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = json_merge_patch(result.get(key), value)
+    return result
+
+
+def strategic_merge_patch(target, patch):
+    """Strategic merge as far as Node needs it: maps merge, null deletes, lists are replaced.
+
+    Node fields have no patchMergeKey lists that matter here (spec.taints has none: the whole
+    list is replaced, as with the real server). Directives ($patch, $retainKeys,
+    $deleteFromPrimitiveList) are refused rather than silently misapplied.
+    """
+    if isinstance(patch, dict):
+        for key in patch:
+            if key.startswith("$"):
+                raise ApiError(422, "Invalid", "fake kube API: strategic merge directive %s not supported" % key)
+        result = copy.deepcopy(target) if isinstance(target, dict) else {}
+        for key, value in patch.items():
+            if value is None:
+                result.pop(key, None)
+            else:
+                result[key] = strategic_merge_patch(result.get(key), value)
+        return result
+    return copy.deepcopy(patch)
+
+
+def _pointer(path):
+    if path == "":
+        return []
+    if not path.startswith("/"):
+        raise ApiError(422, "Invalid", "invalid JSON pointer %r" % path)
+    return [part.replace("~1", "/").replace("~0", "~") for part in path[1:].split("/")]
+
+
+def json_patch(target, operations):
+    """RFC 6902: add, remove, replace, test (what kubernetes.core and kubectl send)."""
+    if not isinstance(operations, list):
+        raise ApiError(400, "BadRequest", "json patch must be a list of operations")
+    doc = copy.deepcopy(target)
+    for op in operations:
+        parts = _pointer(op.get("path", ""))
+        if not parts:
+            raise ApiError(422, "Invalid", "fake kube API: patching the whole document is not supported")
+        parent = doc
+        for part in parts[:-1]:
+            try:
+                parent = parent[int(part)] if isinstance(parent, list) else parent[part]
+            except (KeyError, IndexError, ValueError):
+                raise ApiError(422, "Invalid", "json patch: path %s does not exist" % op.get("path"))
+        last = parts[-1]
+        kind = op.get("op")
+        if isinstance(parent, list):
+            index = len(parent) if last == "-" else int(last)
+            if kind == "add":
+                parent.insert(index, op.get("value"))
+            elif kind == "remove":
+                del parent[index]
+            elif kind == "replace":
+                parent[index] = op.get("value")
+            elif kind == "test":
+                if parent[index] != op.get("value"):
+                    raise ApiError(422, "Invalid", "json patch test failed at %s" % op.get("path"))
+            else:
+                raise ApiError(422, "Invalid", "json patch op %r not supported" % kind)
+        elif kind == "add":
+            parent[last] = op.get("value")
+        elif kind in ("remove", "replace", "test") and last not in parent:
+            raise ApiError(422, "Invalid", "json patch: %s: path %s does not exist" % (kind, op.get("path")))
+        elif kind == "remove":
+            del parent[last]
+        elif kind == "replace":
+            parent[last] = op.get("value")
+        elif kind == "test":
+            if parent[last] != op.get("value"):
+                raise ApiError(422, "Invalid", "json patch test failed at %s" % op.get("path"))
+        else:
+            raise ApiError(422, "Invalid", "json patch op %r not supported" % kind)
+    return doc
+
+
+def _matches_labels(selector, labels):
+    labels = labels or {}
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    for expr in selector.get("matchExpressions") or []:
+        key, operator, values = expr["key"], expr["operator"], expr.get("values") or []
+        if operator == "In" and labels.get(key) not in values:
+            return False
+        if operator == "NotIn" and labels.get(key) in values:
+            return False
+        if operator == "Exists" and key not in labels:
+            return False
+        if operator == "DoesNotExist" and key in labels:
+            return False
+    return True
+
+
+def _parse_label_selector(text):
+    terms = []
+    for term in filter(None, (t.strip() for t in (text or "").split(","))):
+        if "!=" in term:
+            key, value = term.split("!=", 1)
+            terms.append((key.strip(), "!=", value.strip()))
+        elif "=" in term:
+            key, value = term.split("=", 1)
+            terms.append((key.strip(), "=", value.lstrip("=").strip()))
+        elif term.startswith("!"):
+            terms.append((term[1:].strip(), "!", None))
+        else:
+            terms.append((term, "exists", None))
+    return terms
+
+
+def _label_selector_matches(terms, labels):
+    labels = labels or {}
+    for key, operator, value in terms:
+        if operator == "=" and labels.get(key) != value:
+            return False
+        if operator == "!=" and labels.get(key) == value:
+            return False
+        if operator == "exists" and key not in labels:
+            return False
+        if operator == "!" and key in labels:
+            return False
+    return True
+
+
+POD_FIELDS = {
+    "spec.nodeName": lambda pod: pod["spec"].get("nodeName", ""),
+    "metadata.name": lambda pod: pod["metadata"]["name"],
+    "metadata.namespace": lambda pod: pod["metadata"]["namespace"],
+    "status.phase": lambda pod: pod.get("status", {}).get("phase", ""),
+}
+
+
+def _parse_field_selector(text, fields):
+    terms = []
+    for term in filter(None, (t.strip() for t in (text or "").split(","))):
+        match = re.match(r"^([^!=]+)(==|=|!=)(.*)$", term)
+        if not match:
+            raise ApiError(400, "BadRequest", 'invalid selector: "%s"' % text)
+        field, operator, value = match.groups()
+        if field not in fields:
+            raise ApiError(400, "BadRequest", 'field label not supported: %s' % field)
+        terms.append((fields[field], operator != "!=", value))
+    return terms
+
+
+class FakeKubeAPI:
+    """Kubernetes API server double; thread-safe in-memory state, recorded requests."""
+
+    def __init__(self, token="gpufleet-fake-token"):
+        self.token = token
+        self.lock = threading.RLock()
+        self.nodes = {}
+        self.pods = {}
+        self.pdbs = {}
+        self.namespaces = {"default", "kube-system"}
+        self.requests = []
+        self._resource_version = 1000
+        self._httpd = None
+        self._thread = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start(self):
+        handler = type("FakeKubeAPIHandler", (_Handler,), {"api": self})
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="fake-kube-api", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self):
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._thread.join(5)
+            self._httpd = None
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    @property
+    def port(self):
+        return self._httpd.server_address[1]
+
+    @property
+    def url(self):
+        return "http://127.0.0.1:%d" % self.port
+
+    def kubeconfig(self, path):
+        """Write a kubeconfig for this server (plain http, bearer token) and return its path."""
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+            "users": [{"name": "fake-admin", "user": {"token": self.token}}],
+            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake-admin"}}],
+            "current-context": "fake",
+        }
+        with open(str(path), "w") as handle:
+            json.dump(config, handle, indent=2)  # JSON is YAML
+        return str(path)
+
+    # -- state -----------------------------------------------------------------------------
+    def _next_rv(self):
+        self._resource_version += 1
+        return str(self._resource_version)
+
+    def _metadata(self, name, namespace=None, labels=None, annotations=None):
+        meta = {"name": name, "uid": str(uuid.uuid4()), "resourceVersion": self._next_rv(),
+                "creationTimestamp": _now()}
+        if namespace is not None:
+            meta["namespace"] = namespace
+        if labels:
+            meta["labels"] = dict(labels)
+        if annotations:
+            meta["annotations"] = dict(annotations)
+        return meta
+
+    def add_node(self, name, labels=None, annotations=None, unschedulable=False, taints=None):
+        with self.lock:
+            labels = dict({"kubernetes.io/hostname": name, "kubernetes.io/os": "linux"}, **(labels or {}))
+            node = {
+                "kind": "Node", "apiVersion": "v1",
+                "metadata": self._metadata(name, labels=labels, annotations=annotations),
+                "spec": {"podCIDR": "10.244.0.0/24"},
+                "status": {
+                    "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                                    "message": "kubelet is posting ready status",
+                                    "lastHeartbeatTime": _now(), "lastTransitionTime": _now()}],
+                    "nodeInfo": {"architecture": "amd64", "bootID": str(uuid.uuid4()),
+                                 "containerRuntimeVersion": "containerd://1.7.22",
+                                 "kernelVersion": "6.8.0-45-generic", "kubeProxyVersion": "",
+                                 "kubeletVersion": SERVER_VERSION["gitVersion"], "machineID": uuid.uuid4().hex,
+                                 "operatingSystem": "linux", "osImage": "Ubuntu 24.04.1 LTS",
+                                 "systemUUID": str(uuid.uuid4())},
+                },
+            }
+            if unschedulable:
+                node["spec"]["unschedulable"] = True
+            if taints:
+                node["spec"]["taints"] = [dict(t) for t in taints]
+            self.nodes[name] = node
+            return copy.deepcopy(node)
+
+    def add_pod(self, name, node, namespace="default", labels=None, owner_kind="ReplicaSet", owner_name=None,
+                phase="Running", volumes=None, annotations=None, stuck=False):
+        """A pod bound to `node`. owner_kind None: no controller (a bare pod). stuck: evicting or
+        deleting it only sets deletionTimestamp (it never goes away)."""
+        with self.lock:
+            self.namespaces.add(namespace)
+            meta = self._metadata(name, namespace=namespace, labels=labels, annotations=annotations)
+            if owner_kind:
+                api_version = "apps/v1" if owner_kind in ("ReplicaSet", "DaemonSet", "StatefulSet") else "batch/v1"
+                meta["ownerReferences"] = [{"apiVersion": api_version, "kind": owner_kind,
+                                            "name": owner_name or "%s-owner" % name, "uid": str(uuid.uuid4()),
+                                            "controller": True, "blockOwnerDeletion": True}]
+            if stuck:
+                meta["finalizers"] = ["gpufleet.io/fake-stuck"]
+            pod = {
+                "kind": "Pod", "apiVersion": "v1", "metadata": meta,
+                "spec": {"nodeName": node, "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}],
+                         "terminationGracePeriodSeconds": 30},
+                "status": {"phase": phase},
+            }
+            if volumes:
+                pod["spec"]["volumes"] = copy.deepcopy(volumes)
+            self.pods[(namespace, name)] = pod
+            return copy.deepcopy(pod)
+
+    def add_pdb(self, name, match_labels, namespace="default", disruptions_allowed=0):
+        with self.lock:
+            self.namespaces.add(namespace)
+            pdb = {
+                "kind": "PodDisruptionBudget", "apiVersion": "policy/v1",
+                "metadata": self._metadata(name, namespace=namespace),
+                "spec": {"minAvailable": 1, "selector": {"matchLabels": dict(match_labels)}},
+                "status": {"disruptionsAllowed": disruptions_allowed, "currentHealthy": 1, "desiredHealthy": 1,
+                           "expectedPods": 1, "observedGeneration": 1},
+            }
+            self.pdbs[(namespace, name)] = pdb
+            return copy.deepcopy(pdb)
+
+    def node(self, name):
+        with self.lock:
+            return copy.deepcopy(self.nodes[name])
+
+    def pod_names(self, node=None):
+        with self.lock:
+            return sorted("%s/%s" % key for key, pod in self.pods.items()
+                          if node is None or pod["spec"].get("nodeName") == node)
+
+    def recorded(self, method=None, path_contains=None):
+        with self.lock:
+            return [r for r in self.requests
+                    if (method is None or r["method"] == method)
+                    and (path_contains is None or path_contains in r["path"])]
+
+    # -- behaviour -------------------------------------------------------------------------
+    @staticmethod
+    def _not_found(resource, name, group=""):
+        return ApiError(404, "NotFound", '%s%s "%s" not found' % (resource, "." + group if group else "", name),
+                        {"name": name, "group": group, "kind": resource})
+
+    def _validate_node(self, node, name):
+        causes = []
+        if node.get("metadata", {}).get("name") != name:
+            raise ApiError(400, "BadRequest", "the name of the object (%s) does not match the name on the URL (%s)"
+                           % (node.get("metadata", {}).get("name"), name))
+        annotations = node["metadata"].get("annotations") or {}
+        if not isinstance(annotations, dict) or not all(isinstance(v, str) for v in annotations.values()):
+            raise ApiError(400, "BadRequest", "metadata.annotations: values must be strings")
+        taints = node.get("spec", {}).get("taints") or []
+        if not isinstance(taints, list):
+            raise ApiError(400, "BadRequest", "spec.taints must be a list")
+        seen = set()
+        for index, taint in enumerate(taints):
+            field = "spec.taints[%d]" % index
+            key, value, effect = taint.get("key", ""), taint.get("value", ""), taint.get("effect", "")
+            if not isinstance(key, str) or not _QUALIFIED_NAME.match(key):
+                causes.append({"reason": "FieldValueInvalid", "field": field + ".key",
+                               "message": "Invalid value: %r: name part must consist of alphanumeric characters" % key})
+            if not isinstance(value, str) or len(value) > 63 or not _LABEL_VALUE.match(value):
+                causes.append({"reason": "FieldValueInvalid", "field": field + ".value",
+                               "message": "Invalid value: %r: a valid label must be an empty string or consist of "
+                                          "alphanumeric characters, '-', '_' or '.', and must start and end with an "
+                                          "alphanumeric character (63 characters at most)" % (value,)})
+            if effect not in TAINT_EFFECTS:
+                causes.append({"reason": "FieldValueNotSupported", "field": field + ".effect",
+                               "message": 'Unsupported value: "%s": supported values: "%s"'
+                                          % (effect, '", "'.join(TAINT_EFFECTS))})
+            if (key, effect) in seen:
+                causes.append({"reason": "FieldValueDuplicate", "field": field,
+                               "message": "Duplicate value: taints must be unique by key and effect pair"})
+            seen.add((key, effect))
+        if causes:
+            raise ApiError(422, "Invalid", 'Node "%s" is invalid: %s' % (name, "; ".join(
+                "%s: %s" % (c["field"], c["message"]) for c in causes)),
+                {"name": name, "kind": "Node", "causes": causes})
+
+    @staticmethod
+    def _omit_empty(node):
+        """What the real server's omitempty serialisation does to the fields patches touch."""
+        meta = node["metadata"]
+        for key in ("annotations", "labels"):
+            if key in meta and not meta[key]:
+                del meta[key]
+        spec = node.setdefault("spec", {})
+        if not spec.get("unschedulable"):
+            spec.pop("unschedulable", None)
+        if "taints" in spec and not spec["taints"]:
+            del spec["taints"]
+
+    def patch_node(self, name, content_type, body):
+        with self.lock:
+            if name not in self.nodes:
+                raise self._not_found("nodes", name)
+            current = self.nodes[name]
+            if content_type == "application/json-patch+json":
+                patched = json_patch(current, body)
+            elif content_type == "application/merge-patch+json":
+                if not isinstance(body, dict):
+                    raise ApiError(400, "BadRequest", "merge patch must be a JSON object")
+                patched = json_merge_patch(current, body)
+            elif content_type == "application/strategic-merge-patch+json":
+                if not isinstance(body, dict):
+                    raise ApiError(400, "BadRequest", "strategic merge patch must be a JSON object")
+                patched = strategic_merge_patch(current, body)
+            else:
+                raise ApiError(415, "UnsupportedMediaType",
+                               "the body of the request was in an unknown format - accepted media types include: "
+                               + ", ".join(PATCH_TYPES))
+            wanted_rv = (body.get("metadata") or {}).get("resourceVersion") if isinstance(body, dict) else None
+            if wanted_rv and wanted_rv != current["metadata"]["resourceVersion"]:
+                raise ApiError(409, "Conflict", 'Operation cannot be fulfilled on nodes "%s": the object has been '
+                                                "modified; please apply your changes to the latest version and try "
+                                                "again" % name, {"name": name, "kind": "nodes"})
+            for immutable in ("uid", "creationTimestamp"):
+                patched["metadata"][immutable] = current["metadata"][immutable]
+            patched["kind"], patched["apiVersion"] = "Node", "v1"
+            self._validate_node(patched, name)
+            self._omit_empty(patched)
+            probe_old = copy.deepcopy(current)
+            probe_old["metadata"].pop("resourceVersion")
+            probe_new = copy.deepcopy(patched)
+            probe_new["metadata"].pop("resourceVersion", None)
+            if probe_old == probe_new:  # a no-op patch does not bump resourceVersion
+                patched["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+            else:
+                patched["metadata"]["resourceVersion"] = self._next_rv()
+            self.nodes[name] = patched
+            return copy.deepcopy(patched)
+
+    def _pdbs_for(self, pod):
+        namespace = pod["metadata"]["namespace"]
+        return [pdb for (ns, _), pdb in sorted(self.pdbs.items())
+                if ns == namespace and _matches_labels(pdb["spec"].get("selector") or {}, pod["metadata"].get("labels"))]
+
+    def _remove_pod(self, key, grace_period=None):
+        pod = self.pods[key]
+        if pod["metadata"].get("finalizers"):
+            pod["metadata"].setdefault("deletionTimestamp", _now())
+            pod["metadata"]["deletionGracePeriodSeconds"] = (
+                grace_period if grace_period is not None else pod["spec"].get("terminationGracePeriodSeconds", 30))
+            pod["metadata"]["resourceVersion"] = self._next_rv()
+            return copy.deepcopy(pod)
+        del self.pods[key]
+        gone = copy.deepcopy(pod)
+        gone["metadata"]["deletionTimestamp"] = _now()
+        return gone
+
+    def evict(self, namespace, name, body):
+        with self.lock:
+            key = (namespace, name)
+            if key not in self.pods:
+                raise self._not_found("pods", name)
+            if not isinstance(body, dict):
+                raise ApiError(400, "BadRequest", "eviction body must be a JSON object")
+            body_name = (body.get("metadata") or {}).get("name")
+            if body_name and body_name != name:
+                raise ApiError(400, "BadRequest", "name in URL does not match name in Eviction object")
+            pod = self.pods[key]
+            delete_options = body.get("deleteOptions") or {}
+            grace = delete_options.get("gracePeriodSeconds")
+            if pod["metadata"].get("deletionTimestamp"):
+                # Already terminating: the real server lets the eviction through.
+                self._remove_pod(key, grace)
+                return
+            if pod.get("status", {}).get("phase") not in ("Succeeded", "Failed"):
+                pdbs = self._pdbs_for(pod)
+                if len(pdbs) > 1:
+                    raise ApiError(500, "InternalError",
+                                   "This pod has more than one PodDisruptionBudget, which the eviction subresource "
+                                   "does not support.")
+                if pdbs:
+                    pdb = pdbs[0]
+                    status = pdb.setdefault("status", {})
+                    if status.get("disruptionsAllowed", 0) <= 0:
+                        raise ApiError(
+                            429, "TooManyRequests", "Cannot evict pod as it would violate the pod's disruption budget.",
+                            {"causes": [{"reason": "DisruptionBudget",
+                                         "message": "The disruption budget %s needs %d healthy pods and has %d currently"
+                                                    % (pdb["metadata"]["name"], status.get("desiredHealthy", 1),
+                                                       status.get("currentHealthy", 1))}]})
+                    status["disruptionsAllowed"] -= 1
+                    pdb["metadata"]["resourceVersion"] = self._next_rv()
+            self._remove_pod(key, grace)
+
+    def delete_pod(self, namespace, name, body):
+        with self.lock:
+            key = (namespace, name)
+            if key not in self.pods:
+                raise self._not_found("pods", name)
+            grace = body.get("gracePeriodSeconds") if isinstance(body, dict) else None
+            return self._remove_pod(key, grace)
+
+    def list_pods(self, namespace, query):
+        with self.lock:
+            fields = _parse_field_selector(query.get("fieldSelector", ""), POD_FIELDS)
+            labels = _parse_label_selector(query.get("labelSelector", ""))
+            items = []
+            for (ns, _), pod in sorted(self.pods.items()):
+                if namespace is not None and ns != namespace:
+                    continue
+                if not all((get(pod) == value) == equal for get, equal, value in fields):
+                    continue
+                if not _label_selector_matches(labels, pod["metadata"].get("labels")):
+                    continue
+                items.append(_list_item(pod))
+            return _list("PodList", "v1", items, self._resource_version)
+
+
+def _list_item(obj):
+    item = copy.deepcopy(obj)
+    item.pop("kind", None)
+    item.pop("apiVersion", None)
+    return item
+
+
+def _list(kind, api_version, items, resource_version):
+    return {"kind": kind, "apiVersion": api_version, "metadata": {"resourceVersion": str(resource_version)},
+            "items": items}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    api = None  # set on the subclass made by FakeKubeAPI.start
+    protocol_version = "HTTP/1.1"
+    server_version = "fake-kube-apiserver/1.31"
+
+    def log_message(self, format, *args):  # noqa: A002 - quiet; requests are recorded instead
+        pass
+
+    def _send(self, code, body):
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Cache-Control", "no-cache, private")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _body(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        if not length:
+            return None
+        raw = self.rfile.read(length)
+        try:
+            return json.loads(raw)
+        except ValueError:
+            raise ApiError(400, "BadRequest", "request body is not valid JSON")
+
+    def _handle(self, method):
+        split = urlsplit(self.path)
+        path = unquote(split.path).rstrip("/") or "/"
+        query = {k: v[-1] for k, v in parse_qs(split.query, keep_blank_values=True).items()}
+        content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+        record = {"method": method, "path": path, "query": query, "content_type": content_type, "body": None}
+        code = 500
+        try:
+            body = self._body() if method in ("POST", "PATCH", "PUT", "DELETE") else None
+            record["body"] = body
+            if self.headers.get("Authorization") != "Bearer %s" % self.api.token:
+                raise ApiError(401, "Unauthorized", "Unauthorized")
+            code, answer = self._route(method, path, query, content_type, body)
+        except ApiError as exc:
+            code, answer = exc.code, exc.status()
+        except Exception as exc:  # a bug in the double must show up as a 500, not a hang
+            code, answer = 500, ApiError(500, "InternalError", "fake kube API: %r" % exc).status()
+        record["status"] = code
+        with self.api.lock:
+            self.api.requests.append(record)
+        self._send(code, answer)
+
+    def do_GET(self):
+        self._handle("GET")
+
+    def do_PATCH(self):
+        self._handle("PATCH")
+
+    def do_POST(self):
+        self._handle("POST")
+
+    def do_DELETE(self):
+        self._handle("DELETE")
+
+    def do_PUT(self):
+        self._handle("PUT")
+
+    def _route(self, method, path, query, content_type, body):
+        api = self.api
+        parts = path.strip("/").split("/") if path != "/" else []
+        if method == "GET" and path == "/version":
+            return 200, SERVER_VERSION
+        if method == "GET" and path == "/api":
+            return 200, {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
+                {"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1:%d" % api.port}]}
+        if method == "GET" and path == "/api/v1":
+            return 200, CORE_V1_RESOURCES
+        if method == "GET" and path == "/apis":
+            return 200, API_GROUPS
+        if method == "GET" and path == "/apis/policy":
+            return 200, dict(API_GROUPS["groups"][0], kind="APIGroup", apiVersion="v1")
+        if method == "GET" and path == "/apis/policy/v1":
+            return 200, POLICY_V1_RESOURCES
+
+        if parts[:2] == ["api", "v1"]:
+            rest = parts[2:]
+            if rest == ["nodes"] and method == "GET":
+                with api.lock:
+                    labels = _parse_label_selector(query.get("labelSelector", ""))
+                    items = [_list_item(n) for _, n in sorted(api.nodes.items())
+                             if _label_selector_matches(labels, n["metadata"].get("labels"))]
+                    return 200, _list("NodeList", "v1", items, api._resource_version)
+            if len(rest) == 2 and rest[0] == "nodes":
+                name = rest[1]
+                if method == "GET":
+                    with api.lock:
+                        if name not in api.nodes:
+                            raise api._not_found("nodes", name)
+                        return 200, copy.deepcopy(api.nodes[name])
+                if method == "PATCH":
+                    return 200, api.patch_node(name, content_type, body)
+            if rest == ["pods"] and method == "GET":
+                return 200, api.list_pods(None, query)
+            if len(rest) >= 3 and rest[0] == "namespaces" and rest[2] == "pods":
+                namespace = rest[1]
+                if len(rest) == 3 and method == "GET":
+                    return 200, api.list_pods(namespace, query)
+                if len(rest) == 4:
+                    name = rest[3]
+                    if method == "GET":
+                        with api.lock:
+                            if (namespace, name) not in api.pods:
+                                raise api._not_found("pods", name)
+                            return 200, copy.deepcopy(api.pods[(namespace, name)])
+                    if method == "DELETE":
+                        return 200, api.delete_pod(namespace, name, body)
+                if len(rest) == 5 and rest[4] == "eviction" and method == "POST":
+                    api.evict(namespace, rest[3], body)
+                    return 201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                                 "code": 201}
+
+        if parts[:3] == ["apis", "policy", "v1"] and method == "GET":
+            rest = parts[3:]
+            namespace = None
+            if len(rest) >= 2 and rest[0] == "namespaces":
+                namespace, rest = rest[1], rest[2:]
+            if rest == ["poddisruptionbudgets"]:
+                with api.lock:
+                    items = [_list_item(p) for (ns, _), p in sorted(api.pdbs.items())
+                             if namespace is None or ns == namespace]
+                    return 200, _list("PodDisruptionBudgetList", "policy/v1", items, api._resource_version)
+            if len(rest) == 2 and rest[0] == "poddisruptionbudgets" and namespace is not None:
+                with api.lock:
+                    if (namespace, rest[1]) not in api.pdbs:
+                        raise api._not_found("poddisruptionbudgets", rest[1], "policy")
+                    return 200, copy.deepcopy(api.pdbs[(namespace, rest[1])])
+
+        if method in ("GET", "PATCH", "POST", "DELETE", "PUT"):
+            raise ApiError(404, "NotFound", "the server could not find the requested resource",
+                           {"causes": [{"reason": "UnexpectedServerResponse", "message": "404 page not found"}]})
+        raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")

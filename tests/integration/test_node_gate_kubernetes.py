@@ -1,0 +1,289 @@
+"""Role node_gate, backend kubernetes, against the Kubernetes API test double (tests/fake_kube_api).
+
+One fake API server, one ansible-playbook run (tests/integration/playbooks/node_gate_kubernetes.yml):
+every inventory host is a Node of the fake cluster running its own sequence of node_gate actions
+(the scenarios below run in parallel, which keeps the whole module well under a minute). The
+kubeconfig is plain http with a bearer token; node_gate_api_host is localhost (local connection)
+and node_gate_python the venv interpreter, which has the Python kubernetes client. The tests
+assert the server state afterwards, the requests kubernetes.core sent, what each step changed
+(from the ansible.posix.json output) and node_gate_status after each step.
+"""
+
+import json
+import os
+import subprocess
+import time
+
+import pytest
+
+try:
+    import kubernetes  # noqa: F401  (kubernetes.core needs it on node_gate_api_host: here, the venv)
+
+    HAS_K8S_CLIENT = True
+except ImportError:
+    HAS_K8S_CLIENT = False
+
+from fake_kube_api import FakeKubeAPI
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PLAYBOOK = os.path.join(REPO, "tests", "integration", "playbooks", "node_gate_kubernetes.yml")
+ANSIBLE_PLAYBOOK = os.path.join(REPO, ".venv", "bin", "ansible-playbook")
+VENV_PYTHON = os.path.join(REPO, ".venv", "bin", "python")
+TAINT_KEY = "gpufleet.io/unhealthy"
+REASON_ANNOTATION = "gpufleet.io/unhealthy-reason"
+FOREIGN_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+REASON = "validation failed: gpu.ecc.volatile_uncorrectable:gpu3 rdma.port.state:mlx5_1/1"
+# node_gate's label-safe form: runs of other characters become "_", 63 characters at most,
+# no leading/trailing non-alphanumerics.
+REASON_VALUE = "validation_failed_gpu.ecc.volatile_uncorrectable_gpu3_rdma.port"
+
+pytestmark = [
+    pytest.mark.skipif(not os.path.exists(ANSIBLE_PLAYBOOK), reason="run `make setup` first"),
+    pytest.mark.skipif(not HAS_K8S_CLIENT, reason="the Python kubernetes client is not installed (make setup)"),
+]
+
+SCENARIOS = {
+    # cordon twice, then release a cordoned node that has no gpufleet taint
+    "gpu-cordon": [{"action": "cordon"}, {"action": "cordon"}, {"action": "release"}],
+    "gpu-drain": [{"action": "drain", "drain_timeout": 20}, {"action": "drain", "drain_timeout": 20}],
+    "gpu-pdb": [{"action": "drain", "drain_timeout": 2}],
+    "gpu-stuck": [{"action": "drain", "drain_timeout": 2}],
+    "gpu-bare": [{"action": "drain", "drain_timeout": 5}],
+    "gpu-taint": [
+        {"action": "taint", "reason": REASON},
+        {"action": "taint", "reason": REASON},
+        {"action": "taint", "reason": "reboot required", "taint_value": "reboot-required"},
+        {"action": "release"},
+        {"action": "release"},
+    ],
+    "gpu-status": [{"action": "status"}, {"action": "status", "node_name": "gpu-node-404"}],
+}
+
+
+def build_cluster(api):
+    for name in [*SCENARIOS, "bystander"]:
+        api.add_node(name, labels={"nvidia.com/gpu.present": "true"})
+    api.add_pod("web-7d9f-zzzzz", "bystander", labels={"app": "web"})
+    api.add_pod("debug-shell", "bystander", owner_kind=None)
+
+    api.add_pod("web-7d9f-abcde", "gpu-drain", labels={"app": "web"})
+    api.add_pod("train-0", "gpu-drain", namespace="ml", owner_kind="StatefulSet", labels={"app": "train"})
+    api.add_pod("nccl-test-xyz", "gpu-drain", namespace="ml", owner_kind="Job")
+    api.add_pod("done-1", "gpu-drain", owner_kind=None, phase="Succeeded")  # finished bare pod: deletable
+    api.add_pod("nvidia-device-plugin-q8z", "gpu-drain", namespace="kube-system", owner_kind="DaemonSet")
+    api.add_pdb("web", {"app": "web"}, disruptions_allowed=1)
+
+    api.add_pod("db-0", "gpu-pdb", namespace="data", owner_kind="StatefulSet", labels={"app": "db"})
+    api.add_pdb("db", {"app": "db"}, namespace="data", disruptions_allowed=0)
+
+    api.add_pod("stuck-0", "gpu-stuck", stuck=True)
+    api.add_pod("debug-shell", "gpu-bare", namespace="ml", owner_kind=None)
+
+    api.patch_node("gpu-taint", "application/merge-patch+json",
+                   {"metadata": {"annotations": {"example.com/owner": "team-a"}}, "spec": {"taints": [FOREIGN_TAINT]}})
+    api.patch_node("gpu-status", "application/merge-patch+json", {
+        "metadata": {"annotations": {REASON_ANNOTATION: "validation failed: gpu.count:node"}},
+        "spec": {"unschedulable": True, "taints": [
+            {"key": TAINT_KEY, "value": "gpu.count", "effect": "NoSchedule"},
+            {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}]}})
+
+
+class Run:
+    """The playbook run: per host, the steps (changed count, node_gate_status) and the failure."""
+
+    def __init__(self, api, proc, duration):
+        self.api = api
+        self.proc = proc
+        self.duration = duration
+        self.output = proc.stdout + proc.stderr
+        start = proc.stdout.find("{")
+        assert start >= 0, self.output
+        self.data, _ = json.JSONDecoder().raw_decode(proc.stdout[start:])
+        self.steps = {host: [] for host in SCENARIOS}
+        self.failure = {}
+        for play in self.data["plays"]:  # play n runs step n of every host
+            changed = {host: 0 for host in SCENARIOS}
+            for task in play["tasks"]:
+                for host, result in task["hosts"].items():
+                    if result.get("skipped"):
+                        continue
+                    if task["task"]["name"] == "Report the step to the test":
+                        self.steps[host].append({"changed": changed[host],
+                                                 "status": result["msg"]["node_gate_status"]})
+                    elif result.get("changed"):
+                        changed[host] += 1
+                    if result.get("failed"):
+                        self.failure[host] = result.get("msg", "")
+        self.stats = self.data["stats"]
+
+    def changed(self, host):
+        return [step["changed"] for step in self.steps[host]]
+
+    def status(self, host, index=-1):
+        return self.steps[host][index]["status"]
+
+    def failed(self, host):
+        return self.stats[host]["failures"] > 0
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("node_gate_kubernetes")
+    api = FakeKubeAPI().start()
+    try:
+        build_cluster(api)
+        api.requests.clear()
+        kubeconfig = api.kubeconfig(tmp / "kubeconfig")
+        hosts = {name: {"node_gate_test_steps": steps} for name, steps in SCENARIOS.items()}
+        inventory = {"all": {
+            "vars": {"ansible_connection": "local", "ansible_python_interpreter": VENV_PYTHON},
+            "hosts": {"localhost": {}},
+            "children": {"gpu_nodes": {
+                "vars": {"node_gate_api_host": "localhost", "node_gate_python": VENV_PYTHON,
+                         "node_gate_kubeconfig": kubeconfig, "node_gate_backend": "kubernetes"},
+                "hosts": hosts}},
+        }}
+        (tmp / "hosts.yml").write_text(json.dumps(inventory))
+        env = dict(os.environ)
+        env.update({
+            "ANSIBLE_CONFIG": os.path.join(REPO, "ansible.cfg"),
+            "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json",
+            "GPUFLEET_REPORT_DIR": str(tmp / "reports"),  # fleet_report (ansible.cfg) writes there
+            "TMPDIR": str(tmp),  # kubernetes.core's discovery cache (k8srcp-*.json) lands here
+        })
+        started = time.monotonic()
+        proc = subprocess.run([ANSIBLE_PLAYBOOK, "-i", str(tmp / "hosts.yml"), PLAYBOOK], check=False, cwd=REPO,
+                              env=env, capture_output=True, text=True, timeout=300)
+        yield Run(api, proc, time.monotonic() - started)
+    finally:
+        api.stop()
+
+
+def patches(api, node, content_type=None):
+    return [r for r in api.recorded("PATCH", "/api/v1/nodes/%s" % node)
+            if r["status"] == 200 and content_type in (None, r["content_type"])]
+
+
+def evictions(api, pod, status=None):
+    return [r for r in api.recorded("POST", "/pods/%s/eviction" % pod) if status in (None, r["status"])]
+
+
+def test_only_the_expected_hosts_failed(run):
+    failed = sorted(host for host in SCENARIOS if run.failed(host))
+    assert failed == ["gpu-bare", "gpu-pdb", "gpu-status", "gpu-stuck"], run.output
+    assert all(r["status"] != 401 for r in run.api.requests)
+
+
+def test_cordon_sets_unschedulable_and_is_idempotent(run):
+    api = run.api
+    assert run.changed("gpu-cordon") == [1, 0, 1], run.output
+    cordon, cordon_again, release = (step["status"] for step in run.steps["gpu-cordon"])
+    assert cordon["cordoned"] is True and cordon["taint"] is None and cordon["backend"] == "kubernetes"
+    assert cordon_again["cordoned"] is True
+    assert release["cordoned"] is False
+    # k8s_drain cordons and uncordons with strategic merge patches on spec.unschedulable; release of
+    # a node without our taint does not patch taints or annotations.
+    assert [(p["content_type"], p["body"]) for p in patches(api, "gpu-cordon")] == [
+        ("application/strategic-merge-patch+json", {"spec": {"unschedulable": True}}),
+        ("application/strategic-merge-patch+json", {"spec": {"unschedulable": False}}),
+    ]
+    assert "unschedulable" not in api.node("gpu-cordon")["spec"]  # omitempty, as the real server stores it
+
+
+def test_drain_evicts_pods_but_not_daemonset_pods_and_is_idempotent(run):
+    api = run.api
+    assert run.changed("gpu-drain")[0] >= 1 and run.changed("gpu-drain")[1] == 0, run.output
+    assert api.node("gpu-drain")["spec"]["unschedulable"] is True
+    assert api.pod_names("gpu-drain") == ["kube-system/nvidia-device-plugin-q8z"]
+    for pod in ("web-7d9f-abcde", "train-0", "nccl-test-xyz", "done-1"):
+        assert [r["status"] for r in evictions(api, pod)] == [201], pod
+    assert evictions(api, "nvidia-device-plugin-q8z") == []
+    assert api.recorded("DELETE") == []  # the Eviction API only, never a plain delete
+    assert api.pdbs[("default", "web")]["status"]["disruptionsAllowed"] == 0  # the budget was used
+    listed = [r for r in api.recorded("GET", "/api/v1/pods") if "gpu-drain" in r["query"].get("fieldSelector", "")]
+    assert listed and all(r["query"]["fieldSelector"] == "spec.nodeName=gpu-drain" for r in listed)
+    first, second = (step["status"] for step in run.steps["gpu-drain"])
+    assert first["cordoned"] is True and first["drained"] is True
+    assert second["drained"] is True
+
+
+def test_drain_leaves_other_nodes_alone(run):
+    api = run.api
+    assert api.pod_names("bystander") == ["default/debug-shell", "default/web-7d9f-zzzzz"]
+    assert patches(api, "bystander") == []
+    assert "unschedulable" not in api.node("bystander")["spec"]
+
+
+def test_drain_blocked_by_a_pdb_fails_after_the_timeout(run):
+    api = run.api
+    message = run.failure.get("gpu-pdb", "")
+    assert "drain of gpu-pdb did not complete" in message, run.output
+    assert "Cannot evict pod as it would violate the pod's disruption budget" in message
+    assert "data/db-0" in message and "PodDisruptionBudget refused the eviction for 2 s" in message
+    assert "The node is cordoned." in message
+    assert api.pod_names("gpu-pdb") == ["data/db-0"]
+    assert api.node("gpu-pdb")["spec"]["unschedulable"] is True
+    refused = evictions(api, "db-0", 429)
+    assert len(refused) >= 2 and len(refused) == len(evictions(api, "db-0"))  # retried, as kubectl drain does
+
+
+def test_drain_fails_when_pods_outlive_the_timeout(run):
+    api = run.api
+    message = run.failure.get("gpu-stuck", "")
+    assert "drain of gpu-stuck did not complete: pods were still on the node after 2 s" in message, run.output
+    assert "timeout reached" in message and "The node is cordoned." in message
+    assert api.pods[("default", "stuck-0")]["metadata"].get("deletionTimestamp")
+    assert api.node("gpu-stuck")["spec"]["unschedulable"] is True
+
+
+def test_drain_refuses_a_bare_pod_and_says_the_node_was_left_schedulable(run):
+    api = run.api
+    message = run.failure.get("gpu-bare", "")
+    assert "cannot delete Pods not managed by" in message and "ml/debug-shell" in message, run.output
+    # k8s_drain undoes its own cordon when it refuses to start evicting; the message says so.
+    assert "The node is not cordoned." in message
+    assert "unschedulable" not in api.node("gpu-bare")["spec"]
+    assert api.pod_names("gpu-bare") == ["ml/debug-shell"]
+    assert evictions(api, "debug-shell") == []
+
+
+def test_taint_then_release_keep_other_taints_and_are_idempotent(run):
+    api = run.api
+    assert run.changed("gpu-taint") == [2, 0, 1, 2, 0], run.output  # cordon + taint, -, retaint, untaint + uncordon, -
+    ours = {"key": TAINT_KEY, "value": REASON_VALUE, "effect": "NoSchedule"}
+    taint, _, retaint, release, _ = (step["status"] for step in run.steps["gpu-taint"])
+    assert taint["cordoned"] is True and taint["reason"] == REASON and taint["taint"] == ours
+    assert taint["taints"] == [FOREIGN_TAINT, ours]
+    assert retaint["taint"] == {"key": TAINT_KEY, "value": "reboot-required", "effect": "NoSchedule"}
+    assert retaint["taints"][0] == FOREIGN_TAINT and retaint["reason"] == "reboot required"
+    assert release["cordoned"] is False and release["taint"] is None and release["reason"] == ""
+
+    merges = patches(api, "gpu-taint", "application/merge-patch+json")
+    assert len(merges) == 3  # taint, retaint, untaint
+    assert merges[0]["body"]["spec"]["taints"] == [FOREIGN_TAINT, ours]
+    assert merges[0]["body"]["metadata"]["annotations"] == {REASON_ANNOTATION: REASON}
+    assert merges[2]["body"]["spec"]["taints"] == [FOREIGN_TAINT]
+    assert merges[2]["body"]["metadata"]["annotations"] == {REASON_ANNOTATION: None}
+
+    node = api.node("gpu-taint")
+    assert node["spec"]["taints"] == [FOREIGN_TAINT]
+    assert node["metadata"]["annotations"] == {"example.com/owner": "team-a"}
+    assert "unschedulable" not in node["spec"]
+
+
+def test_status_reads_without_writing(run):
+    api = run.api
+    assert run.changed("gpu-status")[0] == 0
+    assert patches(api, "gpu-status") == []
+    assert run.status("gpu-status", 0) == {
+        "backend": "kubernetes", "simulated": False, "node": "gpu-status", "cordoned": True, "drained": None,
+        "taint": {"key": TAINT_KEY, "value": "gpu.count", "effect": "NoSchedule"},
+        "reason": "validation failed: gpu.count:node",
+        "taints": [{"key": TAINT_KEY, "value": "gpu.count", "effect": "NoSchedule"},
+                   {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}],
+    }
+
+
+def test_status_of_an_unknown_node_fails_clearly(run):
+    assert "no Node named gpu-node-404" in run.failure.get("gpu-status", ""), run.output
+
