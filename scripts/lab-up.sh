@@ -12,6 +12,7 @@ export GPUFLEET_REPORT_DIR="${GPUFLEET_REPORT_DIR:-$PWD/reports/lab}"
 IMAGE="${GPUFLEET_TEST_IMAGE:-gpufleet/bookworm-systemd:1}"
 NETWORK=gpufleet-lab
 NODES="${LAB_NODES:-3}"
+CGROUP_MODE="$(bash scripts/cgroup-mode.sh)"
 
 bash scripts/docker-up.sh
 bash scripts/build-test-image.sh
@@ -30,7 +31,7 @@ for i in $(seq 1 "$NODES"); do
     --label gpufleet.lab=simulation \
     --cap-add SYS_ADMIN --cgroupns private \
     --tmpfs /run --tmpfs /run/lock --tmpfs /tmp \
-    -v /sys/fs/cgroup:/sys/fs/cgroup:rw \
+    -v "/sys/fs/cgroup:/sys/fs/cgroup:$CGROUP_MODE" \
     -v "$PWD/tests/fixtures:/opt/gpufleet-sim/fixtures:ro" \
     "$IMAGE" /lib/systemd/systemd >/dev/null
   echo "lab-up: started $name (SIMULATION: fixture sysfs + fake NVML, no real GPU/HCA)"

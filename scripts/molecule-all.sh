@@ -8,6 +8,9 @@ export PATH="$PWD/.venv/bin:$PATH"
 export ANSIBLE_CONFIG="$PWD/ansible.cfg"
 bash scripts/docker-up.sh || exit 1
 bash scripts/build-test-image.sh || exit 1
+# molecule.yml mounts /sys/fs/cgroup with this mode (scripts/cgroup-mode.sh).
+GPUFLEET_CGROUP_MODE="$(bash scripts/cgroup-mode.sh)"
+export GPUFLEET_CGROUP_MODE
 
 passed=0
 failed=0

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Prints how the systemd test containers get the host's /sys/fs/cgroup (GPUFLEET_CGROUP_MODE):
+#   ro  cgroup v1 / hybrid host: systemd in the container runs on the hierarchies Docker gives it;
+#       a writable bind mount of the host's v1 tree lets one container's systemd remove the
+#       cgroups of the others (seen: "error adding pid ... to cgroups" in a running lab).
+#   rw  unified cgroup v2 host: systemd needs a writable cgroup2 mount.
+# An explicit GPUFLEET_CGROUP_MODE wins.
+set -euo pipefail
+if [[ -n "${GPUFLEET_CGROUP_MODE:-}" ]]; then
+  echo "$GPUFLEET_CGROUP_MODE"
+elif [[ "$(stat -fc %T /sys/fs/cgroup 2>/dev/null)" == "cgroup2fs" ]]; then
+  echo rw
+else
+  echo ro
+fi
