@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Prints how the systemd test containers get the host's /sys/fs/cgroup (GPUFLEET_CGROUP_MODE):
-#   ro  cgroup v1 / hybrid host: systemd in the container runs on the hierarchies Docker gives it;
-#       a writable bind mount of the host's v1 tree lets one container's systemd remove the
-#       cgroups of the others (seen: "error adding pid ... to cgroups" in a running lab).
+#   ro  cgroup v1 / hybrid host: systemd in the container runs on the hierarchies Docker gives it
+#       (private cgroup namespace). A writable bind mount of the host's v1 tree let one
+#       container's systemd remove the cgroups of others (seen: "error adding pid ... to cgroups"
+#       in a running lab). molecule.yml mounts it read-only; scripts/lab-up.sh does not mount it.
 #   rw  unified cgroup v2 host: systemd needs a writable cgroup2 mount.
 # An explicit GPUFLEET_CGROUP_MODE wins.
 set -euo pipefail

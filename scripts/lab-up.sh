@@ -12,7 +12,13 @@ export GPUFLEET_REPORT_DIR="${GPUFLEET_REPORT_DIR:-$PWD/reports/lab}"
 IMAGE="${GPUFLEET_TEST_IMAGE:-gpufleet/bookworm-systemd:1}"
 NETWORK=gpufleet-lab
 NODES="${LAB_NODES:-3}"
-CGROUP_MODE="$(bash scripts/cgroup-mode.sh)"
+# cgroup v2 host: systemd needs the host's cgroup2 mounted read-write. cgroup v1 host: no mount,
+# Docker's own view of the container's cgroups (private namespace) is enough for systemd, and a
+# container never sees the host's tree (scripts/cgroup-mode.sh).
+CGROUP_MOUNT=()
+if [[ "$(bash scripts/cgroup-mode.sh)" == "rw" ]]; then
+  CGROUP_MOUNT=(-v /sys/fs/cgroup:/sys/fs/cgroup:rw)
+fi
 
 bash scripts/docker-up.sh
 bash scripts/build-test-image.sh
@@ -31,7 +37,7 @@ for i in $(seq 1 "$NODES"); do
     --label gpufleet.lab=simulation \
     --cap-add SYS_ADMIN --cgroupns private \
     --tmpfs /run --tmpfs /run/lock --tmpfs /tmp \
-    -v "/sys/fs/cgroup:/sys/fs/cgroup:$CGROUP_MODE" \
+    "${CGROUP_MOUNT[@]}" \
     -v "$PWD/tests/fixtures:/opt/gpufleet-sim/fixtures:ro" \
     "$IMAGE" /lib/systemd/systemd >/dev/null
   echo "lab-up: started $name (SIMULATION: fixture sysfs + fake NVML, no real GPU/HCA)"
