@@ -222,7 +222,8 @@ def main():
     parser.add_argument("--large", action="store_true", help="also N = 1000")
     parser.add_argument("--forks", type=int, help="override forks (default: ansible.cfg)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary inventories")
-    parser.add_argument("--site-lab", action="store_true", help="also time site.yml twice in a freshly created lab (recreates the lab containers)")
+    parser.add_argument("--site-lab", action="store_true",
+                        help="also time site.yml twice in a freshly created lab (recreates the lab containers)")
     args = parser.parse_args()
     sizes = list(args.sizes) + ([1000] if args.large and 1000 not in args.sizes else [])
 
