@@ -59,7 +59,8 @@ def mirror_url(url, mirror=None):
         raise AnsibleFilterError("mirror_url: %r has no host" % url)
     if base is None:
         return url
-    if not (base.startswith("/") or (_URL.match(base) and _URL.match(base).group(2))):
+    base_match = _URL.match(base)
+    if not (base.startswith("/") or (base_match and base_match.group(2))):
         raise AnsibleFilterError("mirror_url: the mirror must be a URL (https://mirror.example.com/gpufleet) "
                                  "or an absolute path, got %r" % mirror)
     if url.startswith(base + "/"):
