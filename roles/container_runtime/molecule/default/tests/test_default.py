@@ -62,12 +62,18 @@ def test_default_runtime_stays_runc_without_toolkit(host):
 
 
 def test_toolkit_repository_rendered(host):
-    listing = host.file("/etc/apt/sources.list.d/nvidia-container-toolkit.list")
-    assert listing.mode == 0o644
-    lines = [line for line in listing.content_string.splitlines() if not line.startswith("#")]
-    assert lines == [
-        "deb [signed-by=/etc/apt/keyrings/nvidia-container-toolkit.asc] "
-        "https://nvidia.github.io/libnvidia-container/stable/deb/$(ARCH) /"]
+    source = host.file("/etc/apt/sources.list.d/nvidia-container-toolkit.sources")
+    assert source.mode == 0o644
+    lines = [line for line in source.content_string.splitlines() if line and not line.startswith("#")]
+    assert dict(line.split(": ", 1) for line in lines) == {
+        "Types": "deb",
+        "URIs": "https://nvidia.github.io/libnvidia-container/stable/deb/$(ARCH)",
+        "Suites": "/",
+        "Signed-By": "/etc/apt/keyrings/nvidia-container-toolkit.asc",
+        "X-Repolib-Name": "nvidia-container-toolkit",
+    }
+    # the one-line file of earlier releases is gone (two files for one URI conflict in apt)
+    assert not host.file("/etc/apt/sources.list.d/nvidia-container-toolkit.list").exists
     key = host.file("/etc/apt/keyrings/nvidia-container-toolkit.asc")
     assert key.mode == 0o644 and key.user == "root"
     assert key.content_string.startswith("-----BEGIN PGP PUBLIC KEY BLOCK-----")

@@ -46,18 +46,23 @@ def test_deb822_source(host):
         "Types": "deb",
         "URIs": "https://pkgs.k8s.io/core:/stable:/v1.31/deb/",
         "Suites": "/",
-        "Signed-By": "/etc/apt/keyrings/kubernetes-apt-keyring.gpg",
+        "Signed-By": "/etc/apt/keyrings/kubernetes-apt-keyring.asc",
+        "X-Repolib-Name": "kubernetes",
     }
 
 
-def test_keyring_is_binary_and_holds_the_key(host):
-    keyring = host.file("/etc/apt/keyrings/kubernetes-apt-keyring.gpg")
+def test_keyring_holds_the_key(host):
+    # apt reads armored .asc keyrings named in Signed-By; the key is the one served, nothing else.
+    keyring = host.file("/etc/apt/keyrings/kubernetes-apt-keyring.asc")
     assert keyring.is_file
     assert keyring.mode == 0o644
-    assert not keyring.content.startswith(b"-----BEGIN"), "signed-by .gpg keyrings must be dearmored"
-    shown = host.check_output("gpg --show-keys --with-colons /etc/apt/keyrings/kubernetes-apt-keyring.gpg")
+    assert keyring.content_string.startswith("-----BEGIN PGP PUBLIC KEY BLOCK-----")
+    shown = host.check_output("gpg --show-keys --with-colons /etc/apt/keyrings/kubernetes-apt-keyring.asc")
     assert "fpr:::::::::%s:" % FINGERPRINT in shown
+    assert shown.count("\npub:") + shown.startswith("pub:") == 1, shown
     assert host.file("/etc/apt/keyrings").mode == 0o755
+    # no dearmored copy of earlier releases left behind
+    assert not host.file("/etc/apt/keyrings/kubernetes-apt-keyring.gpg").exists
 
 
 def test_apt_accepts_the_source(host):

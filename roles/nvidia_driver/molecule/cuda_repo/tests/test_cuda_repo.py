@@ -21,9 +21,24 @@ def test_keyring(host):
     assert keyring.content_string == host.file("/srv/fake-cuda-repo/key.asc").content_string
 
 
+def deb822_fields(host, path):
+    """The one stanza of a deb822 .sources file as {field: value} (comments left out)."""
+    source = host.file(path)
+    assert source.mode == 0o644
+    lines = [line for line in source.content_string.splitlines() if line and not line.startswith("#")]
+    return dict(line.split(": ", 1) for line in lines)
+
+
 def test_deb822_source(host):
-    text = host.file("/etc/apt/sources.list.d/nvidia-cuda.sources").content_string
-    assert "Types: deb\nURIs: file:///srv/fake-cuda-repo/\nSuites: /\nSigned-By: /etc/apt/keyrings/nvidia-cuda.asc" in text
+    assert deb822_fields(host, "/etc/apt/sources.list.d/nvidia-cuda.sources") == {
+        "Types": "deb",
+        "URIs": "file:///srv/fake-cuda-repo/",
+        "Suites": "/",
+        "Signed-By": "/etc/apt/keyrings/nvidia-cuda.asc",
+        "X-Repolib-Name": "nvidia-cuda",
+    }
+    # apt itself reads the source: the stand-in repository's index is known to apt.
+    assert "file:/srv/fake-cuda-repo" in host.check_output("apt-cache policy")
 
 
 def test_pin_file(host):
