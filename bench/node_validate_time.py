@@ -53,15 +53,16 @@ def load_average():
 
 def in_process(root, runs):
     """(wall ms, cpu ms, elapsed_ms) lists of warm in-process runs."""
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.node_validate import validate_node
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.families import FAMILIES
     from ansible_collections.gpufleet.cluster.plugins.module_utils.runner import SubprocessRunner
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import validate_node
 
     params = dict(OPTIONS, root=root, fail_on="fail")
     walls, cpus, elapsed = [], [], []
-    validate_node(params, SubprocessRunner())  # imports the binding once
+    validate_node(FAMILIES, params, runner=SubprocessRunner())  # imports the binding once
     for _ in range(runs):
         wall, cpu = time.perf_counter(), time.process_time()
-        payload, errors = validate_node(params, SubprocessRunner())
+        payload, errors = validate_node(FAMILIES, params, runner=SubprocessRunner())
         walls.append((time.perf_counter() - wall) * 1000)
         cpus.append((time.process_time() - cpu) * 1000)
         assert not errors and payload["healthy"], errors or payload["msg"]
@@ -72,10 +73,11 @@ def in_process(root, runs):
 COLD = r"""
 import json, sys, time
 wall, cpu = time.perf_counter(), time.process_time()
-from ansible_collections.gpufleet.cluster.plugins.module_utils.node_validate import validate_node
+from ansible_collections.gpufleet.cluster.plugins.module_utils.families import FAMILIES
 from ansible_collections.gpufleet.cluster.plugins.module_utils.runner import SubprocessRunner
+from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import validate_node
 logic = time.process_time()
-payload, errors = validate_node(json.loads(sys.argv[1]), SubprocessRunner())
+payload, errors = validate_node(FAMILIES, json.loads(sys.argv[1]), runner=SubprocessRunner())
 now = time.process_time()
 print(json.dumps([(time.perf_counter() - wall) * 1000, (now - cpu) * 1000, payload["elapsed_ms"],
                   (now - logic) * 1000]))

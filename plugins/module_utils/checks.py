@@ -1,16 +1,22 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The check-result model shared by every validation module (SPEC 2.1).
+"""The check-result model shared by every validation module (docs/contracts.md, "Result model").
 
 checks:  list of {id, target, status, message, observed?, expected?}
 summary: {pass, warn, fail, skip}
 healthy: true when no check has status fail
+
+``exit_with_checks`` is the one exit path of every validation module: it adds summary and
+healthy, applies ``fail_on`` and makes the whole payload JSON-safe (``json_safe``) so that a
+result is deliverable through Ansible whatever bytes or numbers a host produced.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
+
+import math
 
 PASS = "pass"
 WARN = "warn"
@@ -86,7 +92,7 @@ class CheckResults(object):
         return is_healthy(self._checks)
 
     def result(self):
-        """The three return keys of SPEC 2.1."""
+        """The three return keys of the result model (docs/contracts.md)."""
         return {"checks": self.as_list(), "summary": self.summary(), "healthy": self.healthy}
 
 
@@ -121,12 +127,62 @@ def failure_message(checks, fail_on):
     return text
 
 
+# Integers JSON consumers hold exactly (int64); larger ones are returned as decimal strings.
+INT_LIMIT = 2 ** 63
+
+
+def safe_text(value):
+    """str that encodes to UTF-8: bytes decoded with replacement, lone surrogates (undecodable
+    bytes of file names, os.fsdecode) escaped as ``\\udcXX`` text."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    try:
+        value.encode("utf-8")
+        return value
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _big_int_text(value):
+    """Decimal text of a big int; hexadecimal beyond Python's int-to-str digit limit (4300)."""
+    try:
+        return str(value)
+    except ValueError:
+        return hex(value)
+
+
+def json_safe(value):
+    """A copy of ``value`` that strict JSON can carry: str keys and texts that encode to UTF-8,
+    ints within +-2**63 (larger ones as decimal strings, hexadecimal past 4300 digits), no NaN or infinity (returned as the
+    strings ``nan``, ``inf``, ``-inf``), tuples and sets as lists, anything else as its str."""
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return value if -INT_LIMIT <= value < INT_LIMIT else _big_int_text(value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
+    if isinstance(value, (str, bytes)):
+        return safe_text(value)
+    if isinstance(value, dict):
+        return dict((safe_text(k) if isinstance(k, (str, bytes)) else safe_text(str(json_safe(k))),
+                     json_safe(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return [json_safe(item) for item in value]
+    if isinstance(value, (set, frozenset)):
+        return [json_safe(item) for item in sorted(value, key=repr)]
+    return safe_text(str(value))
+
+
 def exit_with_checks(module, results, fail_on, **extra):
-    """exit_json / fail_json for a validation module; the full result is returned either way."""
+    """exit_json / fail_json for a validation module; the full result is returned either way.
+
+    ``extra`` holds the module's other return keys; its ``msg`` (if any) is kept on success and
+    replaced by the list of offending checks when ``fail_on`` makes the module fail."""
     checks = results.as_list() if isinstance(results, CheckResults) else list(results)
     payload = dict(extra)
     payload.update({"checks": checks, "summary": summarize(checks), "healthy": is_healthy(checks)})
     payload.setdefault("changed", False)
     if should_fail(checks, fail_on):
-        module.fail_json(msg=failure_message(checks, fail_on), **payload)
-    module.exit_json(**payload)
+        payload["msg"] = failure_message(checks, fail_on)
+        module.fail_json(**json_safe(payload))
+    module.exit_json(**json_safe(payload))

@@ -1,7 +1,12 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""GPU health checks over NVML (SPEC 2.4): pure logic behind the gpu_health module.
+"""The GPU family of checks (docs/contracts.md, "gpu family"): gpu_health and node_validate.
+
+The family interface of module_utils/validation.py: ``GPU_OPTIONS`` (argument spec without
+``root`` / ``fail_on``), ``validate_options(options, prefix)`` (list of errors naming the option),
+``run(ctx, options)`` (a FamilyResult), all bundled as ``FAMILY``. Per-device checks are a table
+of functions over a ``Scope`` (as in rdma_checks).
 
 ``check_gpu_health(facts, nvml_adapter, options, xid_lines_or_source, now=None, reader=None)``
 returns ``(CheckResults, gpus, nvml_info)``. Node-level checks have target ``node``; per-device
@@ -16,22 +21,22 @@ import copy
 import os
 import time
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import (
-    FAIL_ON_CHOICES,
-    CheckResults,
-    worst,
-)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import CheckResults, worst
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu import (
     gather_gpu_facts,
     pci_link,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.nvml import (
     GpuLost,
-    NvmlAdapter,
     NvmlCallError,
     is_unsupported,
 )
-from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import SysfsReader
+from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import (
+    Family,
+    FamilyResult,
+    Scope,
+    is_finite_number,
+)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.xid import (
     XID_FATAL_DEFAULT,
     XID_IGNORE_DEFAULT,
@@ -43,9 +48,9 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.xid import (
     xid_file_path,
 )
 
-GPU_HEALTH_ARGSPEC = {
-    "root": {"type": "path", "default": "/"},
-    "fail_on": {"type": "str", "default": "fail", "choices": list(FAIL_ON_CHOICES)},
+# The options of the GPU family (gpu_health's options other than root / fail_on; node_validate's
+# ``gpu`` sub-options).
+GPU_OPTIONS = {
     "expected_count": {"type": "int"},
     "expected_driver_version": {"type": "str"},
     "require_persistence_mode": {"type": "bool", "default": False},
@@ -76,55 +81,95 @@ CLOCK_REASONS = (
     ("HwThermalSlowdown", 0x40), ("HwPowerBrakeSlowdown", 0x80), ("DisplayClockSetting", 0x100),
 )
 BAD_CLOCK_REASONS = ("HwSlowdown", "HwThermalSlowdown", "HwPowerBrakeSlowdown")
+# nvmlGpuFabricState_t: NVML_GPU_FABRIC_STATE_NOT_SUPPORTED (0), _NOT_STARTED, _IN_PROGRESS, _COMPLETED
 FABRIC_STATES = {0: "NOT_SUPPORTED", 1: "NOT_STARTED", 2: "IN_PROGRESS", 3: "COMPLETED"}
+FABRIC_STATE_NOT_SUPPORTED = 0
 RECOVERY_ACTIONS = {0: "NONE", 1: "GPU_RESET", 2: "NODE_REBOOT", 3: "DRAIN_P2P",
                     4: "DRAIN_AND_RESET", 5: "RECOVER_IMEX_DOMAIN", 6: "BUS_RESET",
                     7: "SYSTEM_REBOOT"}
 
 
 def option_defaults(options):
-    """``options`` completed with the argspec defaults (unit tests pass partial dicts)."""
-    full = dict((name, copy.deepcopy(spec.get("default"))) for name, spec in GPU_HEALTH_ARGSPEC.items())
+    """``options`` completed with the family's defaults (unit tests pass partial dicts)."""
+    full = dict((name, copy.deepcopy(spec.get("default"))) for name, spec in GPU_OPTIONS.items())
     full.update(dict((k, v) for k, v in (options or {}).items() if v is not None))
     return full
 
 
-def validate_health_options(params):
-    """Error message naming the bad option, or None."""
+def validate_options(params, prefix=""):
+    """Errors (list of strings) naming the bad option as ``option <prefix><name>``."""
+    errors = []
     if params.get("expected_count") is not None and params["expected_count"] < 0:
-        return "option expected_count must be >= 0, got %s" % params["expected_count"]
+        errors.append("option %sexpected_count must be >= 0, got %s" % (prefix, params["expected_count"]))
     if params.get("temperature_margin_c") is not None and params["temperature_margin_c"] < 0:
-        return "option temperature_margin_c must be >= 0, got %s" % params["temperature_margin_c"]
-    if params.get("xid_window_hours") is not None and params["xid_window_hours"] <= 0:
-        return "option xid_window_hours must be > 0, got %s" % params["xid_window_hours"]
+        errors.append("option %stemperature_margin_c must be >= 0, got %s"
+                      % (prefix, params["temperature_margin_c"]))
+    hours = params.get("xid_window_hours")
+    if hours is not None and not (is_finite_number(hours) and hours > 0):
+        errors.append("option %sxid_window_hours must be > 0, got %s" % (prefix, hours))
     source = params.get("xid_source")
     if source is not None and not source.strip():
-        return "option xid_source must not be empty (use none to disable the XID scan)"
-    if source is not None and source not in XID_SOURCE_KEYWORDS:
+        errors.append("option %sxid_source must not be empty (use none to disable the XID scan)" % prefix)
+    elif source is not None and source not in XID_SOURCE_KEYWORDS:
         path = xid_file_path(params.get("root") or "/", source)
         if not os.path.isfile(path):
-            return ("option xid_source: %s is not a file (expected auto, journal, dmesg, none or "
-                    "the path of a kernel log)" % path)
+            errors.append("option %sxid_source: %s is not a file (expected auto, journal, dmesg, none or "
+                          "the path of a kernel log)" % (prefix, path))
     if params.get("expected_driver_version") is not None and not params["expected_driver_version"].strip():
-        return "option expected_driver_version must not be empty"
-    return None
+        errors.append("option %sexpected_driver_version must not be empty" % prefix)
+    return errors
 
 
-def run_gpu_health(params, runner, *, adapter=None, now=None, reader=None):
-    """Everything the gpu_health module does: facts, NVML, kernel log, checks.
-
-    Returns (results, gpus, nvml_info, facts)."""
-    options = option_defaults(params)
-    reader = reader or SysfsReader(options["root"])
-    now = time.time() if now is None else now
-    facts = gather_gpu_facts(reader)
+def run(ctx, options):
+    """The GPU family over a Context: facts, kernel log (only with a GPU on the bus), NVML
+    (initialised only with a GPU on the bus), checks. Returns a FamilyResult with
+    ``ansible_facts.nvidia`` and the return keys ``gpus`` and ``nvml``."""
+    options = option_defaults(dict(options, root=ctx.root))
+    facts = gather_gpu_facts(ctx.reader)
     xid = None
+    adapter = None
     if facts["gpu_count"] > 0:
-        xid = read_xid_source(options["xid_source"], runner, options["root"],
-                              options["xid_window_hours"], now)
-    adapter = adapter or NvmlAdapter()
-    results, gpus, info = check_gpu_health(facts, adapter, options, xid, now=now, reader=reader)
-    return results, gpus, info, facts
+        xid = read_kernel_log(options, ctx)
+        adapter = ctx.nvml
+    results, gpus, info = check_gpu_health(facts, adapter, options, xid, now=ctx.now, reader=ctx.reader)
+    return FamilyResult(results, facts={"nvidia": facts}, returns={"gpus": gpus, "nvml": info})
+
+
+def read_kernel_log(options, ctx):
+    """The kernel log for gpu.xid (an XidRead), failing closed on a log that reads as empty.
+
+    ``journalctl -k`` run without the rights to read the kernel's messages exits 0 with no output,
+    exactly like a quiet window. An empty window is believed only when the journal shows at least
+    the last kernel message (``journalctl -k -n 1``); otherwise, with ``xid_source=auto``, the
+    kernel ring buffer is tried, and an empty or refused buffer is an error (gpu.xid fails)."""
+    source = options["xid_source"]
+    xid = read_xid_source(source, ctx.runner, options["root"], options["xid_window_hours"], ctx.now)
+    if xid.error is not None or xid.lines or xid.origin not in ("journal", "dmesg"):
+        return xid
+    if xid.origin == "journal":
+        if _journal_has_kernel_messages(ctx.runner):
+            return xid
+        reason = ("journalctl -k returned no line, not even the last kernel message: the journal's "
+                  "kernel messages are not readable by this user (run as root or in the "
+                  "systemd-journal or adm group)")
+        if source != "auto":
+            return XidRead(error=reason)
+        dmesg = read_xid_source("dmesg", ctx.runner, options["root"], options["xid_window_hours"], ctx.now)
+        if dmesg.error is None and dmesg.lines:
+            return dmesg
+        return XidRead(error="%s; %s" % (reason, dmesg.error or _EMPTY_DMESG))
+    return XidRead(error=_EMPTY_DMESG)
+
+
+_EMPTY_DMESG = "dmesg returned no line: the kernel ring buffer is unreadable or was cleared"
+
+
+def _journal_has_kernel_messages(runner):
+    journalctl = runner.which("journalctl")
+    if not journalctl:
+        return False
+    result = runner.run([journalctl, "-k", "-n", "1", "-o", "short-iso", "--no-pager", "-q"])
+    return result.rc == 0 and bool(result.stdout.strip())
 
 
 def check_gpu_health(facts, nvml_adapter, options, xid_lines_or_source, *, now=None, reader=None):
@@ -266,11 +311,11 @@ def _check_device(adapter, index, facts, options, reader):
         gpu["name"] = _value(adapter.call("nvmlDeviceGetName", handle))
         gpu["pci_bus_id"] = adapter.pci_bus_id(handle)
         checks.passed("gpu.lost", target, "GPU responds to NVML")
-        ctx = {"adapter": adapter, "handle": handle, "target": target, "gpu": gpu,
-               "facts": facts, "options": options, "reader": reader, "checks": checks}
+        scope = Scope(checks, options, target, adapter=adapter, handle=handle, gpu=gpu, facts=facts,
+                      reader=reader)
         for check_id, func in _DEVICE_CHECK_FUNCS:
             try:
-                func(ctx)
+                func(scope)
             except NvmlCallError as exc:
                 checks.skip(check_id, target, "could not be measured: %s" % exc)
     except GpuLost as exc:
@@ -291,19 +336,19 @@ def _value(value):
     return None if is_unsupported(value) else value
 
 
-def _unsupported(ctx, check_id, value, what):
-    ctx["checks"].skip(check_id, ctx["target"], "%s not supported (%s)" % (what, value.reason))
+def _unsupported(scope, check_id, value, what):
+    scope.checks.skip(check_id, scope.target, "%s not supported (%s)" % (what, value.reason))
 
 
-def _check_ecc_volatile(ctx):
-    adapter, checks, target = ctx["adapter"], ctx["checks"], ctx["target"]
-    count = adapter.call("nvmlDeviceGetTotalEccErrors", ctx["handle"],
+def _check_ecc_volatile(scope):
+    adapter, checks, target = scope.adapter, scope.checks, scope.target
+    count = adapter.call("nvmlDeviceGetTotalEccErrors", scope.handle,
                          adapter.const("NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1),
                          adapter.const("NVML_VOLATILE_ECC", 0))
-    ecc = ctx["gpu"].setdefault("ecc", {})
+    ecc = scope.gpu.setdefault("ecc", {})
     ecc["volatile_uncorrected"] = _value(count)
     if is_unsupported(count):
-        return _unsupported(ctx, "gpu.ecc.volatile_uncorrectable", count, "ECC error counters")
+        return _unsupported(scope, "gpu.ecc.volatile_uncorrectable", count, "ECC error counters")
     if count > 0:
         return checks.fail("gpu.ecc.volatile_uncorrectable", target,
                            "%d volatile uncorrectable ECC error(s) since the driver loaded" % count,
@@ -312,17 +357,17 @@ def _check_ecc_volatile(ctx):
                          observed=0, expected=0)
 
 
-def _check_ecc_mode(ctx):
-    checks, target = ctx["checks"], ctx["target"]
-    mode = ctx["adapter"].call("nvmlDeviceGetEccMode", ctx["handle"])
-    ecc = ctx["gpu"].setdefault("ecc", {})
+def _check_ecc_mode(scope):
+    checks, target = scope.checks, scope.target
+    mode = scope.adapter.call("nvmlDeviceGetEccMode", scope.handle)
+    ecc = scope.gpu.setdefault("ecc", {})
     if is_unsupported(mode):
         ecc.update({"mode_current": None, "mode_pending": None})
-        return _unsupported(ctx, "gpu.ecc.mode", mode, "ECC")
+        return _unsupported(scope, "gpu.ecc.mode", mode, "ECC")
     current, pending = bool(mode[0]), bool(mode[1])
     ecc.update({"mode_current": current, "mode_pending": pending})
     observed = {"current": current, "pending": pending}
-    if ctx["options"]["require_ecc"] and not current:
+    if scope.options["require_ecc"] and not current:
         return checks.warn("gpu.ecc.mode", target, "ECC is disabled (require_ecc)",
                            observed=observed, expected=True)
     if current != pending:
@@ -335,19 +380,19 @@ def _onoff(flag):
     return "enabled" if flag else "disabled"
 
 
-def _check_retired_pages(ctx):
-    adapter, handle, checks, target = ctx["adapter"], ctx["handle"], ctx["checks"], ctx["target"]
+def _check_retired_pages(scope):
+    adapter, handle, checks, target = scope.adapter, scope.handle, scope.checks, scope.target
     sbe = adapter.call("nvmlDeviceGetRetiredPages", handle,
                        adapter.const("NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS", 0))
     dbe = adapter.call("nvmlDeviceGetRetiredPages", handle,
                        adapter.const("NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR", 1))
     if is_unsupported(sbe) or is_unsupported(dbe):
-        ctx["gpu"]["retired_pages"] = None
-        return _unsupported(ctx, "gpu.retired_pages", sbe if is_unsupported(sbe) else dbe,
+        scope.gpu["retired_pages"] = None
+        return _unsupported(scope, "gpu.retired_pages", sbe if is_unsupported(sbe) else dbe,
                             "page retirement")
     pending = _value(adapter.call("nvmlDeviceGetRetiredPagesPendingStatus", handle))
     observed = {"sbe": len(sbe), "dbe": len(dbe), "pending": None if pending is None else bool(pending)}
-    ctx["gpu"]["retired_pages"] = observed
+    scope.gpu["retired_pages"] = observed
     total = len(sbe) + len(dbe)
     if total >= RETIRED_PAGES_LIMIT:
         return checks.fail("gpu.retired_pages", target, "%d retired pages (limit %d): replace the board"
@@ -358,16 +403,16 @@ def _check_retired_pages(ctx):
     return checks.passed("gpu.retired_pages", target, "%d retired page(s)" % total, observed=observed)
 
 
-def _check_row_remap(ctx):
-    checks, target = ctx["checks"], ctx["target"]
-    rows = ctx["adapter"].call("nvmlDeviceGetRemappedRows", ctx["handle"])
+def _check_row_remap(scope):
+    checks, target = scope.checks, scope.target
+    rows = scope.adapter.call("nvmlDeviceGetRemappedRows", scope.handle)
     if is_unsupported(rows):
-        ctx["gpu"]["row_remap"] = None
-        return _unsupported(ctx, "gpu.row_remap", rows, "row remapping")
+        scope.gpu["row_remap"] = None
+        return _unsupported(scope, "gpu.row_remap", rows, "row remapping")
     correctable, uncorrectable, pending, failure = [int(x) for x in rows]
     observed = {"correctable": correctable, "uncorrectable": uncorrectable,
                 "pending": bool(pending), "failure": bool(failure)}
-    ctx["gpu"]["row_remap"] = observed
+    scope.gpu["row_remap"] = observed
     if failure:
         return checks.fail("gpu.row_remap", target, "row remapping failed: replace the board",
                            observed=observed)
@@ -380,19 +425,25 @@ def _check_row_remap(ctx):
                          % (correctable, uncorrectable), observed=observed)
 
 
-def _check_temperature(ctx):
-    adapter, handle, checks, target = ctx["adapter"], ctx["handle"], ctx["checks"], ctx["target"]
+def _check_temperature(scope):
+    adapter, handle, checks, target = scope.adapter, scope.handle, scope.checks, scope.target
     temp = adapter.call("nvmlDeviceGetTemperature", handle, adapter.const("NVML_TEMPERATURE_GPU", 0))
     slowdown = adapter.call("nvmlDeviceGetTemperatureThreshold", handle,
                             adapter.const("NVML_TEMPERATURE_THRESHOLD_SLOWDOWN", 1))
-    ctx["gpu"]["temperature_c"] = _value(temp)
-    ctx["gpu"]["slowdown_temperature_c"] = _value(slowdown)
+    scope.gpu["temperature_c"] = _value(temp)
+    scope.gpu["slowdown_temperature_c"] = _value(slowdown)
     if is_unsupported(temp):
-        return _unsupported(ctx, "gpu.temperature", temp, "GPU temperature")
+        return _unsupported(scope, "gpu.temperature", temp, "GPU temperature")
+    if not is_finite_number(temp):
+        return checks.fail("gpu.temperature", target, "temperature reading %r is not a number: the "
+                           "temperature cannot be checked" % (temp,), observed=temp)
     if is_unsupported(slowdown):
         return checks.skip("gpu.temperature", target, "%d C; slowdown threshold not reported (%s)"
                            % (temp, slowdown.reason), observed=temp)
-    margin = ctx["options"]["temperature_margin_c"]
+    if not is_finite_number(slowdown):
+        return checks.fail("gpu.temperature", target, "slowdown threshold %r is not a number: the "
+                           "temperature cannot be checked" % (slowdown,), observed=temp)
+    margin = scope.options["temperature_margin_c"]
     if temp >= slowdown:
         return checks.fail("gpu.temperature", target, "%d C at or above the slowdown threshold %d C"
                            % (temp, slowdown), observed=temp, expected="< %d" % slowdown)
@@ -403,21 +454,21 @@ def _check_temperature(ctx):
                          observed=temp, expected="< %d" % (slowdown - margin))
 
 
-def _check_clocks_event(ctx):
-    adapter, checks, target = ctx["adapter"], ctx["checks"], ctx["target"]
-    reasons = adapter.call("nvmlDeviceGetCurrentClocksEventReasons", ctx["handle"])
+def _check_clocks_event(scope):
+    adapter, checks, target = scope.adapter, scope.checks, scope.target
+    reasons = adapter.call("nvmlDeviceGetCurrentClocksEventReasons", scope.handle)
     if is_unsupported(reasons):  # bindings/drivers before 12.535 only have the old name
-        reasons = adapter.call("nvmlDeviceGetCurrentClocksThrottleReasons", ctx["handle"])
+        reasons = adapter.call("nvmlDeviceGetCurrentClocksThrottleReasons", scope.handle)
     if is_unsupported(reasons):
-        ctx["gpu"]["clocks_event_reasons"] = None
-        return _unsupported(ctx, "gpu.clocks_event", reasons, "clock event reasons")
+        scope.gpu["clocks_event_reasons"] = None
+        return _unsupported(scope, "gpu.clocks_event", reasons, "clock event reasons")
     active = []
     for name, default in CLOCK_REASONS:
         bit = adapter.const("nvmlClocksEventReason" + name,
                             adapter.const("nvmlClocksThrottleReason" + name, default))
         if int(reasons) & bit:
             active.append(name)
-    ctx["gpu"]["clocks_event_reasons"] = active
+    scope.gpu["clocks_event_reasons"] = active
     bad = [name for name in active if name in BAD_CLOCK_REASONS]
     if bad:
         return checks.warn("gpu.clocks_event", target, "clocks held down by %s" % ", ".join(bad),
@@ -426,8 +477,8 @@ def _check_clocks_event(ctx):
                          % (", ".join(active) or "none"), observed=active)
 
 
-def _check_pcie(ctx):
-    adapter, handle, checks, target = ctx["adapter"], ctx["handle"], ctx["checks"], ctx["target"]
+def _check_pcie(scope):
+    adapter, handle, checks, target = scope.adapter, scope.handle, scope.checks, scope.target
     pcie = {
         "current_gen": _value(adapter.call("nvmlDeviceGetCurrPcieLinkGeneration", handle)),
         "current_width": _value(adapter.call("nvmlDeviceGetCurrPcieLinkWidth", handle)),
@@ -436,11 +487,11 @@ def _check_pcie(ctx):
         "gpu_max_gen": _value(adapter.call("nvmlDeviceGetGpuMaxPcieLinkGeneration", handle)),
         "gpu_max_width": None,
     }
-    address = ctx["gpu"].get("pci_bus_id")
-    if ctx["reader"] is not None and address:
+    address = scope.gpu.get("pci_bus_id")
+    if scope.reader is not None and address:
         # The function's own link capability (LnkCap); NVML's max is device *and* system.
-        pcie["gpu_max_width"] = pci_link(ctx["reader"], address)["max_width"]
-    ctx["gpu"]["pcie"] = pcie
+        pcie["gpu_max_width"] = pci_link(scope.reader, address)["max_width"]
+    scope.gpu["pcie"] = pcie
     compared, degraded = [], []
     for kind, label in (("gen", "gen"), ("width", "x")):
         have, own = pcie["max_" + kind], pcie["gpu_max_" + kind]
@@ -462,84 +513,93 @@ def _check_pcie(ctx):
     return checks.passed("gpu.pcie", target, message, observed=pcie)
 
 
-def _check_mig(ctx):
-    checks, target = ctx["checks"], ctx["target"]
-    mode = ctx["adapter"].call("nvmlDeviceGetMigMode", ctx["handle"])
+def _check_mig(scope):
+    checks, target = scope.checks, scope.target
+    mode = scope.adapter.call("nvmlDeviceGetMigMode", scope.handle)
     if is_unsupported(mode):
-        ctx["gpu"]["mig"] = None
-        return _unsupported(ctx, "gpu.mig", mode, "MIG")
+        scope.gpu["mig"] = None
+        return _unsupported(scope, "gpu.mig", mode, "MIG")
     current, pending = bool(mode[0]), bool(mode[1])
-    ctx["gpu"]["mig"] = {"current": current, "pending": pending}
+    scope.gpu["mig"] = {"current": current, "pending": pending}
     if current != pending:
         return checks.warn("gpu.mig", target, "MIG mode change pending (%s -> %s): GPU reset needed"
-                           % (_onoff(current), _onoff(pending)), observed=ctx["gpu"]["mig"])
-    return checks.passed("gpu.mig", target, "MIG %s" % _onoff(current), observed=ctx["gpu"]["mig"])
+                           % (_onoff(current), _onoff(pending)), observed=scope.gpu["mig"])
+    return checks.passed("gpu.mig", target, "MIG %s" % _onoff(current), observed=scope.gpu["mig"])
 
 
-def _check_nvlink(ctx):
-    checks, target = ctx["checks"], ctx["target"]
-    mig = ctx["gpu"].get("mig")
+def _check_nvlink(scope):
+    checks, target = scope.checks, scope.target
+    mig = scope.gpu.get("mig")
     if mig and mig["current"]:
-        ctx["gpu"]["nvlink"] = None
+        scope.gpu["nvlink"] = None
         return checks.skip("gpu.nvlink", target, "MIG enabled: NVLink state not checked")
-    states = ctx["adapter"].nvlink_states(ctx["handle"])
+    states = scope.adapter.nvlink_states(scope.handle)
     if is_unsupported(states):
-        ctx["gpu"]["nvlink"] = None
-        return _unsupported(ctx, "gpu.nvlink", states, "NVLink")
+        scope.gpu["nvlink"] = None
+        return _unsupported(scope, "gpu.nvlink", states, "NVLink")
     inactive = sorted(link for link, up in states.items() if not up)
     summary = {"supported": len(states), "active": len(states) - len(inactive), "inactive": inactive}
-    ctx["gpu"]["nvlink"] = summary
+    scope.gpu["nvlink"] = summary
     if inactive:
         return checks.fail("gpu.nvlink", target, "%d of %d NVLinks inactive: %s" % (
             len(inactive), len(states), ", ".join(str(x) for x in inactive)), observed=summary)
     return checks.passed("gpu.nvlink", target, "%d NVLinks active" % len(states), observed=summary)
 
 
-def _check_persistence(ctx):
-    checks, target = ctx["checks"], ctx["target"]
-    mode = ctx["adapter"].call("nvmlDeviceGetPersistenceMode", ctx["handle"])
+def _check_persistence(scope):
+    checks, target = scope.checks, scope.target
+    mode = scope.adapter.call("nvmlDeviceGetPersistenceMode", scope.handle)
     if is_unsupported(mode):
-        ctx["gpu"]["persistence_mode"] = None
-        return _unsupported(ctx, "gpu.persistence", mode, "persistence mode")
-    ctx["gpu"]["persistence_mode"] = bool(mode)
+        scope.gpu["persistence_mode"] = None
+        return _unsupported(scope, "gpu.persistence", mode, "persistence mode")
+    scope.gpu["persistence_mode"] = bool(mode)
     if mode:
         return checks.passed("gpu.persistence", target, "persistence mode on", observed=True)
-    if ctx["options"]["require_persistence_mode"]:
+    if scope.options["require_persistence_mode"]:
         return checks.fail("gpu.persistence", target, "persistence mode off (required)",
                            observed=False, expected=True)
     return checks.warn("gpu.persistence", target, "persistence mode off (enable nvidia-persistenced)",
                        observed=False, expected=True)
 
 
-def _check_fabric(ctx):
-    checks, target = ctx["checks"], ctx["target"]
-    if not ctx["facts"].get("fabricmanager_required"):
-        ctx["gpu"]["fabric"] = None
+def _check_fabric(scope):
+    """NVLink fabric registration, wherever NVML reports fabric support: HGX/DGX boards with
+    NVSwitches on the PCI bus, and GB200/NVL72 trays whose NVLink switches sit in other trays (no
+    NVSwitch on this bus). With an NVSwitch on the bus every state but COMPLETED fails (fail
+    closed); without one, state NOT_SUPPORTED (or no fabric query) means no NVLink fabric."""
+    checks, target = scope.checks, scope.target
+    nvswitch = bool(scope.facts.get("fabricmanager_required"))
+    fabric = scope.adapter.fabric_info(scope.handle)
+    if not nvswitch and (is_unsupported(fabric) or fabric["state"] == FABRIC_STATE_NOT_SUPPORTED):
+        scope.gpu["fabric"] = None
         return checks.skip("gpu.fabric", target, "no NVSwitch on the PCI bus: no NVLink fabric to join")
-    fabric = ctx["adapter"].fabric_info(ctx["handle"])
     if is_unsupported(fabric):
-        ctx["gpu"]["fabric"] = None
-        return _unsupported(ctx, "gpu.fabric", fabric, "GPU fabric info")
+        scope.gpu["fabric"] = None
+        return _unsupported(scope, "gpu.fabric", fabric, "GPU fabric info")
     state = FABRIC_STATES.get(fabric["state"], str(fabric["state"]))
     observed = {"state": state, "status": fabric["status"]}
-    ctx["gpu"]["fabric"] = observed
+    scope.gpu["fabric"] = observed
+    if nvswitch:
+        what, hint = "NVSwitch fabric", "is nvidia-fabricmanager running?"
+    else:
+        what, hint = "NVLink fabric", "NVSwitch outside this node: check the NVLink switch trays' fabric manager"
     if state != "COMPLETED":
-        return checks.fail("gpu.fabric", target, "NVSwitch fabric state %s (is nvidia-fabricmanager running?)"
-                           % state, observed=observed, expected="COMPLETED")
+        return checks.fail("gpu.fabric", target, "%s state %s (%s)" % (what, state, hint),
+                           observed=observed, expected="COMPLETED")
     if fabric["status"] != 0:
-        return checks.fail("gpu.fabric", target, "NVSwitch fabric registration failed (NVML status %d)"
-                           % fabric["status"], observed=observed, expected="COMPLETED")
-    return checks.passed("gpu.fabric", target, "NVSwitch fabric registration completed", observed=observed)
+        return checks.fail("gpu.fabric", target, "%s registration failed (NVML status %d)"
+                           % (what, fabric["status"]), observed=observed, expected="COMPLETED")
+    return checks.passed("gpu.fabric", target, "%s registration completed" % what, observed=observed)
 
 
-def _check_recovery_action(ctx):
-    checks, target = ctx["checks"], ctx["target"]
-    action = ctx["adapter"].field_value(ctx["handle"], "NVML_FI_DEV_GET_GPU_RECOVERY_ACTION")
+def _check_recovery_action(scope):
+    checks, target = scope.checks, scope.target
+    action = scope.adapter.field_value(scope.handle, "NVML_FI_DEV_GET_GPU_RECOVERY_ACTION")
     if is_unsupported(action):
-        ctx["gpu"]["recovery_action"] = None
-        return _unsupported(ctx, "gpu.recovery_action", action, "GPU recovery action")
+        scope.gpu["recovery_action"] = None
+        return _unsupported(scope, "gpu.recovery_action", action, "GPU recovery action")
     name = RECOVERY_ACTIONS.get(int(action), str(action))
-    ctx["gpu"]["recovery_action"] = name
+    scope.gpu["recovery_action"] = name
     if int(action) != 0:
         return checks.fail("gpu.recovery_action", target, "NVML asks for recovery action %s" % name,
                            observed=name, expected="NONE")
@@ -570,8 +630,14 @@ def _check_xid(results, options, source, gpus, now):
     if source is None:
         return results.skip("gpu.xid", "node", "kernel log not read")
     if isinstance(source, XidRead):
-        if source.error:
+        if source.error and (options["xid_source"] == "none" or _offline_auto(options)):
+            # not applicable: the scan is off, or root is another node's tree (an image, the lab)
+            # without a log file below it and the running kernel's log is not that node's
             return results.skip("gpu.xid", "node", "kernel log unavailable: %s" % source.error)
+        if source.error:
+            # fail closed: an XID that cannot be seen must not let the node pass
+            return results.fail("gpu.xid", "node", "kernel log unreadable, XIDs cannot be checked: %s"
+                                % source.error)
         lines, origin = source.lines, source.origin
     else:
         lines, origin = list(source), "lines"
@@ -611,5 +677,12 @@ def _check_xid(results, options, source, gpus, now):
     return None
 
 
+def _offline_auto(options):
+    return options["xid_source"] == "auto" and os.path.realpath(options.get("root") or "/") != "/"
+
+
 def _target_key(target):
     return (0, int(target[3:])) if target.startswith("gpu") else (1, 0)
+
+
+FAMILY = Family("gpu", GPU_OPTIONS, validate_options, run, off_returns={"gpus": [], "nvml": None})

@@ -82,6 +82,11 @@ extends_documentation_fragment:
   - gpufleet.cluster.validation.fail_on
   - gpufleet.cluster.attributes
   - gpufleet.cluster.attributes.read_only
+  - gpufleet.cluster.attributes.facts
+attributes:
+  facts:
+    support: full
+    details: Returns C(ansible_facts.nvidia), the facts the checks used.
 notes:
   - "Check ids: C(gpu.nvml), C(gpu.count), C(gpu.driver_version) (target C(node)); C(gpu.lost),
     C(gpu.ecc.volatile_uncorrectable), C(gpu.ecc.mode), C(gpu.retired_pages), C(gpu.row_remap),
@@ -187,6 +192,15 @@ nvml:
       type: str
       returned: always
       sample: "13.0"
+ansible_facts:
+  description: The facts the checks used.
+  returned: always
+  type: dict
+  contains:
+    nvidia:
+      description: Same structure as C(ansible_facts.nvidia) of M(gpufleet.cluster.gpu_facts).
+      type: dict
+      returned: always
 gpus:
   description: One entry per device NVML enumerates; values a GPU does not support are null.
   returned: always
@@ -267,27 +281,15 @@ gpus:
        pci_bus_id: "0000:18:00.0", lost: false, temperature_c: 34, persistence_mode: true}
 """
 
-import copy
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import exit_with_checks
-from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu_checks import (
-    GPU_HEALTH_ARGSPEC,
-    run_gpu_health,
-    validate_health_options,
-)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.families import GPU
 from ansible_collections.gpufleet.cluster.plugins.module_utils.runner import ModuleRunner
-from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import validate_root
+from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import module_argspec, run_single
 
 
 def main():
-    module = AnsibleModule(argument_spec=copy.deepcopy(GPU_HEALTH_ARGSPEC), supports_check_mode=True)
-    params = module.params
-    error = validate_root(params["root"]) or validate_health_options(params)
-    if error:
-        module.fail_json(msg=error)
-    results, gpus, nvml, _facts = run_gpu_health(params, ModuleRunner(module))
-    exit_with_checks(module, results, params["fail_on"], nvml=nvml, gpus=gpus)
+    module = AnsibleModule(argument_spec=module_argspec(GPU), supports_check_mode=True)
+    run_single(module, GPU, ModuleRunner(module))
 
 
 if __name__ == "__main__":

@@ -37,26 +37,107 @@ options:
         C(<root>/dev/...), log files). NVML always talks to the running driver.
   gpu:
     description:
-      - Options of M(gpufleet.cluster.gpu_health) other than O(root) and O(fail_on)
-        (C(expected_count), C(expected_driver_version), C(require_persistence_mode),
-        C(require_ecc), C(temperature_margin_c), C(xid_source), C(xid_window_hours), C(xid_fatal),
-        C(xid_ignore)), with the same types and defaults.
-      - V(false) does not run the GPU family (no C(ansible_facts.nvidia), no C(gpu.*) checks).
-      - "A bad value fails the module with a message naming the option, for example
-        C(option gpu.expected_count: ...)."
-    type: raw
-    default: {}
+      - The GPU family (the checks of M(gpufleet.cluster.gpu_health)), with its options other than
+        O(root) and O(fail_on) (same types and defaults), plus O(gpu.enabled).
+      - Ansible checks the sub-options and names the offending one (for example C(expected_count)
+        C(found in 'gpu')); the family's own rules name it as C(option gpu.expected_count ...).
+    type: dict
+    suboptions:
+      enabled:
+        description: V(false) does not run the GPU family (no C(ansible_facts.nvidia), no C(gpu.*) checks).
+        type: bool
+        default: true
+      expected_count:
+        description: See O(gpufleet.cluster.gpu_health#module:expected_count).
+        type: int
+      expected_driver_version:
+        description: See O(gpufleet.cluster.gpu_health#module:expected_driver_version).
+        type: str
+      require_persistence_mode:
+        description: See O(gpufleet.cluster.gpu_health#module:require_persistence_mode).
+        type: bool
+        default: false
+      require_ecc:
+        description: See O(gpufleet.cluster.gpu_health#module:require_ecc).
+        type: bool
+        default: true
+      temperature_margin_c:
+        description: See O(gpufleet.cluster.gpu_health#module:temperature_margin_c).
+        type: int
+        default: 5
+      xid_source:
+        description: See O(gpufleet.cluster.gpu_health#module:xid_source).
+        type: str
+        default: auto
+      xid_window_hours:
+        description: See O(gpufleet.cluster.gpu_health#module:xid_window_hours).
+        type: float
+        default: 24
+      xid_fatal:
+        description: See O(gpufleet.cluster.gpu_health#module:xid_fatal).
+        type: list
+        elements: int
+        default: [48, 62, 64, 74, 79, 92, 94, 95, 109, 119, 120, 136, 140, 143, 155, 158]
+      xid_ignore:
+        description: See O(gpufleet.cluster.gpu_health#module:xid_ignore).
+        type: list
+        elements: int
+        default: [13, 31, 43, 45, 68]
   rdma:
     description:
-      - Options of M(gpufleet.cluster.rdma_validate) other than O(root) and O(fail_on)
-        (C(devices), C(link_layer), C(expected_devices), C(min_rate_gbps), C(required_modules),
-        C(require_peermem), C(min_ofed_version), C(require_roce_v2_gid), C(check_counters),
-        C(max_symbol_errors), C(max_link_downed)), with the same types and defaults.
-      - V(false) does not run the RDMA family (no C(ansible_facts.mlx5), no C(rdma.*) checks).
-      - "A bad value fails the module with a message naming the option, for example
+      - The RDMA family (the checks of M(gpufleet.cluster.rdma_validate)), with its options other
+        than O(root) and O(fail_on) (same types and defaults), plus O(rdma.enabled).
+      - "Ansible checks the sub-options and names the offending one; the family's own rules name it as
         C(option rdma.min_rate_gbps: ...)."
-    type: raw
-    default: {}
+    type: dict
+    suboptions:
+      enabled:
+        description: V(false) does not run the RDMA family (no C(ansible_facts.mlx5), no C(rdma.*) checks).
+        type: bool
+        default: true
+      devices:
+        description: See O(gpufleet.cluster.rdma_validate#module:devices).
+        type: list
+        elements: str
+      link_layer:
+        description: See O(gpufleet.cluster.rdma_validate#module:link_layer).
+        type: str
+        default: any
+        choices: [any, InfiniBand, Ethernet]
+      expected_devices:
+        description: See O(gpufleet.cluster.rdma_validate#module:expected_devices).
+        type: int
+      min_rate_gbps:
+        description: See O(gpufleet.cluster.rdma_validate#module:min_rate_gbps).
+        type: float
+      required_modules:
+        description: See O(gpufleet.cluster.rdma_validate#module:required_modules).
+        type: list
+        elements: str
+        default: [ib_core, ib_uverbs, rdma_ucm, mlx5_core, mlx5_ib]
+      require_peermem:
+        description: See O(gpufleet.cluster.rdma_validate#module:require_peermem).
+        type: bool
+        default: false
+      min_ofed_version:
+        description: See O(gpufleet.cluster.rdma_validate#module:min_ofed_version).
+        type: str
+      require_roce_v2_gid:
+        description: See O(gpufleet.cluster.rdma_validate#module:require_roce_v2_gid).
+        type: bool
+        default: true
+      check_counters:
+        description: See O(gpufleet.cluster.rdma_validate#module:check_counters).
+        type: bool
+        default: false
+      max_symbol_errors:
+        description: See O(gpufleet.cluster.rdma_validate#module:max_symbol_errors).
+        type: int
+        default: 10
+      max_link_downed:
+        description: See O(gpufleet.cluster.rdma_validate#module:max_link_downed).
+        type: int
+        default: 10
 notes:
   - C(ofed_info) is searched on E(PATH) only when O(root=/), as in M(gpufleet.cluster.mlx5_facts).
   - With O(root) other than C(/) and C(gpu.xid_source=auto), XIDs are read from the log files below
@@ -93,7 +174,8 @@ EXAMPLES = r"""
 
 - name: RDMA only (a storage node without GPUs), report without failing the play
   gpufleet.cluster.node_validate:
-    gpu: false
+    gpu:
+      enabled: false
     fail_on: never
   register: node
 
@@ -201,38 +283,24 @@ ansible_facts:
   type: dict
   contains:
     nvidia:
-      description: Same as C(ansible_facts.nvidia) of M(gpufleet.cluster.gpu_facts); absent with O(gpu=false).
+      description: Same as C(ansible_facts.nvidia) of M(gpufleet.cluster.gpu_facts); absent with O(gpu.enabled=false).
       type: dict
       returned: when the GPU family runs
     mlx5:
-      description: Same as C(ansible_facts.mlx5) of M(gpufleet.cluster.mlx5_facts); absent with O(rdma=false).
+      description: Same as C(ansible_facts.mlx5) of M(gpufleet.cluster.mlx5_facts); absent with O(rdma.enabled=false).
       type: dict
       returned: when the RDMA family runs
 """
 
 from ansible.module_utils.basic import AnsibleModule
-
-from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import (
-    failure_message,
-    should_fail,
-)
-from ansible_collections.gpufleet.cluster.plugins.module_utils.node_validate import (
-    node_validate_argspec,
-    validate_node,
-)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.families import FAMILIES
 from ansible_collections.gpufleet.cluster.plugins.module_utils.runner import ModuleRunner
+from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import node_argspec, run_node
 
 
 def main():
-    module = AnsibleModule(argument_spec=node_validate_argspec(), supports_check_mode=True)
-    payload, errors = validate_node(module.params, ModuleRunner(module))
-    if errors:
-        module.fail_json(msg="; ".join(errors))
-    fail_on = module.params["fail_on"]
-    if should_fail(payload["checks"], fail_on):
-        payload["msg"] = failure_message(payload["checks"], fail_on)
-        module.fail_json(changed=False, **payload)
-    module.exit_json(changed=False, **payload)
+    module = AnsibleModule(argument_spec=node_argspec(FAMILIES), supports_check_mode=True)
+    run_node(module, FAMILIES, ModuleRunner(module))
 
 
 if __name__ == "__main__":

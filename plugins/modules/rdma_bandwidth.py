@@ -264,6 +264,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import exi
 from ansible_collections.gpufleet.cluster.plugins.module_utils.perftest import run_bandwidth
 from ansible_collections.gpufleet.cluster.plugins.module_utils.runner import ModuleRunner
 from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import SysfsReader
+from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import common_argspec
 
 ARGUMENT_SPEC = dict(
     mode=dict(type="str", required=True, choices=["server", "client"]),
@@ -281,8 +282,7 @@ ARGUMENT_SPEC = dict(
     min_gbps=dict(type="float"),
     executable=dict(type="str", default="ib_write_bw"),
     timeout=dict(type="int", default=120),
-    root=dict(type="path", default="/"),
-    fail_on=dict(type="str", default="fail", choices=["fail", "warn", "never"]),
+    **common_argspec()
 )
 
 

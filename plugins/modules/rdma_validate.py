@@ -189,30 +189,14 @@ ansible_facts:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-
-from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import exit_with_checks
-from ansible_collections.gpufleet.cluster.plugins.module_utils.mlx5 import (
-    check_mlx5_options,
-    gather_mlx5_facts,
-)
-from ansible_collections.gpufleet.cluster.plugins.module_utils.rdma_checks import (
-    check_rdma_options,
-    rdma_validate_module_argspec,
-    validate_rdma,
-)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.families import RDMA
 from ansible_collections.gpufleet.cluster.plugins.module_utils.runner import ModuleRunner
-from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import SysfsReader
+from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import module_argspec, run_single
 
 
 def main():
-    module = AnsibleModule(argument_spec=rdma_validate_module_argspec(), supports_check_mode=True)
-    errors = check_mlx5_options({"root": module.params["root"]}) + check_rdma_options(module.params)
-    if errors:
-        module.fail_json(msg="; ".join(errors))
-    reader = SysfsReader(module.params["root"])
-    facts = gather_mlx5_facts(reader, ModuleRunner(module))
-    results = validate_rdma(facts, reader, module.params)
-    exit_with_checks(module, results, module.params["fail_on"], ansible_facts={"mlx5": facts})
+    module = AnsibleModule(argument_spec=module_argspec(RDMA), supports_check_mode=True)
+    run_single(module, RDMA, ModuleRunner(module))
 
 
 if __name__ == "__main__":

@@ -57,45 +57,16 @@ healthy:
   type: bool
 """
 
-import copy
-
 from ansible.module_utils.basic import AnsibleModule
-
-from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import (
-    FAIL_ON_CHOICES,
-    STATUSES,
-    CheckResults,
-    exit_with_checks,
+from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import exit_with_checks
+from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import (
+    build_results,
+    record_checks_argspec,
 )
-
-ARGUMENT_SPEC = {
-    "checks": {"type": "list", "elements": "dict", "required": True},
-    "fail_on": {"type": "str", "choices": list(FAIL_ON_CHOICES), "default": "fail"},
-}
-
-REQUIRED_KEYS = ("id", "target", "status", "message")
-
-
-def build_results(checks):
-    """CheckResults from plain dicts; (None, error) naming the bad entry."""
-    results = CheckResults()
-    for index, check in enumerate(checks):
-        missing = [key for key in REQUIRED_KEYS if check.get(key) in (None, "")]
-        if missing:
-            return None, "option checks[%d]: missing %s" % (index, ", ".join(missing))
-        if check["status"] not in STATUSES:
-            return None, "option checks[%d]: status %r is not one of %s" % (
-                index, check["status"], ", ".join(STATUSES))
-        extra = dict((key, check[key]) for key in ("observed", "expected") if key in check)
-        results.add(str(check["id"]), str(check["target"]), check["status"], str(check["message"]), **extra)
-    return results, None
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=copy.deepcopy(ARGUMENT_SPEC),
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=record_checks_argspec(), supports_check_mode=True)
     results, error = build_results(module.params["checks"])
     if error:
         module.fail_json(msg=error)

@@ -79,7 +79,13 @@ HOSTS = {
     # a bad nested option
     "badopt": {"gpufleet_validate_root": os.path.join(NODES, "empty"),
                "gpufleet_validate_rdma": {"min_rate_gbps": "fast"}},
+    # a nested option of the wrong type (Ansible's check) and one out of range (the family's rule)
+    "badgpu": {"gpufleet_validate_root": os.path.join(NODES, "empty"),
+               "gpufleet_validate_gpu": {"expected_count": "eight"}},
+    "neggpu": {"gpufleet_validate_root": os.path.join(NODES, "empty"),
+               "gpufleet_validate_gpu": {"expected_count": -1}},
 }
+BAD_OPTIONS = ["badgpu", "badopt", "neggpu"]
 
 
 @pytest.fixture(scope="module")
@@ -106,7 +112,7 @@ def test_validate_yml_runs_one_task_per_host(fleet):
     assert set(tasks[0]["hosts"]) == set(HOSTS)
     stats = document["stats"]
     assert {host: stats[host]["ok"] + stats[host]["failures"] for host in HOSTS} == dict.fromkeys(HOSTS, 1)
-    assert sorted(h for h in HOSTS if stats[h]["failures"]) == ["badopt", "degraded"]
+    assert sorted(h for h in HOSTS if stats[h]["failures"]) == sorted(BAD_OPTIONS + ["degraded"])
     # The fleet report got every host that returned checks (badopt failed before any check).
     assert sorted(report["hosts"]) == ["degraded", "dgx", "dgx-real-nvml", "empty"]
     assert report["totals"]["unhealthy"] == 2
@@ -136,8 +142,23 @@ def test_validate_yml_host_results(fleet):
     assert not [c for c in degraded["checks"] if c["id"].startswith("gpu.")]
 
     badopt = results["badopt"]
-    assert badopt["failed"] is True
-    assert badopt["msg"].startswith("option rdma.min_rate_gbps:") and "checks" not in badopt
+    assert badopt["failed"] is True and "checks" not in badopt
+    # Ansible's own check of the nested spec names the option and its family
+    assert "'min_rate_gbps'" in badopt["msg"] and "found in 'rdma'" in badopt["msg"], badopt["msg"]
+
+
+def test_bad_gpu_expected_count_is_named(fleet):
+    """A bad gpu.expected_count fails the host with an error naming gpu.expected_count: Ansible
+    names the option and the family for a wrong type, the family's rule for a bad value."""
+    _proc, document, _report = fleet
+    results = document["plays"][0]["tasks"][0]["hosts"]
+    badgpu = results["badgpu"]
+    assert badgpu["failed"] is True and "checks" not in badgpu
+    assert "'expected_count'" in badgpu["msg"] and "found in 'gpu'" in badgpu["msg"], badgpu["msg"]
+    assert "eight" in badgpu["msg"] and "int" in badgpu["msg"]
+    neggpu = results["neggpu"]
+    assert neggpu["failed"] is True and "checks" not in neggpu
+    assert neggpu["msg"] == "option gpu.expected_count must be >= 0, got -1"
 
 
 def test_validate_yml_on_this_machine_prints_a_readiness_result(tmp_path):

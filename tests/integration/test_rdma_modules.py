@@ -259,9 +259,12 @@ def test_playbook_sweep_in_check_mode(play):
     assert empty["healthy"] is True
     assert empty["summary"] == {"pass": 0, "warn": 0, "fail": 0, "skip": 5}
     assert "no RDMA devices; mlx5_core not loaded" in [c["message"] for c in empty["checks"]]
-    assert by_node["quirks"]["healthy"] is True  # unreadable fields skip, never fail
+    # fail closed: mlx5_1/1's state file holds no readable state, so the port (and node) fails;
+    # the other unreadable fields (counters "N/A (no PMA)", firmware) only skip
+    assert by_node["quirks"]["healthy"] is False
+    assert checks_by(by_node["quirks"], "rdma.port.state") == {"mlx5_0/1": "pass", "mlx5_1/1": "fail"}
     assert by_node["port-init"]["healthy"] is True and by_node["port-init"]["summary"]["warn"] == 1
-    for node in ("hdr-degraded", "inbox-noversion", "inbox-50", "mlx5-absent"):
+    for node in ("hdr-degraded", "inbox-noversion", "inbox-50", "mlx5-absent", "quirks"):
         assert by_node[node]["healthy"] is False, node
 
     degraded = by_node["hdr-degraded"]
@@ -275,7 +278,7 @@ def test_playbook_sweep_in_check_mode(play):
     assert checks_by(by_node["inbox-50"], "rdma.uverbs") == {"mlx5_0": "pass", "mlx5_1": "fail"}
     assert checks_by(by_node["mlx5-absent"], "rdma.driver") == {"node": "fail"}
     quirks = by_node["quirks"]
-    assert checks_by(quirks, "rdma.port.rate") == {"mlx5_0/1": "skip", "mlx5_1/1": "skip"}
+    assert checks_by(quirks, "rdma.port.rate") == {"mlx5_0/1": "fail", "mlx5_1/1": "fail"}  # unreadable: fail closed
     assert checks_by(quirks, "rdma.counters")["mlx5_0/1"] == "skip"
 
     assert facts["changed"] is False

@@ -2,20 +2,25 @@
 
 import calendar
 import os
+import shutil
 
 import pytest
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu import gather_gpu_facts
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu_checks import (
     CHECK_IDS,
     DEVICE_CHECKS,
-    GPU_HEALTH_ARGSPEC,
+    FAMILY,
     check_gpu_health,
-    run_gpu_health,
-    validate_health_options,
+    validate_options,
     version_matches,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.nvml import NvmlAdapter
 from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import SysfsReader
+from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import (
+    Context,
+    module_argspec,
+    run_family,
+)
 from conftest import FIXTURES
 from nvml_scenarios import fake_with, load_fake, node, scenario_files
 from runners import ScriptedRunner
@@ -358,14 +363,87 @@ def test_fabric_completed_with_error_status_fails():
     assert status(results, "gpu.fabric", "gpu2") == "fail"
 
 
-def test_fabric_skipped_without_nvswitch():
-    # Same NVML answers, but a tree without NVSwitch functions: not a fabric system.
-    results, _, _ = run(
+def test_fabric_checked_without_nvswitch_when_nvml_reports_fabric_support():
+    # Same NVML answers (fabric NOT_STARTED) on a tree without NVSwitch functions: NVML reports a
+    # fabric-capable GPU, so the fabric is checked (GB200/NVL72 trays have no NVSwitch on their bus).
+    results, gpus, _ = run(
         "h100-fabric-not-started",
         root="workstation-geforce",
         devices=[{"pci_bus_id": "00000000:01:00.0", "uuid": "GPU-x"}],
     )
-    assert status(results, "gpu.fabric", "gpu0") == "skip"
+    found = check(results, "gpu.fabric", "gpu0")
+    assert found["status"] == "fail" and found["message"].startswith("NVLink fabric state NOT_STARTED")
+    assert gpus[0]["fabric"] == {"state": "NOT_STARTED", "status": 0}
+
+
+@pytest.mark.parametrize("fabric", ["NOT_SUPPORTED", {"state": 0, "status": 0}])
+def test_fabric_skipped_without_nvswitch_when_nvml_reports_no_fabric(fabric):
+    # A PCIe GPU: the query is not supported, or answers state NVML_GPU_FABRIC_STATE_NOT_SUPPORTED.
+    results, gpus, _ = run("geforce-rtx4090", root="workstation-geforce", device_overrides={0: {"fabric": fabric}})
+    found = check(results, "gpu.fabric", "gpu0")
+    assert found["status"] == "skip"
+    assert found["message"] == "no NVSwitch on the PCI bus: no NVLink fabric to join"
+    assert gpus[0]["fabric"] is None
+
+
+def test_fabric_not_supported_state_fails_on_an_nvswitch_system():
+    results, _, _ = run("h100-healthy", device_overrides={1: {"fabric": {"state": 0}}})
+    assert check(results, "gpu.fabric", "gpu1")["status"] == "fail"
+
+
+# -- GB200 / NVL72 tray: fabric-capable GPUs, no NVSwitch on the PCI bus ----------------------------
+GB200_GPUS = ["gpu%d" % i for i in range(4)]
+
+
+@pytest.fixture
+def gb200_tray(tmp_path):
+    """A compute-tray tree: dgx-h100's first four GPU functions, no NVSwitch function."""
+    root = tmp_path / "gb200-tray"
+    shutil.copytree(node("dgx-h100"), str(root), symlinks=True)
+    devices = root / "sys" / "bus" / "pci" / "devices"
+    for address in ("0000:05:00.0", "0000:06:00.0", "0000:07:00.0", "0000:08:00.0",  # NVSwitches
+                    "0000:9a:00.0", "0000:ab:00.0", "0000:ba:00.0", "0000:db:00.0"):
+        (devices / address).unlink()
+    return str(root)
+
+
+def run_gb200(root, device_overrides=None, options=None):
+    fake = fake_with("gb200-nvl72-tray", device_overrides)
+    reader = SysfsReader(root)
+    facts = gather_gpu_facts(reader)
+    results, gpus, _ = check_gpu_health(facts, NvmlAdapter(fake), options or {}, [], now=NOW, reader=reader)
+    return facts, results, gpus
+
+
+def test_gb200_tray_fabric_completed_passes(gb200_tray):
+    facts, results, gpus = run_gb200(gb200_tray, options={"expected_count": 4})
+    assert facts["nvswitch_count"] == 0 and facts["fabricmanager_required"] is False
+    assert statuses(results, "gpu.fabric") == dict.fromkeys(GB200_GPUS, "pass")
+    assert check(results, "gpu.fabric", "gpu0")["message"] == "NVLink fabric registration completed"
+    assert gpus[3]["fabric"] == {"state": "COMPLETED", "status": 0}
+    assert results.healthy and status(results, "gpu.count") == "pass"
+
+
+@pytest.mark.parametrize("state, name", [(1, "NOT_STARTED"), (2, "IN_PROGRESS")])
+def test_gb200_tray_fabric_not_completed_fails(gb200_tray, state, name):
+    _facts, results, gpus = run_gb200(gb200_tray, device_overrides={2: {"fabric": {"state": state}}})
+    found = check(results, "gpu.fabric", "gpu2")
+    assert found["status"] == "fail" and found["observed"] == {"state": name, "status": 0}
+    assert found["message"].startswith("NVLink fabric state %s" % name)
+    assert statuses(results, "gpu.fabric") == {**dict.fromkeys(GB200_GPUS, "pass"), "gpu2": "fail"}
+    assert gpus[2]["fabric"]["state"] == name and not results.healthy
+
+
+def test_gb200_tray_fabric_completed_with_error_status_fails(gb200_tray):
+    # status is an nvmlReturn_t; NVML_ERROR_INSUFFICIENT_RESOURCES (23) after a failed registration
+    _facts, results, _ = run_gb200(gb200_tray, device_overrides={0: {"fabric": {"status": 23}}})
+    found = check(results, "gpu.fabric", "gpu0")
+    assert found["status"] == "fail" and "NVML status 23" in found["message"]
+
+
+def test_gb200_tray_fabric_not_supported_skips(gb200_tray):
+    _facts, results, _ = run_gb200(gb200_tray, device_overrides={1: {"fabric": {"state": 0}}})
+    assert check(results, "gpu.fabric", "gpu1")["status"] == "skip"
 
 
 # -- gpu.recovery_action ------------------------------------------------------------------
@@ -488,7 +566,7 @@ def test_xid_none_in_window_passes():
     assert status(results, "gpu.xid") == "pass"
 
 
-def test_xid_source_unreadable_skips():
+def test_xid_source_unreadable_fails_closed():
     runner = ScriptedRunner(paths={})
     fake = fake_with("h100-healthy")
     results, _, _, _ = run_gpu_health(
@@ -499,7 +577,60 @@ def test_xid_source_unreadable_skips():
         reader=SysfsReader(node("dgx-h100")),
     )
     found = check(results, "gpu.xid")
-    assert found["status"] == "skip" and "journalctl not found" in found["message"]
+    assert found["status"] == "fail" and "journalctl not found" in found["message"]
+    assert found["message"].startswith("kernel log unreadable, XIDs cannot be checked: ")
+    assert not results.healthy
+
+
+JOURNAL = "/usr/bin/journalctl"
+DMESG = "/usr/bin/dmesg"
+WINDOW = (JOURNAL, "-k", "--since", "@%d" % int(NOW - 24 * 3600), "-o", "short-iso", "--no-pager", "-q")
+LAST = (JOURNAL, "-k", "-n", "1", "-o", "short-iso", "--no-pager", "-q")
+KERNEL_LINE = "2025-11-20T11:00:00+0000 dgx kernel: mlx5_core 0000:1a:00.0: Port module event: module 0"
+
+
+def xid_with(script, source="auto", paths=None):
+    runner = ScriptedRunner(script, paths={"journalctl": JOURNAL, "dmesg": DMESG} if paths is None else paths)
+    results, _, _, _ = run_gpu_health({"root": "/", "xid_source": source}, runner,
+                                      adapter=NvmlAdapter(fake_with("h100-healthy")), now=NOW,
+                                      reader=SysfsReader(node("dgx-h100")))
+    return check(results, "gpu.xid"), runner.calls
+
+
+def test_unprivileged_empty_journal_fails_closed():
+    # journalctl -k as a user outside systemd-journal/adm: rc 0, no output, even for -n 1
+    found, calls = xid_with({WINDOW: (0, "", ""), LAST: (0, "", ""), DMESG: (1, "", "dmesg: read kernel buffer "
+                                                                           "failed: Operation not permitted")})
+    assert found["status"] == "fail"
+    assert "not readable by this user" in found["message"] and "Operation not permitted" in found["message"]
+    assert [c[:3] for c in calls] == [[JOURNAL, "-k", "--since"], [JOURNAL, "-k", "-n"], [DMESG, "--time-format", "iso"]]
+
+
+def test_unprivileged_empty_journal_with_journal_source_fails_without_dmesg():
+    found, calls = xid_with({WINDOW: (0, "", ""), LAST: (0, "", "")}, source="journal")
+    assert found["status"] == "fail" and "not readable by this user" in found["message"]
+    assert all(c[0] == JOURNAL for c in calls)
+
+
+def test_quiet_window_of_a_readable_journal_passes():
+    found, _ = xid_with({WINDOW: (0, "", ""), LAST: (0, KERNEL_LINE, "")})
+    assert found["status"] == "pass" and "(journal)" in found["message"]
+
+
+def test_empty_journal_falls_back_to_a_readable_ring_buffer():
+    found, _ = xid_with({WINDOW: (0, "", ""), LAST: (0, "", ""), DMESG: (0, KERNEL_LINE, "")})
+    assert found["status"] == "pass" and "(dmesg)" in found["message"]
+
+
+@pytest.mark.parametrize("answer", [(0, "", ""), (1, "", "dmesg: read kernel buffer failed: Operation not permitted")])
+def test_empty_or_refused_ring_buffer_fails_closed(answer):
+    found, _ = xid_with({DMESG: answer}, source="dmesg")
+    assert found["status"] == "fail" and found["message"].startswith("kernel log unreadable")
+
+
+def test_xid_scan_disabled_skips():
+    found, calls = xid_with({}, source="none")
+    assert found["status"] == "skip" and calls == []
 
 
 def test_run_gpu_health_reads_the_journal_through_the_runner():
@@ -528,6 +659,14 @@ def test_run_gpu_health_without_gpu_reads_no_log_and_no_nvml(tmp_path):
     assert runner.calls == [] and gpus == [] and results.summary()["skip"] == len(CHECK_IDS)
 
 
+def run_gpu_health(params, runner, adapter=None, now=None, reader=None):
+    """The GPU family run as gpu_health runs it: (checks, gpus, nvml, ansible_facts.nvidia)."""
+    params = dict(params)
+    ctx = Context(params.pop("root", "/"), runner=runner, reader=reader, nvml=adapter, now=now)
+    result = run_family(FAMILY, ctx, params)
+    return result.checks, result.returns["gpus"], result.returns["nvml"], result.facts["nvidia"]
+
+
 # -- options ------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "params,option",
@@ -541,17 +680,19 @@ def test_run_gpu_health_without_gpu_reads_no_log_and_no_nvml(tmp_path):
     ],
 )
 def test_bad_options_are_named(params, option):
-    assert option in validate_health_options(params)
+    errors = validate_options(params)
+    assert len(errors) == 1 and errors[0].startswith("option " + option), errors
+    assert validate_options(params, "gpu.")[0].startswith("option gpu." + option)
 
 
 def test_good_options_pass_validation():
     path = os.path.join(FIXTURES, "xid", "kern.log")
-    assert validate_health_options({"xid_source": path, "root": "/", "expected_count": 8}) is None
-    assert validate_health_options({"xid_source": "auto"}) is None
+    assert validate_options({"xid_source": path, "root": "/", "expected_count": 8}) == []
+    assert validate_options({"xid_source": "auto"}) == []
 
 
 def test_argspec_defaults_follow_the_spec():
-    spec = GPU_HEALTH_ARGSPEC
+    spec = module_argspec(FAMILY)
     assert spec["root"]["default"] == "/" and spec["fail_on"]["choices"] == ["fail", "warn", "never"]
     assert spec["require_persistence_mode"]["default"] is False and spec["require_ecc"]["default"] is True
     assert spec["temperature_margin_c"]["default"] == 5 and spec["xid_source"]["default"] == "auto"

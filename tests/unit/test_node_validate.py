@@ -1,4 +1,4 @@
-"""node_validate (SPEC 2.8): parity with gpu_health + rdma_validate on every fixture node, nested
+"""node_validate (docs/contracts.md): parity with gpu_health + rdma_validate on every fixture node, nested
 option errors, families turned off, one reader / one NVML initialisation, readiness text, and the
 one shared RoCE v2 GID-index rule."""
 
@@ -7,22 +7,36 @@ import os
 
 import pytest
 from ansible_collections.gpufleet.cluster.plugins.module_utils import perftest, sysfs
-from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu_checks import run_gpu_health
+from ansible_collections.gpufleet.cluster.plugins.module_utils.families import FAMILIES, GPU, RDMA
 from ansible_collections.gpufleet.cluster.plugins.module_utils.mlx5 import gather_mlx5_facts
-from ansible_collections.gpufleet.cluster.plugins.module_utils.node_validate import (
-    FAMILY_ARGSPECS,
-    check_node_options,
-    family_readiness,
-    validate_node,
-)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.nvml import NvmlAdapter
-from ansible_collections.gpufleet.cluster.plugins.module_utils.rdma_checks import (
-    RDMA_VALIDATE_ARGSPEC,
-    validate_rdma,
-)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.rdma_checks import validate_rdma
 from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import SysfsReader
+from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import (
+    check_params,
+    family_readiness,
+    node_argspec,
+    node_plan,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import (
+    validate_node as framework_validate_node,
+)
 from nvml_scenarios import NODES, fake_with, node
 from runners import ScriptedRunner
+from test_gpu_health import run_gpu_health
+
+
+def validate_node(params, runner, adapter=None, now=None, reader=None):
+    return framework_validate_node(FAMILIES, params, runner=runner, nvml=adapter, now=now, reader=reader)
+
+
+def check_node_options(params):
+    """(gpu options or None, rdma options or None, [errors]) as node_validate plans its run."""
+    validated, errors = check_params(node_argspec(FAMILIES), params)
+    if errors:
+        return None, None, errors
+    plan, errors = node_plan(FAMILIES, validated)
+    return plan["gpu"], plan["rdma"], errors
 
 NOW = calendar.timegm((2025, 11, 20, 12, 0, 0))
 ALL_NODES = sorted(n for n in os.listdir(NODES) if os.path.isdir(os.path.join(NODES, n)))
@@ -136,7 +150,7 @@ def test_each_file_read_once_nvml_initialised_once_no_command(monkeypatch):
 
 
 # -- families turned off ---------------------------------------------------------------------
-@pytest.mark.parametrize("off", [False, "no", "false"])
+@pytest.mark.parametrize("off", [{"enabled": False}, {"enabled": "no"}, {"enabled": "false", "expected_count": 8}])
 def test_gpu_family_off_is_not_run(off):
     fake = fake_with("h100-healthy")
     calls = []
@@ -147,27 +161,28 @@ def test_gpu_family_off_is_not_run(off):
     assert "nvidia" not in payload["ansible_facts"] and "mlx5" in payload["ansible_facts"]
     assert payload["gpus"] == [] and payload["nvml"] is None
     assert payload["readiness"]["gpu"] == {"status": "off", "summary": {"pass": 0, "warn": 0, "fail": 0, "skip": 0},
-                                           "message": "not run (gpu: false)"}
-    assert payload["msg"].startswith("gpu: off (not run (gpu: false)); rdma: pass (")
+                                           "message": "not run (gpu.enabled: false)"}
+    assert payload["msg"].startswith("gpu: off (not run (gpu.enabled: false)); rdma: pass (")
 
 
 def test_rdma_family_off_is_not_run():
-    payload = node_validate("dgx-h100", {"expected_count": 8}, False)
+    payload = node_validate("dgx-h100", {"expected_count": 8}, {"enabled": False})
     assert not [c for c in payload["checks"] if c["id"].startswith("rdma.")]
     assert "mlx5" not in payload["ansible_facts"] and payload["ansible_facts"]["nvidia"]["gpu_count"] == 8
     assert len(payload["gpus"]) == 8
 
 
 def test_both_off_runs_nothing():
-    payload = node_validate("dgx-h100", False, False)
+    payload = node_validate("dgx-h100", {"enabled": False}, {"enabled": False})
     assert payload["checks"] == [] and payload["healthy"] is True and payload["ansible_facts"] == {}
 
 
-@pytest.mark.parametrize("value", [None, True, "yes", "", {}])
+@pytest.mark.parametrize("value", [None, {}, {"enabled": True}, {"enabled": "yes"}])
 def test_family_defaults(value):
     gpu, rdma, errors = check_node_options({"root": node("empty"), "gpu": value, "rdma": value})
     assert errors == []
     assert gpu["require_ecc"] is True and gpu["root"] == node("empty") and "fail_on" not in gpu
+    assert "enabled" not in gpu and "enabled" not in rdma
     assert rdma["link_layer"] == "any" and rdma["required_modules"][0] == "ib_core"
 
 
@@ -180,44 +195,64 @@ def test_family_options_from_a_command_line_string():
 
 
 # -- nested option errors ----------------------------------------------------------------------
+# Types, choices and unknown keys are checked by Ansible's own argument-spec validator (the nested
+# specs name the option and its family); the families' own rules name ``option <family>.<name>``.
 @pytest.mark.parametrize("gpu, rdma, words", [
-    ({}, {"min_rate_gbps": "fast"}, ["option rdma.min_rate_gbps:", "float"]),
-    ({}, {"link_layer": "bogus"}, ["option rdma.link_layer:", "any, InfiniBand, Ethernet", "bogus"]),
-    ({"expected_count": "x"}, {}, ["option gpu.expected_count:", "int"]),
+    ({}, {"min_rate_gbps": "fast"}, ["'min_rate_gbps'", "found in 'rdma'", "float"]),
+    ({}, {"link_layer": "bogus"}, ["value of link_layer", "any, InfiniBand, Ethernet", "bogus", "found in rdma"]),
+    ({"expected_count": "x"}, {}, ["'expected_count'", "found in 'gpu'", "int"]),
     ({"expected_count": -1}, {}, ["option gpu.expected_count must be >= 0"]),
     ({"xid_window_hours": 0}, {}, ["option gpu.xid_window_hours must be > 0"]),
+    ({"xid_window_hours": float("nan")}, {}, ["option gpu.xid_window_hours must be > 0, got nan"]),
     ({"xid_source": "/nonexistent/kern.log"}, {}, ["option gpu.xid_source:", "is not a file"]),
-    ({"xid_fatal": ["x"]}, {}, ["option gpu.xid_fatal:", "int"]),
+    ({"xid_fatal": ["x"]}, {}, ["'xid_fatal'", "found in 'gpu'", "int"]),
     ({}, {"min_ofed_version": "latest"}, ["option rdma.min_ofed_version:", "is not a version"]),
     ({}, {"expected_devices": -2}, ["option rdma.expected_devices:", "non-negative"]),
+    ({}, {"min_rate_gbps": float("inf")}, ["option rdma.min_rate_gbps:", "non-negative number", "inf"]),
     ({}, {"devices": ["mlx5_0", "bad name!"]}, ["option rdma.devices:", "bad name!"]),
-    ({}, {"frobnicate": 1}, ["option rdma.frobnicate: unsupported", "min_rate_gbps"]),
-    ({"root": "/"}, {}, ["option gpu.root: unsupported (set it at the top level"]),
-    ({"fail_on": "never"}, {}, ["option gpu.fail_on: unsupported"]),
-    (5, {}, ["option gpu: expected a dict of options or false, got int 5"]),
-    ({}, ["mlx5_0"], ["option rdma: expected a dict of options or false, got list"]),
-    ("expected_count", {}, ["option gpu: expected a dict of options or false"]),
+    ({}, {"frobnicate": 1}, ["rdma.frobnicate", "min_rate_gbps"]),
+    ({"root": "/"}, {}, ["gpu.root", "Supported parameters include", "expected_count"]),
+    ({"fail_on": "never"}, {}, ["gpu.fail_on", "Supported parameters include"]),
+    (5, {}, ["option gpu: expected a dict of options, got int 5"]),
+    (False, {}, ["option gpu: expected a dict of options, got bool False", "enabled: false"]),
+    ({}, ["mlx5_0"], ["'rdma'", "dict"]),
+    ("expected_count", {}, ["'gpu'", "dict"]),
 ])
 def test_nested_option_errors_name_the_option(gpu, rdma, words):
     payload, errors = validate_node({"root": node("empty"), "fail_on": "fail", "gpu": gpu, "rdma": rdma},
                                     ScriptedRunner())
-    assert payload is None and len(errors) == 1, errors
+    assert payload is None and errors, errors
+    text = " ".join(errors)
     for word in words:
-        assert word in errors[0]
+        assert word in text, errors
 
 
 def test_all_errors_reported_at_once_and_bad_root():
     _gpu, _rdma, errors = check_node_options({"root": "/nonexistent-root", "gpu": {"expected_count": "x"},
                                               "rdma": {"min_rate_gbps": "fast", "link_layer": "bogus"}})
-    assert errors[0] == "option root: /nonexistent-root is not a directory"
-    assert [e.split(":")[0] for e in errors[1:]] == ["option gpu.expected_count", "option rdma.link_layer",
-                                                      "option rdma.min_rate_gbps"]
+    # Ansible reports every type and choice error of the nested options together
+    assert len(errors) == 3
+    assert "'expected_count'" in errors[0] and "found in 'gpu'" in errors[0]
+    assert "'min_rate_gbps'" in errors[1] and "found in 'rdma'" in errors[1]
+    assert "value of link_layer" in errors[2] and "found in rdma" in errors[2]
+    _gpu, _rdma, errors = check_node_options({"root": "/nonexistent-root", "gpu": {"expected_count": -1},
+                                              "rdma": {"expected_devices": -1, "min_ofed_version": "x"}})
+    assert errors == ["option root: /nonexistent-root is not a directory"]
+    _gpu, _rdma, errors = check_node_options({"root": "/", "gpu": {"expected_count": -1},
+                                              "rdma": {"expected_devices": -1, "min_ofed_version": "x"}})
+    assert [e.split(":")[0].split(" must")[0] for e in errors] == [
+        "option gpu.expected_count", "option rdma.expected_devices", "option rdma.min_ofed_version"]
 
 
 def test_nested_specs_are_the_single_modules_options():
-    assert FAMILY_ARGSPECS["rdma"] is RDMA_VALIDATE_ARGSPEC
-    assert "root" not in FAMILY_ARGSPECS["gpu"] and "fail_on" not in FAMILY_ARGSPECS["gpu"]
-    assert {"expected_count", "xid_source", "xid_fatal"} <= set(FAMILY_ARGSPECS["gpu"])
+    spec = node_argspec(FAMILIES)
+    assert set(spec) == {"root", "fail_on", "gpu", "rdma"}
+    for family in (GPU, RDMA):
+        nested = spec[family.name]
+        assert nested["type"] == "dict" and nested["apply_defaults"] is True
+        assert nested["options"] == dict(family.options, enabled={"type": "bool", "default": True})
+    assert "root" not in GPU.options and "fail_on" not in GPU.options
+    assert {"expected_count", "xid_source", "xid_fatal"} <= set(GPU.options)
 
 
 # -- the one RoCE v2 IPv4 GID-index rule -------------------------------------------------------

@@ -3,6 +3,7 @@
 import copy
 import importlib
 import os
+import shutil
 
 import pytest
 import yaml
@@ -14,17 +15,28 @@ from ansible.module_utils.basic import FILE_COMMON_ARGUMENTS
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import exit_with_checks
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu import GPU_FACTS_ARGSPEC
-from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu_checks import GPU_HEALTH_ARGSPEC
+from ansible_collections.gpufleet.cluster.plugins.module_utils.families import FAMILIES, GPU, RDMA
 from ansible_collections.gpufleet.cluster.plugins.module_utils.mlx5 import MLX5_FACTS_ARGSPEC, gather_mlx5_facts
-from ansible_collections.gpufleet.cluster.plugins.module_utils.node_validate import node_validate_argspec
 from ansible_collections.gpufleet.cluster.plugins.module_utils.rdma_checks import (
     DEFAULT_REQUIRED_MODULES,
-    RDMA_VALIDATE_ARGSPEC,
-    check_rdma_options,
+    RDMA_OPTIONS,
     rdma_options,
-    rdma_validate_module_argspec,
     validate_rdma,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils.rdma_checks import (
+    validate_options as check_rdma_options,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import (
+    module_argspec,
+    node_argspec,
+    record_checks_argspec,
+)
+
+RDMA_VALIDATE_ARGSPEC = RDMA_OPTIONS
+
+
+def rdma_validate_module_argspec():
+    return module_argspec(RDMA)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import SysfsReader
 
 NODES = os.path.join(FIXTURES, "nodes")
@@ -167,7 +179,29 @@ def test_port_state_active_init_down_unreadable():
     assert "subnet manager" in init["message"]
     down = one(run("hdr-degraded"), "rdma.port.state", "mlx5_2/1")
     assert (down["status"], down["observed"], down["expected"]) == ("fail", "DOWN", "ACTIVE")
-    assert one(run("quirks"), "rdma.port.state", "mlx5_1/1")["status"] == "skip"
+    # fail closed: the state file of an existing port holds no readable state ("ACTIVE" + a bad byte)
+    unreadable = one(run("quirks"), "rdma.port.state", "mlx5_1/1")
+    assert (unreadable["status"], unreadable["observed"], unreadable["expected"]) == ("fail", None, "ACTIVE")
+    assert unreadable["message"].startswith("port state unreadable: reading "
+                                            "sys/class/infiniband/mlx5_1/ports/1/state is impossible")
+
+
+def test_unreadable_state_of_a_down_port_fails_never_skips(tmp_path):
+    """A DOWN port whose state file cannot be read: both state checks fail, the node is unhealthy."""
+    root = tmp_path / "node"
+    shutil.copytree(os.path.join(NODES, "hdr-degraded"), str(root), symlinks=True)
+    port = root / "sys" / "class" / "infiniband" / "mlx5_2" / "ports" / "1"
+    for name in ("state", "phys_state"):
+        target = port / name
+        if target.is_symlink() or target.exists():
+            target.unlink()
+        target.mkdir()  # reads fail like an unreadable attribute (EISDIR)
+    reader = SysfsReader(str(root))
+    results = validate_rdma(gather_mlx5_facts(reader, ScriptedRunner()), reader, {})
+    assert one(results, "rdma.port.state", "mlx5_2/1")["status"] == "fail"
+    phys = one(results, "rdma.port.phys_state", "mlx5_2/1")
+    assert phys["status"] == "fail" and "physical state unreadable" in phys["message"]
+    assert not results.healthy
 
 
 def test_port_init_node_is_healthy_but_warns():
@@ -198,9 +232,20 @@ def test_rate_not_checked_without_minimum():
     assert statuses(run("hdr-degraded"), "rdma.port.rate") == {}
 
 
-def test_rate_unreadable_skips():
+def test_rate_unreadable_fails_closed_when_a_minimum_is_set():
     results = run("quirks", min_rate_gbps=100)
-    assert statuses(results, "rdma.port.rate") == {"mlx5_0/1": "skip", "mlx5_1/1": "skip"}
+    assert statuses(results, "rdma.port.rate") == {"mlx5_0/1": "fail", "mlx5_1/1": "fail"}
+    assert one(results, "rdma.port.rate", "mlx5_0/1")["message"].startswith("rate unreadable: reading ")
+
+
+@pytest.mark.parametrize("rate", [float("nan"), float("inf")])
+def test_rate_not_a_number_never_passes(rate):
+    reader = SysfsReader(os.path.join(NODES, "dgx-h100"))
+    facts = copy.deepcopy(gather_mlx5_facts(reader, ScriptedRunner()))
+    facts["devices"][0]["ports"][0]["rate_gbps"] = rate
+    results = validate_rdma(facts, reader, {"min_rate_gbps": 100})
+    check = one(results, "rdma.port.rate", "mlx5_0/1")
+    assert check["status"] == "fail" and "is not a number" in check["message"]
 
 
 def test_ndr_rate_against_ndr_minimum():
@@ -439,12 +484,12 @@ def _module(name):
 # The argument_spec each module hands to AnsibleModule.
 ARGSPECS = {
     "gpu_facts": lambda: GPU_FACTS_ARGSPEC,
-    "gpu_health": lambda: GPU_HEALTH_ARGSPEC,
+    "gpu_health": lambda: module_argspec(GPU),
     "mlx5_facts": lambda: MLX5_FACTS_ARGSPEC,
-    "node_validate": node_validate_argspec,
+    "node_validate": lambda: node_argspec(FAMILIES),
     "rdma_bandwidth": lambda: _module("rdma_bandwidth").ARGUMENT_SPEC,
     "rdma_validate": rdma_validate_module_argspec,
-    "record_checks": lambda: _module("record_checks").ARGUMENT_SPEC,
+    "record_checks": record_checks_argspec,
     # add_file_common_args=True
     "toml_merge": lambda: dict(_module("toml_merge").ARGUMENT_SPEC, **FILE_COMMON_ARGUMENTS),
 }

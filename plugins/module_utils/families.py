@@ -1,0 +1,16 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The families of checks node_validate runs, in report order (gpu first, then rdma).
+
+Each is a ``validation.Family`` defined next to its rules (gpu_checks.py, rdma_checks.py).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu_checks import FAMILY as GPU
+from ansible_collections.gpufleet.cluster.plugins.module_utils.rdma_checks import FAMILY as RDMA
+
+FAMILIES = (GPU, RDMA)
