@@ -9,8 +9,9 @@ __metaclass__ = type
 
 class ModuleDocFragment(object):
 
-    # The root option of the read-only modules (gpufleet.cluster.validation).
-    # Type and default are the same everywhere. A module whose reads need naming (which trees
+    # The root option of the read-only modules (gpufleet.cluster.validation): the documentation of
+    # module_utils/validation.py COMMON_OPTIONS["root"], the one declaration every validation
+    # module's argument spec merges. Type and default are the same everywhere. A module whose reads need naming (which trees
     # below root, what is not redirected) keeps its own root description; when an option is
     # documented both here and in the module, the module's keys win and the others come from here.
     DOCUMENTATION = r"""
@@ -23,8 +24,9 @@ options:
     default: /
 """
 
-    # fail_on of the modules returning checks (gpufleet.cluster.validation.fail_on); the
-    # values are module_utils/checks.py FAIL_ON_CHOICES, applied by exit_with_checks.
+    # fail_on of the modules returning checks (gpufleet.cluster.validation.fail_on): the
+    # documentation of COMMON_OPTIONS["fail_on"] (values: checks.py FAIL_ON_CHOICES), applied by
+    # the one exit path, checks.exit_with_checks.
     FAIL_ON = r"""
 options:
   fail_on:
