@@ -1,14 +1,52 @@
 #!/usr/bin/env bash
 # Build the systemd test image used by molecule and the lab (Debian bookworm, systemd, python3,
 # sudo) with debootstrap + `docker import`. Reused when present; FORCE=1 rebuilds.
+#
+# --print-pkgs-image: also build (once, then cached) the molecule image, a layer on top with
+# fresh apt package lists and the packages of scripts/molecule-image-packages.txt (what scenario
+# prepare steps install), tagged gpufleet/bookworm-systemd-pkgs:<hash of the base image id, the
+# package list and this script>, and print its name (scripts/molecule-all.sh exports it as
+# GPUFLEET_TEST_IMAGE for .config/molecule/config.yml). apt-get update against fresh lists only
+# revalidates the Release files, so no scenario downloads the Packages indexes again.
 set -euo pipefail
+self="$(realpath "$0")"
+cd "$(dirname "$self")/.."
 
-IMAGE="${GPUFLEET_TEST_IMAGE:-gpufleet/bookworm-systemd:1}"
+BASE_IMAGE="gpufleet/bookworm-systemd:1"
+IMAGE="$BASE_IMAGE"
+if [[ "${1:-}" != "--print-pkgs-image" ]]; then
+  IMAGE="${GPUFLEET_TEST_IMAGE:-$BASE_IMAGE}"
+fi
 SUITE="${GPUFLEET_TEST_SUITE:-bookworm}"
 MIRROR="${GPUFLEET_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+PKGS_LIST=scripts/molecule-image-packages.txt
+
+build_pkgs_image() {
+  local hash pkgs_image container
+  hash="$( { docker image inspect -f '{{.Id}}' "$IMAGE"; grep -v '^#' "$PKGS_LIST"; cat "$self"; } |
+           sha256sum | cut -c1-12)"
+  pkgs_image="gpufleet/bookworm-systemd-pkgs:$hash"
+  if [[ "${FORCE:-0}" != "1" ]] && docker image inspect "$pkgs_image" >/dev/null 2>&1; then
+    echo "build-test-image: $pkgs_image present, reusing it" >&2
+    echo "$pkgs_image"
+    return 0
+  fi
+  echo "build-test-image: building $pkgs_image (apt lists + $(grep -vc '^#' "$PKGS_LIST") packages)" >&2
+  container="gpufleet-pkgs-build-$$"
+  # shellcheck disable=SC2046
+  docker run --name "$container" -e DEBIAN_FRONTEND=noninteractive "$IMAGE" \
+    sh -c 'apt-get update -qq && apt-get install -y -qq --no-install-recommends "$@" >/dev/null &&
+           apt-get clean' sh $(grep -v '^#' "$PKGS_LIST") >&2 || {
+      docker rm -f "$container" >/dev/null 2>&1; return 1; }
+  docker commit "$container" "$pkgs_image" >/dev/null
+  docker rm -f "$container" >/dev/null
+  echo "build-test-image: built $pkgs_image" >&2
+  echo "$pkgs_image"
+}
 
 if [[ "${FORCE:-0}" != "1" ]] && docker image inspect "$IMAGE" >/dev/null 2>&1; then
   echo "build-test-image: $IMAGE present, reusing it" >&2
+  if [[ "${1:-}" == "--print-pkgs-image" ]]; then build_pkgs_image; fi
   exit 0
 fi
 
@@ -46,3 +84,4 @@ tar -C "$root" -c . | docker import \
   --change 'ENV container=docker' \
   - "$IMAGE" >/dev/null
 echo "build-test-image: built $IMAGE" >&2
+if [[ "${1:-}" == "--print-pkgs-image" ]]; then build_pkgs_image; fi

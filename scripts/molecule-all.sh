@@ -1,40 +1,147 @@
 #!/usr/bin/env bash
 # Run every molecule scenario (roles/*/molecule/* and molecule/*) against the local Docker
-# engine. Starts dockerd and builds the systemd test image when needed.
-# MOLECULE_SCENARIOS="role/scenario ..." restricts the run.
+# engine, MOLECULE_JOBS (default 2) at a time. Starts dockerd and builds the test image (with
+# the package layer of scripts/build-test-image.sh) when needed.
+#   MOLECULE_SCENARIOS="role/scenario ./scenario ..."  restricts the run (keys as printed)
+#   MOLECULE_JOBS=1                                     one scenario at a time
+# Each scenario's output goes to $MOLECULE_LOG_DIR/<key>.log (default .cache/molecule-logs/),
+# printed in full when the scenario fails. Per scenario: the duration of each step; at the end:
+# every scenario's duration, the time per step summed over scenarios, and the wall time.
+# Scenarios are independent: every platform name is unique in the repository (checked below),
+# none declares a Docker network, and each has its own molecule ephemeral directory.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-export PATH="$PWD/.venv/bin:$PATH"
-export ANSIBLE_CONFIG="$PWD/ansible.cfg"
+root="$PWD"
+export PATH="$root/.venv/bin:$PATH"
+export ANSIBLE_CONFIG="$root/ansible.cfg"
+# Plain logs (timestamps and step markers are parsed below).
+export NO_COLOR=1 ANSIBLE_NOCOLOR=1 PY_COLORS=0 ANSIBLE_FORCE_COLOR=0
+jobs_max="${MOLECULE_JOBS:-2}"
+log_dir="${MOLECULE_LOG_DIR:-$root/.cache/molecule-logs}"
+times_file="$root/.cache/molecule-times"
+mkdir -p "$log_dir"
+t0=$(date +%s)
+
 bash scripts/docker-up.sh || exit 1
-bash scripts/build-test-image.sh || exit 1
-# molecule.yml mounts /sys/fs/cgroup with this mode (scripts/cgroup-mode.sh).
+# The image with the packages most scenarios install (.config/molecule/config.yml reads it).
+GPUFLEET_TEST_IMAGE="$(bash scripts/build-test-image.sh --print-pkgs-image)" || exit 1
+export GPUFLEET_TEST_IMAGE
+# The base config mounts /sys/fs/cgroup with this mode (scripts/cgroup-mode.sh).
 GPUFLEET_CGROUP_MODE="$(bash scripts/cgroup-mode.sh)"
 export GPUFLEET_CGROUP_MODE
+echo "molecule: image $GPUFLEET_TEST_IMAGE ready after $(( $(date +%s) - t0 )) s"
 
-passed=0
-failed=0
-failures=()
+# Two scenarios running at once must not share a container name.
+dupes="$(grep -h '^  - name:' roles/*/molecule/*/molecule.yml molecule/*/molecule.yml | sort | uniq -d)"
+if [[ -n "$dupes" ]]; then
+  echo "molecule: platform names used by more than one scenario:" >&2
+  echo "$dupes" >&2
+  exit 1
+fi
+
+keys=()
+declare -A key_base key_scenario
 for dir in roles/*/molecule/*/ molecule/*/; do
   [[ -f "$dir/molecule.yml" ]] || continue
   scenario="$(basename "$dir")"
   base="$(dirname "$(dirname "$dir")")"
-  [[ "$base" == "." ]] && base="."
   key="${base#roles/}/$scenario"
   if [[ -n "${MOLECULE_SCENARIOS:-}" ]] && [[ " $MOLECULE_SCENARIOS " != *" $key "* ]]; then
     continue
   fi
-  echo "--- molecule test: $key"
-  start=$(date +%s)
-  if (cd "$base" && molecule test -s "$scenario"); then
+  keys+=("$key")
+  key_base[$key]="$base"
+  key_scenario[$key]="$scenario"
+done
+if [[ ${#keys[@]} -eq 0 ]]; then
+  echo "molecule: no scenario matches MOLECULE_SCENARIOS='${MOLECULE_SCENARIOS:-}'" >&2
+  exit 1
+fi
+
+# Longest first (durations of the last run; unknown ones count as longest), so the two job slots
+# finish together.
+declare -A last
+if [[ -f "$times_file" ]]; then
+  while read -r k s; do last[$k]="$s"; done <"$times_file"
+fi
+mapfile -t keys < <(for k in "${keys[@]}"; do echo "${last[$k]:-99999} $k"; done | sort -rn | cut -d' ' -f2)
+
+# Prefix every line with the epoch second it was written (bash builtin, no extra process).
+stamp() {
+  local line
+  while IFS= read -r line; do printf '%(%s)T %s\n' -1 "$line"; done
+}
+
+run_one() {  # key log
+  local key="$1" log="$2"
+  cd "${key_base[$key]}" && molecule test -s "${key_scenario[$key]}" 2>&1 | stamp >"$log"
+}
+
+# "destroy 4 s, syntax 3 s, ..." from the step markers of a stamped log.
+step_times() {
+  awk -v end="$2" '
+    / > [a-z_]+\] Executing$/ {
+      step = $0; sub(/\] Executing$/, "", step); sub(/.* > /, "", step)
+      if (name != "") { printf "%s%s %d s", sep, name, $1 - start; sep = ", " }
+      name = step; start = $1
+    }
+    END { if (name != "") printf "%s%s %d s", sep, name, end - start; print "" }' "$1"
+}
+
+declare -A pid_key started duration
+passed=0
+failed=0
+failures=()
+running=0
+
+finish() {  # pid status
+  local pid="$1" rc="$2" key now log
+  key="${pid_key[$pid]}"
+  unset "pid_key[$pid]"
+  now=$(date +%s)
+  duration[$key]=$(( now - started[$key] ))
+  log="$log_dir/${key//\//_}.log"
+  running=$((running - 1))
+  if [[ "$rc" -eq 0 ]]; then
     passed=$((passed + 1))
-    echo "--- molecule $key passed in $(( $(date +%s) - start )) s"
+    echo "--- molecule $key passed in ${duration[$key]} s: $(step_times "$log" "$now")"
   else
     failed=$((failed + 1))
     failures+=("$key")
-    echo "--- molecule $key FAILED after $(( $(date +%s) - start )) s" >&2
+    echo "--- molecule $key FAILED after ${duration[$key]} s: $(step_times "$log" "$now")" >&2
+    echo "--- log of $key ($log):" >&2
+    cut -d' ' -f2- "$log" >&2
+    echo "--- end of log of $key" >&2
   fi
+}
+
+for key in "${keys[@]}"; do
+  while [[ "$running" -ge "$jobs_max" ]]; do
+    wait -n -p done_pid
+    finish "$done_pid" "$?"
+  done
+  log="$log_dir/${key//\//_}.log"
+  echo "--- molecule test: $key (log: $log)"
+  started[$key]=$(date +%s)
+  run_one "$key" "$log" &
+  pid_key[$!]="$key"
+  running=$((running + 1))
 done
+while [[ "$running" -gt 0 ]]; do
+  wait -n -p done_pid
+  finish "$done_pid" "$?"
+done
+
+# Remember the durations for the ordering of the next run.
+for k in "${!duration[@]}"; do last[$k]="${duration[$k]}"; done
+for k in "${!last[@]}"; do echo "$k ${last[$k]}"; done | sort >"$times_file"
+
+echo
+echo "molecule: duration per scenario"
+for k in "${keys[@]}"; do printf '  %-34s %5s s\n' "$k" "${duration[$k]:-?}"; done
+echo "molecule: time per step, summed over scenarios"
+for k in "${keys[@]}"; do step_times "$log_dir/${k//\//_}.log" "$(stat -c %Y "$log_dir/${k//\//_}.log")"; done |
+  tr ',' '\n' | awk '{ sum[$1] += $2 } END { for (s in sum) printf "  %-12s %5d s\n", s, sum[s] }'
 echo "molecule: ${failures[*]:-no failures}"
-echo "molecule: $passed passed, $failed failed"
+echo "molecule: $passed passed, $failed failed, ${#keys[@]} scenarios, $jobs_max at a time, wall time $(( $(date +%s) - t0 )) s"
 [[ "$failed" -eq 0 ]]
