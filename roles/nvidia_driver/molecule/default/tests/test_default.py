@@ -68,3 +68,13 @@ def test_no_reboot_without_a_loaded_driver(host):
     assert not host.file("/var/lib/gpufleet/reboot-required").exists
     assert facts["plan"]["packages"] == [
         "libnvidia-ml1=535.261.03-*", "nvidia-smi=535.261.03-*", "nvidia-persistenced"]
+
+
+def test_nvml_binding_importable_by_the_module_interpreter(host):
+    # tasks/nvml_binding.yml: the pinned nvidia-ml-py wheel unpacked in its own directory and put
+    # on /usr/bin/python3's sys.path by a .pth file (no pip, no system package).
+    path = host.check_output("/usr/bin/python3 -c 'import pynvml; print(pynvml.__file__)'")
+    assert path == "/usr/local/lib/gpufleet/nvml/nvidia_ml_py-13.615.71-py3-none-any/pynvml.py"
+    wheel = host.file("/usr/local/lib/gpufleet/nvml/nvidia_ml_py-13.615.71-py3-none-any.whl")
+    assert wheel.is_file and wheel.mode == 0o644
+    assert wheel.sha256sum == "959bf4adf6fe1308e4bd739e722236b0d1ec8392e2cefad33ff70c311380b9b6"

@@ -1,0 +1,56 @@
+"""A node provisioned by the node roles reaches NVML through the binding they installed: with
+Debian's libnvidia-ml1 and no kernel module (a container) NVML answers Driver Not Loaded, and
+gpu.nvml says so, not "binding not importable"."""
+
+import json
+
+RESULT = "/var/lib/gpufleet-test/node-validation.json"
+BINDING_DIR = "/usr/local/lib/gpufleet/nvml/nvidia_ml_py-13.615.71-py3-none-any"
+
+
+def _result(host):
+    return json.loads(host.file(RESULT).content_string)
+
+
+def _check(host, check_id):
+    checks = [c for c in _result(host)["checks"] if c["id"] == check_id]
+    assert len(checks) == 1, checks
+    return checks[0]
+
+
+def test_the_distribution_python_imports_the_pinned_binding(host):
+    # /usr/bin/python3 is the interpreter ansible discovers on Debian (interpreter_python auto).
+    out = host.check_output("/usr/bin/python3 -c 'import pynvml; print(pynvml.__file__)'")
+    assert out == BINDING_DIR + "/pynvml.py"
+    pth = host.check_output("grep -rlx %s /usr/local/lib/python3*/dist-packages/" % BINDING_DIR)
+    assert pth.endswith("/gpufleet-nvml.pth")
+
+
+def test_the_real_nvml_library_is_installed(host):
+    assert host.package("libnvidia-ml1").is_installed
+    assert host.package("libnvidia-ml1").version.startswith("535.261.03")
+    out = host.check_output("/usr/bin/python3 -c 'import ctypes; ctypes.CDLL(\"libnvidia-ml.so.1\"); print(\"ok\")'")
+    assert out == "ok"
+
+
+def test_gpu_nvml_reports_driver_not_loaded(host):
+    check = _check(host, "gpu.nvml")
+    assert check["status"] == "fail"
+    assert check["observed"] == "driver_not_loaded"
+    assert "NVIDIA kernel driver not loaded (NVML answers Driver Not Loaded)" in check["message"]
+    assert "NVMLError_DriverNotLoaded" in check["message"]
+
+
+def test_driver_not_loaded_is_not_reported_as_a_missing_binding(host):
+    check = _check(host, "gpu.nvml")
+    assert "not importable" not in check["message"]
+    assert "nvidia-ml-py" not in check["message"]
+    nvml = _result(host)["nvml"]
+    assert nvml["available"] is False
+    assert "Driver Not Loaded" in nvml["error"] and "not importable" not in nvml["error"]
+
+
+def test_the_node_is_not_admitted(host):
+    result = _result(host)
+    assert result["healthy"] is False
+    assert "gpu.nvml" in [c["id"] for c in result["checks"] if c["status"] == "fail"]
