@@ -115,11 +115,30 @@ finish() {  # pid status
   fi
 }
 
+# Another checkout on this Docker engine running the same scenario has containers of the same
+# names, which this run's first destroy would remove: wait for them (up to
+# MOLECULE_FOREIGN_WAIT seconds, default 1200; leftovers of an aborted run go with that destroy).
+wait_for_foreign() {  # key
+  local names waited=0
+  names="$(sed -n 's/^  - name: //p' "${key_base[$1]}/molecule/${key_scenario[$1]}/molecule.yml")"
+  while [[ "$waited" -lt "${MOLECULE_FOREIGN_WAIT:-1200}" ]]; do
+    local busy=""
+    for n in $names; do
+      [[ "$(docker inspect -f '{{.State.Running}}' "$n" 2>/dev/null)" == "true" ]] && busy="$n"
+    done
+    [[ -z "$busy" ]] && return 0
+    [[ "$waited" -eq 0 ]] && echo "--- molecule $1: container $busy is running (another checkout?), waiting"
+    sleep 10
+    waited=$((waited + 10))
+  done
+}
+
 for key in "${keys[@]}"; do
   while [[ "$running" -ge "$jobs_max" ]]; do
     wait -n -p done_pid
     finish "$done_pid" "$?"
   done
+  wait_for_foreign "$key"
   log="$log_dir/${key//\//_}.log"
   echo "--- molecule test: $key (log: $log)"
   started[$key]=$(date +%s)
