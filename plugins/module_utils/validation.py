@@ -172,6 +172,24 @@ def node_argspec(families):
     return spec
 
 
+def build_node_module(module_class, families):
+    """``AnsibleModule`` for ``node_validate``. ansible-core (2.19) answers a scalar given for a
+    nested dict option (``gpu: false``) with "argument of type 'bool' is not iterable", naming no
+    option. So the raw parameters are looked at first (every option as ``raw``, no validation;
+    the parameters are read once and cached by ansible), and a non-dict family option fails with
+    its name and the accepted forms."""
+    spec = node_argspec(families)
+    raw = module_class(argument_spec=dict((name, {"type": "raw"}) for name in spec), supports_check_mode=True)
+    names = [family.name for family in families]
+    bad = [name for name in names if raw.params.get(name) is not None and not isinstance(raw.params[name], dict)]
+    if bad:
+        raw.fail_json(
+            msg="option %s must be a dict of that family's options (use {enabled: false} to turn "
+                "the family off), got %s" % (
+                    ", ".join(bad), ", ".join(type(raw.params[name]).__name__ for name in bad)))
+    return module_class(argument_spec=spec, supports_check_mode=True)
+
+
 def check_params(spec, params):
     """(validated parameters, [errors]) through Ansible's own argument-spec validator, as
     AnsibleModule does; for callers without an AnsibleModule (tests, benchmarks)."""

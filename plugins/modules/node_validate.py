@@ -295,11 +295,11 @@ ansible_facts:
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.cluster.plugins.module_utils.families import FAMILIES
 from ansible_collections.gpufleet.cluster.plugins.module_utils.runner import ModuleRunner
-from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import node_argspec, run_node
+from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import build_node_module, run_node
 
 
 def main():
-    module = AnsibleModule(argument_spec=node_argspec(FAMILIES), supports_check_mode=True)
+    module = build_node_module(AnsibleModule, FAMILIES)
     run_node(module, FAMILIES, ModuleRunner(module))
 
 

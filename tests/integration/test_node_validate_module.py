@@ -173,3 +173,19 @@ def test_validate_yml_on_this_machine_prints_a_readiness_result(tmp_path):
     assert "gpu skipped: no NVIDIA GPU on the PCI bus" in line
     assert "rdma skipped: no RDMA devices; mlx5_core not loaded" in line
     assert (tmp_path / "reports" / "fleet-report.json").exists()
+
+
+@pytest.mark.parametrize("value,kind", [(False, "bool"), (3, "int"), ("gpu", "str")])
+def test_scalar_family_option_is_named(tmp_path, value, kind):
+    """ansible-core answers a scalar for a nested dict option with a bare TypeError ("argument of
+    type 'bool' is not iterable"); node_validate names the option and the accepted forms."""
+    args = tmp_path / "args.json"
+    args.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": {"root": str(tmp_path), "gpu": value}}))
+    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, ".collections"))
+    proc = subprocess.run(
+        [os.path.join(BIN, "python"), "-m", "ansible_collections.gpufleet.cluster.plugins.modules.node_validate",
+         str(args)], env=env, capture_output=True, text=True, timeout=60, check=False)
+    result = json.loads(proc.stdout)
+    assert result["failed"] is True and "checks" not in result
+    assert result["msg"] == ("option gpu must be a dict of that family's options (use {enabled: false} "
+                             "to turn the family off), got %s" % kind)
