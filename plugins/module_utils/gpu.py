@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""NVIDIA GPU facts read from sysfs only (SPEC 2.3), without NVML.
+"""NVIDIA GPU facts read from sysfs only (docs/contracts.md, "Facts"), without NVML.
 
 ``gather_gpu_facts(reader)`` returns the ``ansible_facts.nvidia`` dict. Every PCI function
 below ``<root>/sys/bus/pci/devices`` is looked at once (vendor and class), through the
@@ -55,7 +55,7 @@ def nvidia_pci_functions(reader):
 
 
 def gather_gpu_facts(reader):
-    """The ``ansible_facts.nvidia`` dict of SPEC 2.3."""
+    """The ``ansible_facts.nvidia`` dict (docs/contracts.md, "Facts")."""
     gpus, switches = nvidia_pci_functions(reader)
     pci_gpus = []
     for address in gpus:

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""mlx5_core driver, OFED user space and RDMA devices as facts (SPEC 2.2).
+"""mlx5_core driver, OFED user space and RDMA devices as facts (docs/contracts.md, "Facts").
 
 Pure logic over a SysfsReader (rooted, tolerant, memoised) and a command runner, so that unit
 tests feed fixture trees and scripted ``ofed_info`` output. A malformed or unreadable sysfs
@@ -19,6 +19,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.ofed import (
     loaded_matches_installed,
     parse_ofed_info,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import is_index
 
 MELLANOX_VENDOR = 0x15B3
 INBOX_VERSIONS = frozenset(["5.0-0"])
@@ -33,8 +34,10 @@ MLX5_FACTS_ARGSPEC = {
     "ofed_info": {"type": "path"},
 }
 
-_STATE = re.compile(r"^\s*(\d+)\s*:\s*(\S.*?)\s*$")
-_RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*Gb/sec(?:\s*\(\s*(\d+X)\s*([A-Za-z0-9]*)\s*\))?\s*$")
+# ASCII digits only, bounded: a state id or rate never becomes a huge or non-finite number.
+_STATE = re.compile(r"^\s*([0-9]{1,6})\s*:\s*(\S.{0,63}?)\s*$", re.ASCII)
+_RATE = re.compile(r"^\s*([0-9]{1,7}(?:\.[0-9]{1,6})?)\s*Gb/sec"
+                   r"(?:\s*\(\s*([0-9]{1,3}X)\s*([A-Za-z0-9]{0,16})\s*\))?\s*$", re.ASCII)
 
 
 def parse_state(text):
@@ -44,7 +47,7 @@ def parse_state(text):
     match = _STATE.match(text)
     if match:
         return int(match.group(1)), match.group(2)
-    if re.match(r"^[A-Za-z][A-Za-z_ ]*$", text.strip()):
+    if re.match(r"^[A-Za-z][A-Za-z_ ]{0,63}$", text.strip()):
         return None, text.strip()
     return None, None
 
@@ -74,7 +77,7 @@ def is_ipv4_mapped(gid):
 
 def roce_v2_ipv4_gid_index(reader, device, port):
     """First GID index of ``<device>/<port>`` whose type is ``RoCE v2`` and whose GID is
-    IPv4-mapped, else None (SPEC 2.2 ``roce_v2_gid_index``; also perftest's default ``-x``).
+    IPv4-mapped, else None (docs/contracts.md ``roce_v2_gid_index``; also perftest's default ``-x``).
 
     The one implementation of this rule: mlx5 facts, rdma_validate (through the facts) and
     rdma_bandwidth use it. It reads the GID table whatever the link layer; callers that only
@@ -84,7 +87,7 @@ def roce_v2_ipv4_gid_index(reader, device, port):
     base = "%s/%s/ports/%s" % (IB_CLASS, device, port)
     names = set(reader.listdir(base + "/gids")) | set(reader.listdir(base + "/gid_attrs/types"))
     for name in sorted(names, key=_port_sort_key):
-        if not name.isdigit():
+        if not is_index(name):  # '²'.isdigit() is True, int('²') raises
             continue
         if not is_ipv4_mapped(clean_text(reader.read("%s/gids/%s" % (base, name)))):
             continue
@@ -104,10 +107,9 @@ def clean_text(value):
 
 
 def _port_sort_key(name):
-    try:
+    if is_index(name):
         return (0, int(name), name)
-    except ValueError:
-        return (1, 0, name)
+    return (1, 0, name)
 
 
 class Mlx5Gatherer(object):
@@ -237,10 +239,7 @@ class Mlx5Gatherer(object):
         if link_layer != "InfiniBand":
             gid_index = roce_v2_ipv4_gid_index(self.reader, device, port)
             ndevs = self._gid_netdevs(base)
-        try:
-            number = int(port)
-        except ValueError:
-            number = port
+        number = int(port) if is_index(port) else port
         entry = {
             "port": number,
             "state": state,
@@ -280,7 +279,7 @@ class Mlx5Gatherer(object):
 
 
 def gather_mlx5_facts(reader, runner, ofed_info=None):
-    """The ``ansible_facts.mlx5`` dict of SPEC 2.2 for the tree below ``reader.root``.
+    """The ``ansible_facts.mlx5`` dict (docs/contracts.md, "Facts") for the tree below ``reader.root``.
 
     ``ofed_info`` is the path of the ofed_info executable; when None it is searched on PATH
     through ``runner.which``, but only when ``reader.root`` is ``/`` (a fixture tree or mounted

@@ -8,6 +8,20 @@ mounted node image can point modules at a fixture tree. A file that is missing, 
 answers EINVAL/EIO (as some sysfs attributes do) or holds a placeholder such as
 ``N/A (no PMA)`` reads as ``None``: one bad field never takes down the whole host.
 Each file is read at most once per reader (results are memoised).
+
+Field-by-field tolerance (see docs/contracts.md, "Reading sysfs"):
+
+- only regular files are read: a FIFO, socket or device node where an attribute should be
+  reads as ``None`` without being opened for reading (``os.stat`` first, then an
+  ``O_NONBLOCK`` open checked again with ``fstat`` so that a swap in between cannot block);
+- at most ``MAX_READ`` bytes of a file are read;
+- below a root other than ``/``, a path whose symlinks resolve outside the root (an
+  absolute link in a mounted image, ``../../..`` past the top) reads as missing;
+- names (``listdir``, link targets) of any bytes come back as valid UTF-8 text: undecodable
+  bytes are shown as ``\\xNN`` escapes, and the reader maps such a name back to the bytes on
+  disk when it is used in a later path;
+- ``read_int`` accepts ASCII digits only (``'²'`` is not a number) and at most 64-bit
+  values, so a 5,000-digit attribute reads as ``None`` instead of breaking serialisation.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -15,9 +29,87 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+import re
+import stat
 
 # Values sysfs prints when an attribute exists but has no meaningful content.
 PLACEHOLDERS = frozenset(["N/A (no PMA)", "N/A", "(null)"])
+# sysfs attributes are at most a page; 64 KiB leaves room for procfs tables.
+MAX_READ = 65536
+_INT_PATTERNS = {
+    10: re.compile(r"^[+-]?[0-9]{1,20}$"),
+    16: re.compile(r"^(?:0[xX])?[0-9a-fA-F]{1,16}$"),
+    0: re.compile(r"^(?:[+-]?[0-9]{1,20}|0[xX][0-9a-fA-F]{1,16})$"),
+}
+_INT64_MAX = 2 ** 64
+
+
+def safe_text(name):
+    """``name`` as valid UTF-8 text: surrogate-escaped bytes (from ``os.listdir``,
+    ``os.readlink``) become ``\\xNN`` escapes, other lone surrogates ``\\udNNN``; any other
+    str is returned unchanged."""
+    if name is None:
+        return None
+    try:
+        name.encode("utf-8")
+        return name
+    except UnicodeEncodeError:
+        pass
+    try:
+        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:
+        return name.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def open_regular(path, max_bytes):
+    """Bytes (at most ``max_bytes``) of ``path`` if it is a regular file, else None.
+
+    Never blocks on a FIFO or device: non-regular files are not opened for reading."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    except (OSError, ValueError):
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        chunks, left = [], max_bytes
+        while left > 0:
+            chunk = os.read(fd, min(left, 65536))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def parse_int(text, base=10):
+    """Integer of ``text``'s first word in ``base`` (10, 16 or 0), ASCII digits only and at
+    most 64 bits; None otherwise."""
+    if not isinstance(text, str):
+        return None
+    words = text.split()
+    if not words:
+        return None
+    word = words[0]
+    pattern = _INT_PATTERNS.get(base)
+    if pattern is None or not pattern.match(word):
+        return None
+    try:
+        value = int(word, base)
+    except ValueError:
+        return None
+    return value if -_INT64_MAX < value < _INT64_MAX else None
+
+
+def is_index(name):
+    """Whether ``name`` is a small ASCII decimal index (``'3'``; not ``'²'``, ``'٣'``, ``'1_0'``)."""
+    return isinstance(name, str) and re.match(r"^[0-9]{1,9}$", name) is not None
 
 
 class SysfsReader(object):
@@ -25,32 +117,59 @@ class SysfsReader(object):
 
     def __init__(self, root="/"):
         self.root = root or "/"
+        self._root_real = os.path.realpath(self.root)
         self._cache = {}
         self._dir_cache = {}
+        self._raw = {}  # escaped name shown to callers -> name on disk
 
     def path(self, rel):
         """Absolute path of ``rel`` (e.g. ``sys/module/mlx5_core``) below root."""
-        return os.path.join(self.root, rel.lstrip("/"))
+        rel = rel.lstrip("/")
+        if self._raw:
+            rel = "/".join(self._raw.get(part, part) for part in rel.split("/"))
+        return os.path.join(self.root, rel)
+
+    def _inside(self, full):
+        """Whether ``full`` resolves inside root (always true for root ``/``)."""
+        if self._root_real == os.sep:
+            return True
+        try:
+            real = os.path.realpath(full)
+        except (OSError, ValueError):
+            return False
+        return real == self._root_real or real.startswith(self._root_real + os.sep)
+
+    def _display(self, name):
+        shown = safe_text(name)
+        if shown != name:
+            self._raw[shown] = name
+        return shown
 
     def exists(self, rel):
-        return os.path.exists(self.path(rel))
+        full = self.path(rel)
+        try:
+            return os.path.exists(full) and self._inside(full)
+        except (OSError, ValueError):
+            return False
 
     def isdir(self, rel):
-        return os.path.isdir(self.path(rel))
+        full = self.path(rel)
+        try:
+            return os.path.isdir(full) and self._inside(full)
+        except (OSError, ValueError):
+            return False
 
     def read(self, rel):
         """Stripped text of a file, or None when missing/unreadable/placeholder."""
         if rel in self._cache:
             return self._cache[rel]
         value = None
-        try:
-            with open(self.path(rel), "rb") as handle:
-                raw = handle.read(65536)
+        full = self.path(rel)
+        raw = open_regular(full, MAX_READ) if self._inside(full) else None
+        if raw is not None:
             text = raw.decode("utf-8", "replace").strip().strip("\x00").strip()
             if text not in PLACEHOLDERS:
                 value = text
-        except (OSError, ValueError):
-            value = None
         self._cache[rel] = value
         return value
 
@@ -61,22 +180,22 @@ class SysfsReader(object):
         return [line for line in text.splitlines() if line.strip()]
 
     def read_int(self, rel, base=10):
-        """Integer content (base 0 accepts 0x prefixes), or None when not an integer."""
-        text = self.read(rel)
-        if text is None:
-            return None
-        try:
-            return int(text.split()[0], base)
-        except (ValueError, IndexError):
-            return None
+        """Integer content (base 0 accepts 0x prefixes), or None when not an integer.
+
+        ASCII digits only, at most 64 bits (see ``parse_int``)."""
+        return parse_int(self.read(rel), base)
 
     def listdir(self, rel):
-        """Sorted entries of a directory, [] when missing or unreadable."""
+        """Sorted entries of a directory (names as valid UTF-8 text), [] when missing or
+        unreadable."""
         if rel in self._dir_cache:
             return self._dir_cache[rel]
+        full = self.path(rel)
+        entries = []
         try:
-            entries = sorted(os.listdir(self.path(rel)))
-        except OSError:
+            if self._inside(full):
+                entries = sorted(self._display(name) for name in os.listdir(full))
+        except (OSError, ValueError):
             entries = []
         self._dir_cache[rel] = entries
         return entries
@@ -85,16 +204,19 @@ class SysfsReader(object):
         """Basename of a symlink's target (``device/driver`` -> ``mlx5_core``), or None."""
         try:
             target = os.readlink(self.path(rel))
-        except OSError:
+        except (OSError, ValueError):
             return None
-        return os.path.basename(target.rstrip("/")) or None
+        return self._display(os.path.basename(target.rstrip("/"))) or None
 
     def real_name(self, rel):
         """Basename of the fully resolved path (PCI address behind ``device``), or None."""
         full = self.path(rel)
-        if not os.path.exists(full):
+        try:
+            if not os.path.exists(full) or not self._inside(full):
+                return None
+            return self._display(os.path.basename(os.path.realpath(full))) or None
+        except (OSError, ValueError):
             return None
-        return os.path.basename(os.path.realpath(full)) or None
 
 
 def validate_root(root):

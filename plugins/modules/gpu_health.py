@@ -68,15 +68,20 @@ options:
     type: float
     default: 24
   xid_fatal:
-    description: XID codes that fail C(gpu.xid). A code in both lists is treated as fatal.
+    description:
+      - XID codes that fail C(gpu.xid). A code in both lists is treated as fatal.
+      - The default is every XID whose immediate action in NVIDIA's XID catalog resets the GPU,
+        reboots the node or starts the double-bit ECC / NVLink workflows (see docs/contracts.md, "XID policy").
     type: list
     elements: int
-    default: [48, 62, 64, 74, 79, 92, 94, 95, 109, 119, 120, 136, 140, 143, 155, 158]
+    default: [46, 48, 62, 64, 74, 79, 95, 109, 110, 119, 120, 136, 140, 143, 144, 145, 146, 147, 148, 149, 150, 155, 156, 158]
   xid_ignore:
-    description: XID codes that pass C(gpu.xid) (usually application faults). Other codes warn.
+    description:
+      - XID codes that pass C(gpu.xid). Other codes warn (for example C(RESTART_APP) XIDs such as 13, 31 and 94).
+      - The default is every XID NVIDIA's XID catalog says to ignore, and 45 (it follows the XIDs logged with it).
     type: list
     elements: int
-    default: [13, 31, 43, 45, 68]
+    default: [14, 37, 38, 43, 44, 45, 63, 66, 67, 92, 93, 106, 107, 108, 121, 137, 141, 157, 160, 161]
 extends_documentation_fragment:
   - gpufleet.cluster.validation
   - gpufleet.cluster.validation.fail_on

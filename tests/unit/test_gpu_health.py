@@ -21,6 +21,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import
     module_argspec,
     run_family,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils.xid import XID_IGNORE_DEFAULT
 from conftest import FIXTURES
 from nvml_scenarios import fake_with, load_fake, node, scenario_files
 from runners import ScriptedRunner
@@ -536,7 +537,8 @@ def xid_lines(name):
 
 def test_xid_classification_per_gpu():
     results, _, _ = run("h100-healthy", xid=xid_lines("journal-short-iso.log"))
-    assert statuses(results, "gpu.xid") == {"gpu0": "pass", "gpu2": "warn", "gpu4": "fail", "gpu6": "fail"}
+    # NVIDIA's catalog: 13 and 94 restart the application (warn), 63 is ignored, 119 resets the GPU.
+    assert statuses(results, "gpu.xid") == {"gpu0": "warn", "gpu2": "pass", "gpu4": "fail", "gpu6": "warn"}
     found = check(results, "gpu.xid", "gpu4")
     assert found["observed"][0]["xid"] == 119 and found["observed"][0]["count"] == 2
     assert found["observed"][0]["last"] == "2025-11-20T09:14:57Z"
@@ -697,8 +699,10 @@ def test_argspec_defaults_follow_the_spec():
     assert spec["require_persistence_mode"]["default"] is False and spec["require_ecc"]["default"] is True
     assert spec["temperature_margin_c"]["default"] == 5 and spec["xid_source"]["default"] == "auto"
     assert spec["xid_window_hours"]["default"] == 24
-    assert spec["xid_ignore"]["default"] == [13, 31, 43, 45, 68]
+    # NVIDIA's XID catalog (plugins/module_utils/xid.py XID_CATALOG, docs/contracts.md "XID policy")
+    assert spec["xid_ignore"]["default"] == XID_IGNORE_DEFAULT and 63 in XID_IGNORE_DEFAULT
     assert 79 in spec["xid_fatal"]["default"] and 119 in spec["xid_fatal"]["default"]
+    assert 149 in spec["xid_fatal"]["default"] and 94 not in spec["xid_fatal"]["default"]
 
 
 def test_fake_binding_mirrors_the_real_error_classes():

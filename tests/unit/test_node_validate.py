@@ -126,13 +126,13 @@ def test_readiness_names_the_first_failure_and_counts_the_rest():
 # -- one reader, one NVML initialisation, no commands ---------------------------------------
 def test_each_file_read_once_nvml_initialised_once_no_command(monkeypatch):
     opened = {}
-    real_open = open
+    real_open = sysfs.open_regular  # every sysfs read goes through it (regular files only)
 
-    def counting_open(path, *args, **kwargs):
+    def counting_open(path, max_bytes):
         opened[path] = opened.get(path, 0) + 1
-        return real_open(path, *args, **kwargs)
+        return real_open(path, max_bytes)
 
-    monkeypatch.setattr(sysfs, "open", counting_open, raising=False)
+    monkeypatch.setattr(sysfs, "open_regular", counting_open)
     fake = fake_with("h100-healthy")
     inits = []
     original = fake.nvmlInitWithFlags

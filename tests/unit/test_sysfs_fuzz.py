@@ -304,3 +304,114 @@ def test_unmutated_copy_gives_the_same_facts_as_the_fixture(tmp_path):
     original, _ = exercise(os.path.join(FIXTURES, "nodes", "inbox-noversion"), {}, "", 1)
     assert copied == original
     assert len(copied["devices"]) == 2
+
+
+# -- field-by-field tolerance, one class at a time (the fuzz target in tests/fuzz mixes them) ----
+def _port_tree(tmp_path, name=b"mlx5_0"):
+    root = os.fsencode(str(tmp_path / "node"))
+    port = os.path.join(root, b"sys/class/infiniband", name, b"ports/1")
+    os.makedirs(os.path.join(port, b"gids"))
+    os.makedirs(os.path.join(port, b"gid_attrs/types"))
+    for attr, value in ((b"state", b"4: ACTIVE"), (b"phys_state", b"5: LinkUp"), (b"link_layer", b"Ethernet"),
+                        (b"rate", b"400 Gb/sec (4X NDR)")):
+        with open(os.path.join(port, attr), "wb") as handle:
+            handle.write(value + b"\n")
+    return root, port
+
+
+def _deliverable(facts):
+    from ansible.module_utils.common.text.converters import jsonify
+
+    json.dumps(facts, allow_nan=False).encode("utf-8")
+    jsonify(facts).encode("utf-8")
+
+
+def test_a_fifo_or_socket_where_an_attribute_should_be_is_not_read(tmp_path, monkeypatch):
+    import socket
+
+    root, port = _port_tree(tmp_path)
+    os.unlink(os.path.join(port, b"state"))
+    os.mkfifo(os.path.join(port, b"state"))  # opening this for reading would block forever
+    sock = socket.socket(socket.AF_UNIX)
+    monkeypatch.chdir(port)  # a relative name: socket paths are limited to 108 bytes
+    sock.bind(b"lid")
+    try:
+        facts = gather_mlx5_facts(SysfsReader(os.fsdecode(root)), None)
+    finally:
+        sock.close()
+    entry = facts["devices"][0]["ports"][0]
+    assert entry["state"] is None and entry["lid"] is None and entry["phys_state"] == "LinkUp"
+    _deliverable(facts)
+
+
+def test_names_of_any_bytes_give_a_deliverable_result(tmp_path):
+    root, _port = _port_tree(tmp_path, name=b"mlx5_\xff\xfe")
+    facts = gather_mlx5_facts(SysfsReader(os.fsdecode(root)), None)
+    device = facts["devices"][0]
+    assert device["name"] == "mlx5_\\xff\\xfe"
+    # the escaped name still reads the device's files
+    assert device["ports"][0]["state"] == "ACTIVE"
+    _deliverable(facts)
+
+
+def test_unicode_digits_in_gid_index_names_and_values(tmp_path):
+    root, port = _port_tree(tmp_path)
+    for name in ("\u00b2", "\u0663", "1_0", "3"):
+        raw = name.encode("utf-8")
+        with open(os.path.join(port, b"gids", raw), "wb") as handle:
+            handle.write(b"0000:0000:0000:0000:0000:ffff:0a00:0001\n")
+        with open(os.path.join(port, b"gid_attrs/types", raw), "wb") as handle:
+            handle.write(b"RoCE v2\n")
+    with open(os.path.join(port, b"lid"), "wb") as handle:
+        handle.write("\u0661\u0662".encode("utf-8"))  # Arabic-Indic digits: int() would accept them
+    os.makedirs(os.path.join(os.path.dirname(port), "\u00b9".encode("utf-8")))  # port named '¹'
+    facts = gather_mlx5_facts(SysfsReader(os.fsdecode(root)), None)
+    ports = facts["devices"][0]["ports"]
+    assert [p["port"] for p in ports] == [1, "\u00b9"]
+    assert ports[0]["roce_v2_gid_index"] == 3 and ports[0]["lid"] is None
+    _deliverable(facts)
+
+
+def test_huge_numbers_read_as_null(tmp_path):
+    root, port = _port_tree(tmp_path)
+    with open(os.path.join(port, b"lid"), "wb") as handle:
+        handle.write(b"0x" + b"f" * 5000)
+    with open(os.path.join(port, b"sm_lid"), "wb") as handle:
+        handle.write(b"9" * 5000)
+    with open(os.path.join(port, b"rate"), "wb") as handle:
+        handle.write(b"9" * 400 + b" Gb/sec (4X NDR)")  # float() would give inf
+    facts = gather_mlx5_facts(SysfsReader(os.fsdecode(root)), None)
+    entry = facts["devices"][0]["ports"][0]
+    assert entry["lid"] is None and entry["sm_lid"] is None and entry["rate_gbps"] is None
+    _deliverable(facts)
+
+
+def test_symlinks_escaping_the_root_are_not_followed(tmp_path):
+    root, port = _port_tree(tmp_path)
+    outside = tmp_path / "outside"
+    outside.write_text("4: ACTIVE\n")
+    os.unlink(os.path.join(port, b"state"))
+    os.symlink(os.fsencode(str(outside)), os.path.join(port, b"state"))  # absolute link out of root
+    os.symlink(b"../../../../../../../../outside", os.path.join(port, b"phys_state.tmp"))
+    os.unlink(os.path.join(port, b"phys_state"))
+    os.rename(os.path.join(port, b"phys_state.tmp"), os.path.join(port, b"phys_state"))
+    reader = SysfsReader(os.fsdecode(root))
+    entry = gather_mlx5_facts(reader, None)["devices"][0]["ports"][0]
+    assert entry["state"] is None and entry["phys_state"] is None
+    assert not reader.exists("sys/class/infiniband/mlx5_0/ports/1/state")
+
+
+def test_looping_symlinks_and_directory_file_swaps(tmp_path):
+    root, port = _port_tree(tmp_path)
+    os.unlink(os.path.join(port, b"state"))
+    os.symlink(b"state", os.path.join(port, b"state"))  # loop
+    os.unlink(os.path.join(port, b"rate"))
+    os.makedirs(os.path.join(port, b"rate"))  # a directory where a file should be
+    gids = os.path.join(port, b"gids")
+    os.rmdir(gids)
+    with open(gids, "wb") as handle:  # a file where a directory should be
+        handle.write(b"x")
+    facts = gather_mlx5_facts(SysfsReader(os.fsdecode(root)), None)
+    entry = facts["devices"][0]["ports"][0]
+    assert entry["state"] is None and entry["rate_gbps"] is None and entry["roce_v2_gid_index"] is None
+    _deliverable(facts)

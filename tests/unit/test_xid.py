@@ -6,6 +6,9 @@ import time
 
 import pytest
 from ansible_collections.gpufleet.cluster.plugins.module_utils.xid import (
+    FATAL_BUCKETS,
+    MAX_LOG_BYTES,
+    XID_CATALOG,
     XID_FATAL_DEFAULT,
     XID_IGNORE_DEFAULT,
     classify,
@@ -100,7 +103,23 @@ def test_pci_address_is_normalised():
 
 
 @pytest.mark.parametrize(
-    "xid,expected", [(79, "fail"), (119, "fail"), (13, "pass"), (31, "pass"), (63, "warn")]
+    "xid,expected",
+    [
+        (79, "fail"),  # RESTART_BM
+        (119, "fail"),  # RESET_GPU
+        (149, "fail"),  # WORKFLOW_NVLINK5_ERR: reset the GPU (was only a warning before)
+        (48, "fail"),  # WORKFLOW_XID_48
+        (74, "fail"),  # WORKFLOW_NVLINK_ERR
+        (46, "fail"),  # RESET_GPU
+        (94, "warn"),  # RESTART_APP: contained, restart the application (was fatal before)
+        (13, "warn"),  # RESTART_APP
+        (31, "warn"),  # RESTART_APP
+        (63, "pass"),  # IGNORE (row remapping event)
+        (92, "pass"),  # IGNORE (high single-bit ECC rate)
+        (45, "pass"),  # WORKFLOW_XID_45: follows the XIDs logged with it
+        (154, "warn"),  # XID_154: informational, the action comes with the other XID
+        (999, "warn"),  # not in the catalog
+    ],
 )
 def test_default_classification(xid, expected):
     assert classify(xid, XID_FATAL_DEFAULT, XID_IGNORE_DEFAULT) == expected
@@ -110,9 +129,14 @@ def test_fatal_wins_over_ignore():
     assert classify(13, [13], [13]) == "fail"
 
 
-def test_spec_defaults():
-    assert XID_IGNORE_DEFAULT == [13, 31, 43, 45, 68]
-    assert XID_FATAL_DEFAULT == [48, 62, 64, 74, 79, 92, 94, 95, 109, 119, 120, 136, 140, 143, 155, 158]
+def test_defaults_follow_the_catalog_table():
+    assert XID_FATAL_DEFAULT == [46, 48, 62, 64, 74, 79, 95, 109, 110, 119, 120, 136, 140, 143,
+                                 144, 145, 146, 147, 148, 149, 150, 155, 156, 158]
+    assert XID_IGNORE_DEFAULT == [14, 37, 38, 43, 44, 45, 63, 66, 67, 92, 93, 106, 107, 108, 121,
+                                  137, 141, 157, 160, 161]
+    for xid, (name, bucket) in XID_CATALOG.items():
+        assert name and bucket, xid
+        assert (xid in XID_FATAL_DEFAULT) == (bucket in FATAL_BUCKETS)
 
 
 # -- sources ------------------------------------------------------------------------------
@@ -124,7 +148,8 @@ def test_journal_source_runs_journalctl_for_the_window():
     read = read_xid_source("journal", runner, "/", 24, NOW)
     assert read.error is None and read.origin == "journal" and len(read.lines) == 10
     assert runner.calls == [
-        ["/bin/journalctl", "-k", "--since", "@%d" % (NOW - 86400), "-o", "short-iso", "--no-pager", "-q"]
+        ["/bin/journalctl", "-k", "--since", "@%d" % (NOW - 86400), "-o", "short-iso", "-n", "500000",
+         "--no-pager", "-q"]
     ]
 
 
@@ -182,3 +207,132 @@ def test_none_disables_the_scan():
     runner = ScriptedRunner()
     read = read_xid_source("none", runner, "/", 24, NOW)
     assert read.lines is None and "disabled" in read.error and runner.calls == []
+
+
+# -- every time format (constructed lines in the formats the tools print) ----------------------
+@pytest.mark.parametrize("line,expected", [
+    # dmesg --time-format iso
+    ("2025-11-20T11:05:42,123456+00:00 NVRM: Xid (PCI:0000:18:00): 48, x", (2025, 11, 20, 11, 5, 42)),
+    # dmesg --decode --time-format iso
+    ("kern  :err   : 2025-11-20T11:05:42,123456+00:00 NVRM: Xid (PCI:0000:18:00): 48, x", (2025, 11, 20, 11, 5, 42)),
+    # dmesg -T / --ctime (local time; TZ=UTC here), also after --decode
+    ("[Thu Nov 20 11:05:42 2025] NVRM: Xid (PCI:0000:18:00): 48, x", (2025, 11, 20, 11, 5, 42)),
+    ("kern  :warn  : [Thu Nov 20 11:05:42 2025] NVRM: Xid (PCI:0000:18:00): 48, x", (2025, 11, 20, 11, 5, 42)),
+    # journalctl -o short / short-precise / short-iso / short-iso-precise / short-full
+    ("Nov 20 11:05:42 host kernel: NVRM: Xid (PCI:0000:18:00): 48, x", (2025, 11, 20, 11, 5, 42)),
+    ("Nov 20 11:05:42.123456 host kernel: NVRM: Xid (PCI:0000:18:00): 48, x", (2025, 11, 20, 11, 5, 42)),
+    ("2025-11-20T11:05:42+0000 host kernel: NVRM: Xid (PCI:0000:18:00): 48, x", (2025, 11, 20, 11, 5, 42)),
+    ("2025-11-20T13:05:42.123456+02:00 host kernel: NVRM: Xid (PCI:0000:18:00): 48, x", (2025, 11, 20, 11, 5, 42)),
+    ("Thu 2025-11-20 11:05:42 UTC host kernel: NVRM: Xid (PCI:0000:18:00): 48, x", (2025, 11, 20, 11, 5, 42)),
+    # RFC 5424 and RFC 3164 syslog with the kernel's own stamp inside
+    ("<3>1 2025-11-20T11:05:42.123Z host kernel - - - NVRM: Xid (PCI:0000:18:00): 48, x", (2025, 11, 20, 11, 5, 42)),
+    ("Nov 20 11:05:42 host kernel: [183921.441270] NVRM: Xid (PCI:0000:18:00): 48, x", (2025, 11, 20, 11, 5, 42)),
+    # undated: raw dmesg, journalctl -o short-monotonic
+    ("[183921.441270] NVRM: Xid (PCI:0000:18:00): 48, x", None),
+    ("[ 1843.308145] host kernel: NVRM: Xid (PCI:0000:18:00): 48, x", None),
+])
+def test_every_time_format(utc, line, expected):
+    stamp = parse_timestamp(line, NOW)
+    assert stamp == (None if expected is None else calendar.timegm(expected + (0, 0, 0)))
+    events, stats = parse_xid_lines([line], NOW, 24)
+    assert [e["xid"] for e in events] == [48]
+    assert stats["undated"] == (1 if expected is None else 0)
+
+
+@pytest.mark.parametrize("line", [
+    "2025-13-01T10:00:00+00:00 host kernel: NVRM: Xid (PCI:0000:18:00): 79, x",  # month 13
+    "2025-02-30T10:00:00Z host kernel: NVRM: Xid (PCI:0000:18:00): 79, x",  # Feb 30
+    "2025-11-20T25:61:61+00:00 host kernel: NVRM: Xid (PCI:0000:18:00): 79, x",
+    "2025-11-20T10:00:00+99:99 host kernel: NVRM: Xid (PCI:0000:18:00): 79, x",
+    "0000-01-01T00:00:00-23:59 host kernel: NVRM: Xid (PCI:0000:18:00): 79, x",
+    "[Sun Feb 30 16:24:18 2025] NVRM: Xid (PCI:0000:18:00): 79, x",
+    "[Sun Feb 23 16:24:18 0000] NVRM: Xid (PCI:0000:18:00): 79, x",
+    "Feb 30 16:24:18 host kernel: NVRM: Xid (PCI:0000:18:00): 79, x",
+    "Xyz 23 16:24:18 host kernel: NVRM: Xid (PCI:0000:18:00): 79, x",
+])
+def test_impossible_dates_make_the_line_undated_not_an_error(line):
+    assert parse_timestamp(line, NOW) is None
+    events, stats = parse_xid_lines([line], NOW, 24)
+    assert [(e["xid"], e["time"]) for e in events] == [(79, None)] and stats["undated"] == 1
+
+
+def test_dates_at_the_edge_of_the_calendar_are_outside_the_window():
+    line = "9999-12-31T23:59:59-23:59 host kernel: NVRM: Xid (PCI:0000:18:00): 79, x"
+    assert parse_timestamp(line, NOW) > NOW
+    events, stats = parse_xid_lines([line], NOW, 24)
+    assert events == [] and stats["outside_window"] == 1
+
+
+def test_lines_of_any_content_never_raise():
+    garbage = ["", "\x00" * 10, "NVRM: Xid (PCI:0000:18:00): " + "9" * 5000 + ", x",
+               "NVRM: Xid (PCI:0000:18:00): \u00b2, x", "NVRM: Xid (PCI:0000:18:00): \u0663, x",
+               "\udcff\udcfe NVRM: Xid (PCI:0000:18:00): 48, x", "NVRM: fallen off the bus", None, 42]
+    events, _ = parse_xid_lines(garbage, NOW, 24)
+    assert sorted(e["xid"] for e in events) == [48, 79]  # Unicode/huge codes are not XIDs
+    assert [e["pci"] for e in events if e["kind"] == "fallen_off_bus"] == ["unknown"]
+
+
+def test_fallen_off_the_bus_with_its_xid_line_counts_once():
+    events, _ = parse_xid_lines(lines("dmesg-plain.log"), NOW, 1)
+    assert [(e["xid"], e["kind"]) for e in events] == [(79, "xid")]
+
+
+def test_fallen_off_the_bus_without_xid_is_an_xid_79_event(utc):
+    log = ["2025-11-20T11:00:00+00:00 host kernel: NVRM: GPU 0000:db:00.0: GPU has fallen off the bus."]
+    events, _ = parse_xid_lines(log, NOW, 24)
+    assert [(e["xid"], e["pci"], e["kind"], e["time"]) for e in events] == [
+        (79, "0000:db:00", "fallen_off_bus", "2025-11-20T11:00:00Z")]
+
+
+# -- bounded, non-blocking reads of log files -------------------------------------------------
+def test_a_fifo_as_log_file_is_refused_without_blocking(tmp_path):
+    fifo = tmp_path / "var" / "log" / "kern.log"
+    fifo.parent.mkdir(parents=True)
+    os.mkfifo(str(fifo))
+    read = read_xid_source("/var/log/kern.log", ScriptedRunner(), str(tmp_path), 24, NOW)
+    assert read.lines is None and "not a regular file" in read.error
+
+
+def test_only_the_tail_of_a_huge_log_is_read(tmp_path, utc):
+    log = tmp_path / "kern.log"
+    old = "2025-11-10T00:00:00+00:00 host kernel: filler %s\n" % ("x" * 200)
+    recent = "2025-11-20T11:00:00+00:00 host kernel: NVRM: Xid (PCI:0000:18:00): 79, x\n"
+    with open(str(log), "w") as handle:
+        for _ in range(40000):  # about 10 MiB of lines older than the window
+            handle.write(old)
+        handle.write(recent)
+    read = read_xid_source(str(log), ScriptedRunner(), "/", 24, NOW)
+    assert read.error is None and not read.truncated
+    assert len(read.lines) < 20000  # stopped about 1 MiB before the window start
+    events, _ = parse_xid_lines(read.lines, NOW, 24)
+    assert [e["xid"] for e in events] == [79]
+
+
+def test_a_log_larger_than_the_cap_is_read_up_to_the_cap(tmp_path, monkeypatch):
+    from ansible_collections.gpufleet.cluster.plugins.module_utils import xid as xid_module
+
+    monkeypatch.setattr(xid_module, "MAX_LOG_BYTES", 2 * 1024 * 1024)
+    log = tmp_path / "dmesg.txt"
+    with open(str(log), "w") as handle:
+        for number in range(100000):  # undated lines: the window start is never seen
+            handle.write("[%d.000000] NVRM: Xid (PCI:0000:18:00): 13, line %d\n" % (number, number))
+    read = read_xid_source(str(log), ScriptedRunner(), "/", 24, NOW)
+    assert read.truncated and "(last 2 MiB)" in read.origin
+    assert sum(len(x) + 1 for x in read.lines) <= 2 * 1024 * 1024
+    assert read.lines[-1].endswith("line 99999") and read.lines[0].startswith("[")
+    assert MAX_LOG_BYTES == 32 * 1024 * 1024
+
+
+def test_contracts_document_the_catalog_table_row_by_row():
+    with open(os.path.join(os.path.dirname(FIXTURES), "..", "docs", "contracts.md"), encoding="utf-8") as handle:
+        doc = handle.read()
+    documented = {}
+    for row in doc.splitlines():
+        cells = [c.strip() for c in row.strip().strip("|").split("|")]
+        if len(cells) == 4 and cells[0].isascii() and cells[0].isdigit():
+            documented[int(cells[0])] = (cells[1], cells[2].strip("`"), cells[3])
+    expected = {}
+    for xid, (name, bucket) in XID_CATALOG.items():
+        status = classify(xid, XID_FATAL_DEFAULT, XID_IGNORE_DEFAULT)
+        expected[xid] = (name, bucket, status)
+    assert documented == expected
