@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-$(shell sha256sum requirements.txt | cut -c1-12)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: setup validate lab lab-down bench test lint unit integration molecule docker image clean
+.PHONY: setup validate lab lab-down bench test lint unit integration fuzz molecule docker image clean
 
 setup: $(STAMP)
 
@@ -42,6 +42,10 @@ unit: setup
 
 integration: setup
 	$(BIN)/pytest -q tests/integration
+
+## Fuzz target (not in `make test`): 10,000 hostile sysfs trees + 10,000 parser inputs, 2 s watchdog each.
+fuzz: setup
+	$(PY) tests/fuzz/run_fuzz.py $(FUZZ_ARGS)
 
 molecule: setup
 	bash scripts/molecule-all.sh
