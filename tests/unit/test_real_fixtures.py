@@ -14,12 +14,16 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.xid import (
     XID_FATAL_DEFAULT,
     XID_IGNORE_DEFAULT,
     classify,
+    parse_timestamp,
     parse_xid_lines,
 )
 from conftest import FIXTURES
 
 REAL = os.path.join(FIXTURES, "real")
-PROCFS = os.path.join(REAL, "sysfs", "procfs-infiniband")
+CAPTURES = os.path.join(REAL, "captures")  # sources in captures/README.md
+PROCFS = os.path.join(CAPTURES, "sysfs_ib", "procfs")
+NODE_EXPORTER = os.path.join(CAPTURES, "sysfs_ib", "node_exporter")
+GPUD_H100 = os.path.join(CAPTURES, "sysfs_ib", "gpud_h100")
 
 
 def real_lines(name):
@@ -36,50 +40,67 @@ def utc(monkeypatch):
     time.tzset()
 
 
-# -- sysfs: prometheus/procfs InfiniBand tree ----------------------------------------------------
-def test_procfs_infiniband_tree_attribute_formats():
-    facts = gather_mlx5_facts(SysfsReader(PROCFS), None)
+# -- sysfs: prometheus/procfs, node_exporter and gpud InfiniBand trees -------------------------
+def _devices(root):
+    facts = gather_mlx5_facts(SysfsReader(root), None)
     json.dumps(facts, allow_nan=False)
-    devices = {d["name"]: d for d in facts["devices"]}
+    return {d["name"]: d for d in facts["devices"]}
+
+
+def _port(entry):
+    return (entry["port"], entry["state"], entry["state_id"], entry["phys_state"], entry["phys_state_id"],
+            entry["rate_gbps"], entry["width"], entry["speed"], entry["link_layer"])
+
+
+def test_procfs_infiniband_tree_attribute_formats():
+    devices = _devices(PROCFS)
     assert sorted(devices) == ["hfi1_0", "mlx4_0", "mlx5_0"]
-    hfi = devices["hfi1_0"]["ports"][0]
-    assert (hfi["port"], hfi["state"], hfi["state_id"], hfi["phys_state"], hfi["phys_state_id"]) == (
-        1, "ACTIVE", 4, "LinkUp", 5)
-    assert (hfi["rate_gbps"], hfi["width"], hfi["speed"], hfi["link_layer"]) == (100.0, "4X", "EDR", "InfiniBand")
-    mlx4 = devices["mlx4_0"]
-    assert [p["port"] for p in mlx4["ports"]] == [1, 2]
-    # port 2's link_layer file holds "InfiniBand\n\n": still InfiniBand
-    assert [(p["rate_gbps"], p["width"], p["speed"], p["link_layer"]) for p in mlx4["ports"]] == [
-        (40.0, "4X", "QDR", "InfiniBand"), (40.0, "4X", "QDR", "InfiniBand")]
-    assert (mlx4["hca_type"], mlx4["fw_ver"], mlx4["board_id"]) == ("MT4099", "2.31.5050", "SM_1141000001000")
-    mlx5 = devices["mlx5_0"]
-    assert mlx5["node_guid"] == "0a7f:bc12:45ef:d23b"  # file without trailing newline
-    port = mlx5["ports"][0]
-    assert (port["rate_gbps"], port["width"], port["speed"]) == (25.0, "1X", "EDR")
-    assert (port["phys_state"], port["phys_state_id"]) == ("ACTIVE", 4)
+    assert [_port(p) for p in devices["hfi1_0"]["ports"]] == [(1, "ACTIVE", 4, "LinkUp", 5, 100.0, "4X", "EDR", None)]
+    assert [_port(p) for p in devices["mlx4_0"]["ports"]] == [
+        (1, "ACTIVE", 4, "LinkUp", 5, 40.0, "4X", "QDR", None), (2, "ACTIVE", 4, "LinkUp", 5, 40.0, "4X", "QDR", None)]
+    # phys_state "4: ACTIVE" (sic) is read as it is
+    assert [_port(p) for p in devices["mlx5_0"]["ports"]] == [(1, "ACTIVE", 4, "ACTIVE", 4, 25.0, "1X", "EDR", None)]
+    assert (devices["mlx4_0"]["hca_type"], devices["mlx4_0"]["fw_ver"]) == ("MT4099", "2.31.5050")
+    assert devices["hfi1_0"]["hca_type"] is None and devices["hfi1_0"]["fw_ver"] == "1.27.0"
+
+
+def test_node_exporter_tree_attribute_formats():
+    devices = _devices(NODE_EXPORTER)
+    assert [_port(p) for p in devices["mlx4_0"]["ports"]] == [
+        (1, "ACTIVE", 4, "LinkUp", 5, 40.0, "4X", "QDR", "InfiniBand"),
+        (2, "ACTIVE", 4, "LinkUp", 5, 40.0, "4X", "QDR", "InfiniBand")]
+
+
+def test_gpud_h100_tree_without_trailing_newlines():
+    devices = _devices(GPUD_H100)
+    port = devices["mlx5_0"]["ports"][0]
+    assert (port["state"], port["state_id"], port["rate_gbps"], port["width"], port["speed"]) == (
+        "ACTIVE", 4, 400.0, "4X", "NDR")
+    assert devices["mlx5_bond_0"]["ports"][0]["link_layer"] == "Ethernet"
 
 
 def test_procfs_tree_validates_without_crashing():
     reader = SysfsReader(PROCFS)
     facts = gather_mlx5_facts(reader, None)
-    results = validate_rdma(facts, reader, {"link_layer": "InfiniBand", "min_rate_gbps": 40, "check_counters": True})
+    results = validate_rdma(facts, reader, {"min_rate_gbps": 40, "check_counters": True})
     json.dumps(results.result(), allow_nan=False)
-    by_target = {(c["id"], c["target"]): c["status"] for c in results}
+    statuses = {(c["id"], c["target"]): c["status"] for c in results}
     # the 25 Gb/s mlx5_0 port is below a 40 Gb/s minimum
-    assert any(status == "fail" for (cid, target), status in by_target.items() if "mlx5_0" in target)
+    assert any(status == "fail" for (_cid, target), status in statuses.items() if "mlx5_0" in target)
 
 
-@pytest.mark.parametrize("rel,expected", [
-    ("hfi1_0/ports/1/rate", (100.0, "4X", "EDR")),
-    ("mlx4_0/ports/2/rate", (40.0, "4X", "QDR")),
-    ("mlx5_0/ports/1/rate", (25.0, "1X", "EDR")),
+@pytest.mark.parametrize("root,rel,expected", [
+    (PROCFS, "hfi1_0/ports/1/rate", (100.0, "4X", "EDR")),
+    (PROCFS, "mlx4_0/ports/2/rate", (40.0, "4X", "QDR")),
+    (PROCFS, "mlx5_0/ports/1/rate", (25.0, "1X", "EDR")),
+    (GPUD_H100, "mlx5_0/ports/1/rate", (400.0, "4X", "NDR")),
 ])
-def test_rate_files_of_the_procfs_tree(rel, expected):
-    assert parse_rate(SysfsReader(PROCFS).read("sys/class/infiniband/" + rel)) == expected
+def test_rate_files(root, rel, expected):
+    assert parse_rate(SysfsReader(root).read("sys/class/infiniband/" + rel)) == expected
 
 
-def test_state_files_of_the_procfs_tree():
-    reader = SysfsReader(PROCFS)
+def test_state_files():
+    reader = SysfsReader(NODE_EXPORTER)
     assert parse_state(reader.read("sys/class/infiniband/mlx4_0/ports/1/state")) == (4, "ACTIVE")
     assert parse_state(reader.read("sys/class/infiniband/mlx4_0/ports/1/phys_state")) == (5, "LinkUp")
 
@@ -129,9 +150,44 @@ def test_ml_engineering_xid63_is_ignored_by_default():
     assert classify(63, XID_FATAL_DEFAULT, XID_IGNORE_DEFAULT) == "pass"
 
 
+def captured_lines(name):
+    with open(os.path.join(CAPTURES, "xid", name), encoding="utf-8") as handle:
+        return handle.read().splitlines()
+
+
+def test_gpud_dmesg_ctime_xid119_lines(utc):
+    now = calendar.timegm((2025, 2, 23, 18, 0, 0))
+    events, stats = parse_xid_lines(captured_lines("dmesg_ctime_xid119_gpud.txt"), now, 24)
+    assert stats["undated"] == 0 and stats["outside_window"] == 0
+    assert [(e["xid"], e["pci"]) for e in events] == [(119, "0000:9b:00")] * 5
+    assert events[0]["time"] == "2025-02-23T16:24:18Z" and events[-1]["time"] == "2025-02-23T16:30:13Z"
+    assert {classify(e["xid"], XID_FATAL_DEFAULT, XID_IGNORE_DEFAULT) for e in events} == {"fail"}
+
+
+def test_gpud_dmesg_decode_iso_lines():
+    now = calendar.timegm((2025, 1, 21, 6, 0, 0))
+    events, stats = parse_xid_lines(captured_lines("dmesg_decode_iso_xid13_43_gpud.txt"), now, 24)
+    assert stats["undated"] == 0
+    assert [(e["xid"], e["pci"]) for e in events] == [(13, "0000:38:00")] * 3 + [(43, "0000:38:00")]
+    assert events[0]["time"] == "2025-01-21T04:41:44Z"
+
+
+@pytest.mark.parametrize("name,first", [
+    ("journal_short_iso_utc_gpud.txt", (2025, 1, 17, 17, 10, 43)),
+    ("journal_short_iso_plus0800_gpud.txt", (2025, 1, 2, 7, 20, 12)),
+])
+def test_gpud_journal_short_iso_lines_are_dated(name, first):
+    lines = captured_lines(name)
+    assert parse_timestamp(lines[0], calendar.timegm(first)) == calendar.timegm(first)
+    assert all(parse_timestamp(line, calendar.timegm(first)) is not None for line in lines)
+
+
 # -- ofed_info -s ------------------------------------------------------------------------------
-def test_daocloud_mlnx_ofed_string():
-    with open(os.path.join(REAL, "ofed_info", "daocloud-mlnx-ofed-23.07.txt")) as handle:
+def test_daocloud_mlnx_ofed_strings():
+    with open(os.path.join(CAPTURES, "ofed_info", "mlnx_ofed_23.07_s_daocloud.txt")) as handle:
         output = handle.read()
     assert parse_ofed_info(output) == ("23.07-0.5.1.2", "mlnx_ofed")
     assert normalize_version(output) == "23.07-0.5.1.2"
+    with open(os.path.join(CAPTURES, "ofed_info", "mlnx_ofed_23.10_full_head_daocloud.txt")) as handle:
+        full = handle.read()
+    assert parse_ofed_info(full) == ("23.10-1.1.9.0", "mlnx_ofed")
