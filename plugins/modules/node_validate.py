@@ -77,12 +77,12 @@ options:
         description: See O(gpufleet.cluster.gpu_health#module:xid_fatal).
         type: list
         elements: int
-        default: [48, 62, 64, 74, 79, 92, 94, 95, 109, 119, 120, 136, 140, 143, 155, 158]
+        default: [46, 48, 62, 64, 74, 79, 95, 109, 110, 119, 120, 136, 140, 143, 144, 145, 146, 147, 148, 149, 150, 155, 156, 158]
       xid_ignore:
         description: See O(gpufleet.cluster.gpu_health#module:xid_ignore).
         type: list
         elements: int
-        default: [13, 31, 43, 45, 68]
+        default: [14, 37, 38, 43, 44, 45, 63, 66, 67, 92, 93, 106, 107, 108, 121, 137, 141, 157, 160, 161]
   rdma:
     description:
       - The RDMA family (the checks of M(gpufleet.cluster.rdma_validate)), with its options other

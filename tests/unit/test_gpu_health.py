@@ -586,7 +586,8 @@ def test_xid_source_unreadable_fails_closed():
 
 JOURNAL = "/usr/bin/journalctl"
 DMESG = "/usr/bin/dmesg"
-WINDOW = (JOURNAL, "-k", "--since", "@%d" % int(NOW - 24 * 3600), "-o", "short-iso", "--no-pager", "-q")
+WINDOW = (JOURNAL, "-k", "--since", "@%d" % int(NOW - 24 * 3600), "-o", "short-iso", "-n", "500000", "--no-pager",
+          "-q")
 LAST = (JOURNAL, "-k", "-n", "1", "-o", "short-iso", "--no-pager", "-q")
 KERNEL_LINE = "2025-11-20T11:00:00+0000 dgx kernel: mlx5_core 0000:1a:00.0: Port module event: module 0"
 
