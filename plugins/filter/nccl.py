@@ -10,6 +10,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import math
+
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.nccl import nccl_checks, parse_nccl_tests
@@ -33,6 +35,9 @@ def nccl_tests_checks(parsed, min_busbw_gbps=None, target="nccl", job_succeeded=
             min_busbw_gbps = float(min_busbw_gbps)
         except (TypeError, ValueError):
             raise AnsibleFilterError("nccl_tests_checks: option min_busbw_gbps must be a number")
+        if not math.isfinite(min_busbw_gbps):
+            raise AnsibleFilterError("nccl_tests_checks: option min_busbw_gbps must be a finite number, got %r"
+                                     % (min_busbw_gbps,))
     return nccl_checks(parsed, min_busbw_gbps, target, bool(job_succeeded))
 
 

@@ -1,110 +1,210 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Parser for nccl-tests output (all_reduce_perf, all_gather_perf, ...) and its checks.
+"""Parser for nccl-tests output (all_reduce_perf, all_gather_perf, broadcast_perf, ...) and its checks.
 
-The result table has one row per message size::
+The result table has one row per message size (nccl-tests ``src/util.cu``, ``writeResultHeader``
+and ``writeBenchmarkLine*``)::
 
     #       size         count      type   redop    root     time   algbw   busbw #wrong     time ...
           8388608       2097152     float     sum      -1    102.3   82.00  153.75      0    101.9 ...
 
-Older releases print ``error`` (a float such as ``5e-07``, or ``N/A`` with ``-c 0``) instead of
-``#wrong`` and have no ``root`` column. Lines that are not table rows (NCCL INFO/WARN lines from
-the ranks, mpirun noise) are skipped. The summary is ``# Avg bus bandwidth    : 153.12``.
+Layouts handled (see ``tests/fixtures/real/README.md`` for where each one was seen):
+
+* 2.13 and later: ``redop`` and ``root`` columns, ``#wrong`` (a count, or ``N/A`` with ``-c 0``).
+* Older releases: no ``root`` column and ``error`` (a float tolerance such as ``5e-07``, or ``N/A``)
+  instead of ``#wrong``; broadcast/reduce of that era print ``root`` instead of ``redop``, and
+  all_gather neither (the header names the columns between ``type`` and ``time``).
+* ``-S 1`` / ``--report_timestamps 1``: a ``YYYY-MM-DD HH:MM:SS`` timestamp ends every row.
+* ``-N``/per-iteration timing (2.19+): ``i_min i_max i_p99 i_cv%`` after each half of the row.
+* Lines prefixed by the launcher: Open MPI ``--tag-output`` (``[1,0]<stdout>:``) and Slurm
+  ``srun --label`` (``0: ``); the prefix is removed before parsing.
+* The summary ``# Avg bus bandwidth    : 153.12`` -- with ``NCCL_TESTS_MIN_BW`` set nccl-tests
+  appends ``OK`` or ``FAILED`` (FAILED when below 90 % of that minimum; the program then exits
+  non-zero). The first releases (2017) printed the summary lines without the leading ``#``.
+
+Lines that are not table rows (NCCL INFO/WARN lines from the ranks, mpirun noise) are skipped.
+Figures that are not finite (``nan``, ``-nan``, ``inf``) are never returned as numbers: the
+result stays strict JSON, and a non-finite average fails the bandwidth check.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import math
 import re
 
-_AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*([0-9.eE+-]+|nan|inf)\s*$", re.IGNORECASE)
-_OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)\s*(\S*)", re.IGNORECASE)
-_HEADER = re.compile(r"^#\s+size\s+count\s+type\s+redop", re.IGNORECASE)
-_DEVICE = re.compile(r"^#\s+Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+(\d+)\s+\[(\S+)\]\s+(.*)$")
+_PREFIX = re.compile(r"^(?:\[\d+,\d+\]<(?:stdout|stderr)>:|\s*\d+:\s)")
+_NUMBER_TEXT = r"[-+]?(?:[0-9][0-9.eE+-]*|\.[0-9][0-9eE+-]*|nan|inf(?:inity)?)"
+_AVG = re.compile(r"^#?\s*Avg bus bandwidth\s*:\s*(%s)\s*(OK|FAILED)?\s*$" % _NUMBER_TEXT, re.IGNORECASE)
+_OOB = re.compile(r"^#?\s*Out of bounds values\s*:\s*(\d+)\s*(OK|FAILED)?", re.IGNORECASE)
+_HEADER = re.compile(r"^#?\s*size\s+count\s+type\s+(.*)$", re.IGNORECASE)
+_DEVICE = re.compile(r"^#?\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?(?:Pid\s+\d+\s+)?on\s+(\S+)\s+device\s+(\d+)"
+                     r"\s+\[(\S+)\]\s+(.*)$")
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_TIME = re.compile(r"^\d{2}:\d{2}:\d{2}$")
+
+
+def strip_prefix(line):
+    """``line`` without an Open MPI ``--tag-output`` or ``srun --label`` prefix."""
+    return _PREFIX.sub("", line, count=1)
 
 
 def _number(text):
+    """Finite float of ``text``; None when it is not a number or not finite (nan, inf)."""
     try:
-        return float(text)
+        value = float(text)
     except (TypeError, ValueError):
         return None
+    return value if math.isfinite(value) else None
+
+
+def _is_number(text):
+    try:
+        float(text)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def _wrong(text):
     """``0`` / ``12`` (#wrong), ``5e-07`` (old error column) or ``N/A`` (no check)."""
     if text in ("N/A", "n/a"):
         return None
-    value = _number(text)
-    return value
+    return _number(text)
 
 
-def parse_row(line):
-    """One table row as a dict, or None when the line is not a row."""
+def _half(values):
+    """time, algbw, busbw, wrong of one half of a row (None values for non-finite figures)."""
+    time_us, algbw, busbw, wrong = values
+    return {"time_us": _number(time_us), "algbw_gbps": _number(algbw), "busbw_gbps": _number(busbw),
+            "wrong": _wrong(wrong)}
+
+
+def _body_ok(values):
+    """time, algbw, busbw numbers and #wrong a number or N/A, for each half of the row."""
+    return all(_is_number(values[i]) for i in (0, 1, 2)) and (
+        values[3] in ("N/A", "n/a") or _is_number(values[3]))
+
+
+def parse_row(line, columns=None):
+    """One table row as a dict, or None when the line is not a row.
+
+    ``columns``: the header's names between ``type`` and ``time`` (``["redop", "root"]`` since
+    2.13, ``["redop"]`` or ``["root"]`` or ``[]`` in older releases); without a header they are
+    inferred from the number of fields.
+    """
+    line = strip_prefix(line)
     tokens = line.split()
-    if len(tokens) < 12 or line.lstrip().startswith("#"):
+    if len(tokens) < 11 or line.lstrip().startswith("#"):
         return None
     try:
         size = int(tokens[0])
         count = int(tokens[1])
     except ValueError:
         return None
-    rest = tokens[4:]
-    root = None
-    if len(rest) == 9:
-        root = rest[0]
-        rest = rest[1:]
-    if len(rest) != 8:
+    if len(tokens) >= 13 and _DATE.match(tokens[-2]) and _TIME.match(tokens[-1]):
+        timestamp = "%s %s" % (tokens[-2], tokens[-1])
+        tokens = tokens[:-2]
+    else:
+        timestamp = None
+    rest = tokens[3:]
+    per_iteration = None
+    if len(rest) - 16 in (0, 1, 2) and _body_ok(rest[-16:-12]) and _body_ok(rest[-8:-4]):
+        preamble, body = rest[:-16], rest[-16:]
+        out_values, in_values = body[0:4], body[8:12]
+        per_iteration = [body[4:8], body[12:16]]
+        if not all(_is_number(value) for value in body[4:8] + body[12:16]):
+            return None
+    elif len(rest) - 8 in (0, 1, 2) and _body_ok(rest[-8:-4]) and _body_ok(rest[-4:]):
+        preamble, body = rest[:-8], rest[-8:]
+        out_values, in_values = body[0:4], body[4:8]
+    else:
         return None
-    numbers = [_number(rest[i]) for i in (0, 1, 2, 4, 5, 6)]
-    if any(value is None for value in numbers):
-        return None
-    return {
+    if columns is not None and len(columns) == len(preamble):
+        names = columns
+    else:
+        names = ("redop", "root")[:len(preamble)]
+    fields = dict(zip(names, preamble))
+    row = {
         "size": size,
         "count": count,
         "type": tokens[2],
-        "redop": tokens[3],
-        "root": root,
-        "out_of_place": {"time_us": numbers[0], "algbw_gbps": numbers[1], "busbw_gbps": numbers[2],
-                         "wrong": _wrong(rest[3])},
-        "in_place": {"time_us": numbers[3], "algbw_gbps": numbers[4], "busbw_gbps": numbers[5],
-                     "wrong": _wrong(rest[7])},
+        "redop": fields.get("redop"),
+        "root": fields.get("root"),
+        "out_of_place": _half(out_values),
+        "in_place": _half(in_values),
     }
+    if timestamp:
+        row["timestamp"] = timestamp
+    if per_iteration:
+        for key, values in zip(("out_of_place", "in_place"), per_iteration):
+            row[key]["per_iteration_us"] = {"min": _number(values[0]), "max": _number(values[1]),
+                                            "p99": _number(values[2]), "cv_pct": _number(values[3])}
+    return row
+
+
+def _header_columns(line):
+    """Names between ``type`` and ``time`` of a header line, or None when it is not a header."""
+    match = _HEADER.match(line)
+    if not match:
+        return None
+    names = []
+    for name in match.group(1).split():
+        if name.lower() in ("time", "cputime"):
+            break
+        names.append(name.lower())
+    return names
 
 
 def parse_nccl_tests(text):
     """Structured view of nccl-tests stdout.
 
-    Returns ``{rows, avg_busbw_gbps, peak_busbw_gbps, out_of_bounds, wrong, ranks, header_seen}``;
-    ``avg_busbw_gbps`` is None when the summary line is missing (the run did not finish).
+    Returns ``{rows, avg_busbw_gbps, avg_busbw_text, avg_status, peak_busbw_gbps, out_of_bounds,
+    out_of_bounds_status, wrong, ranks, header_seen, summaries}``. ``avg_busbw_gbps`` is None when the
+    summary line is missing (the run did not finish) or its figure is not finite (then
+    ``avg_busbw_text`` holds what was printed, for example ``nan``). ``avg_status`` is ``OK`` /
+    ``FAILED`` when nccl-tests judged the average itself (``NCCL_TESTS_MIN_BW``), else None.
     ``wrong`` is the sum of the #wrong columns (None when the run did not check results).
+    ``summaries`` counts the ``Avg bus bandwidth`` lines: more than one means the ranks ran as
+    separate single-process jobs (nccl-tests built without ``MPI=1`` but started by mpirun), and
+    the figures are the last job's.
     """
     rows = []
-    avg = None
-    oob = None
+    summaries = 0
+    avg = avg_text = avg_status = None
+    oob = oob_status = None
     header = False
+    columns = None
     ranks = []
     for raw in (text or "").splitlines():
-        line = raw.rstrip()
-        match = _AVG.match(line.strip())
+        line = strip_prefix(raw.rstrip())
+        stripped = line.strip()
+        match = _AVG.match(stripped)
         if match:
-            avg = _number(match.group(1))
+            avg_text = match.group(1)
+            avg = _number(avg_text)
+            avg_status = match.group(2).upper() if match.group(2) else None
+            summaries += 1
             continue
-        match = _OOB.match(line.strip())
+        match = _OOB.match(stripped)
         if match:
             oob = int(match.group(1))
+            oob_status = match.group(2).upper() if match.group(2) else None
             continue
-        if _HEADER.match(line.strip()):
+        names = _header_columns(stripped)
+        if names is not None:
             header = True
+            columns = names
             continue
-        match = _DEVICE.match(line.strip())
+        match = _DEVICE.match(stripped)
         if match:
             ranks.append({"rank": int(match.group(1)), "host": match.group(2),
                           "device": int(match.group(3)), "bus_id": match.group(4),
                           "name": match.group(5).strip()})
             continue
-        row = parse_row(line)
+        row = parse_row(line, columns)
         if row is not None:
             rows.append(row)
     wrongs = [r[kind]["wrong"] for r in rows for kind in ("out_of_place", "in_place")]
@@ -112,50 +212,83 @@ def parse_nccl_tests(text):
     if rows and all(w is not None for w in wrongs):
         # The old "error" column holds a float tolerance figure, not a count.
         wrong = int(sum(w for w in wrongs if float(w).is_integer()))
-    peak = None
-    if rows:
-        peak = max(max(r["out_of_place"]["busbw_gbps"], r["in_place"]["busbw_gbps"]) for r in rows)
-    return {"rows": rows, "avg_busbw_gbps": avg, "peak_busbw_gbps": peak, "out_of_bounds": oob,
-            "wrong": wrong, "ranks": ranks, "header_seen": header}
+    busbws = [r[kind]["busbw_gbps"] for r in rows for kind in ("out_of_place", "in_place")]
+    busbws = [value for value in busbws if value is not None]
+    peak = max(busbws) if busbws else None
+    return {"rows": rows, "avg_busbw_gbps": avg, "avg_busbw_text": avg_text, "avg_status": avg_status,
+            "peak_busbw_gbps": peak, "out_of_bounds": oob, "out_of_bounds_status": oob_status,
+            "wrong": wrong, "ranks": ranks, "header_seen": header, "summaries": summaries}
+
+
+def _finite_threshold(value):
+    if value is None:
+        return None
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError("min_busbw_gbps must be a finite number, got %r" % (value,))
+    return number
 
 
 def nccl_checks(parsed, min_busbw_gbps=None, target="nccl", job_succeeded=True):
-    """Checks ``k8s.nccl.busbw`` and ``k8s.nccl.wrong`` (SPEC 2.1 dicts) for a parsed run."""
+    """Checks ``k8s.nccl.busbw`` and ``k8s.nccl.wrong`` (the check-result model of
+    docs/contracts.md) for a parsed run.
+
+    ``k8s.nccl.busbw`` fails when the job failed, the summary line is missing (run incomplete),
+    its figure is not finite, nccl-tests itself printed ``FAILED`` (``NCCL_TESTS_MIN_BW``), or the
+    average is below ``min_busbw_gbps``.
+    """
     checks = []
+    minimum = _finite_threshold(min_busbw_gbps)
     avg = parsed.get("avg_busbw_gbps")
-    expected = None if min_busbw_gbps is None else ">= %s GB/s" % min_busbw_gbps
-    if not job_succeeded:
-        checks.append({"id": "k8s.nccl.busbw", "target": target, "status": "fail",
-                       "message": "the NCCL job did not complete successfully",
-                       "observed": avg, "expected": expected})
+    avg_text = parsed.get("avg_busbw_text")
+    avg_status = parsed.get("avg_status")
+    expected = None if minimum is None else ">= %s GB/s" % minimum
+    base = {"id": "k8s.nccl.busbw", "target": target}
+
+    def add(status, message, observed=None):
+        check = dict(base, status=status, message=message, observed=observed)
+        if expected is not None:
+            check["expected"] = expected
+        checks.append(check)
+
+    if avg is None and avg_text is not None:
+        add("fail", "average bus bandwidth is %r, not a finite number: the run produced no usable figure"
+            % avg_text)
+    elif not job_succeeded:
+        if avg_status == "FAILED":
+            add("fail", "nccl-tests reported the average bus bandwidth %.2f GB/s as FAILED against "
+                "NCCL_TESTS_MIN_BW (below 90 %% of it) and the job exited with an error" % avg, avg)
+        else:
+            add("fail", "the NCCL job did not complete successfully", avg)
     elif avg is None:
-        checks.append({"id": "k8s.nccl.busbw", "target": target, "status": "fail",
-                       "message": "no '# Avg bus bandwidth' line in the job output (run incomplete)",
-                       "observed": None, "expected": expected})
-    elif min_busbw_gbps is None:
-        checks.append({"id": "k8s.nccl.busbw", "target": target, "status": "pass",
-                       "message": "average bus bandwidth %.2f GB/s (no threshold set)" % avg,
-                       "observed": avg})
-    elif avg < float(min_busbw_gbps):
-        checks.append({"id": "k8s.nccl.busbw", "target": target, "status": "fail",
-                       "message": "average bus bandwidth %.2f GB/s below %s GB/s" % (avg, min_busbw_gbps),
-                       "observed": avg, "expected": expected})
+        add("fail", "no '# Avg bus bandwidth' line in the job output (run incomplete)")
+    elif (parsed.get("summaries") or 0) > 1:
+        add("fail", "%d '# Avg bus bandwidth' lines: the ranks ran as %d separate jobs, not one NCCL "
+            "communicator (nccl-tests built without MPI=1?)" % (parsed["summaries"], parsed["summaries"]), avg)
+    elif avg_status == "FAILED":
+        add("fail", "nccl-tests reported the average bus bandwidth %.2f GB/s as FAILED against "
+            "NCCL_TESTS_MIN_BW (below 90 %% of it)" % avg, avg)
+    elif minimum is None:
+        add("pass", "average bus bandwidth %.2f GB/s (no threshold set%s)"
+            % (avg, "; nccl-tests: OK against NCCL_TESTS_MIN_BW" if avg_status == "OK" else ""), avg)
+    elif avg < minimum:
+        add("fail", "average bus bandwidth %.2f GB/s below %s GB/s" % (avg, minimum), avg)
     else:
-        checks.append({"id": "k8s.nccl.busbw", "target": target, "status": "pass",
-                       "message": "average bus bandwidth %.2f GB/s (>= %s GB/s)" % (avg, min_busbw_gbps),
-                       "observed": avg, "expected": expected})
+        add("pass", "average bus bandwidth %.2f GB/s (>= %s GB/s)" % (avg, minimum), avg)
     wrong = parsed.get("wrong")
     oob = parsed.get("out_of_bounds")
     if not parsed.get("rows"):
         checks.append({"id": "k8s.nccl.wrong", "target": target, "status": "skip",
                        "message": "no result rows to check"})
-    elif (wrong or 0) > 0 or (oob or 0) > 0:
+    elif (wrong or 0) > 0 or (oob or 0) > 0 or parsed.get("out_of_bounds_status") == "FAILED":
         checks.append({"id": "k8s.nccl.wrong", "target": target, "status": "fail",
                        "message": "data corruption: %s wrong element(s), %s out-of-bounds value(s)"
                        % (wrong, oob), "observed": {"wrong": wrong, "out_of_bounds": oob}, "expected": 0})
-    elif wrong is None and oob is None:
+    elif wrong is None:
+        # -c 0: the #wrong/error columns say N/A; "Out of bounds values : 0 OK" is still printed
+        # but nothing was compared.
         checks.append({"id": "k8s.nccl.wrong", "target": target, "status": "skip",
-                       "message": "results were not checked (-c 0)"})
+                       "message": "results were not checked (-c 0: the #wrong column is N/A)"})
     else:
         checks.append({"id": "k8s.nccl.wrong", "target": target, "status": "pass",
                        "message": "no wrong elements", "observed": {"wrong": wrong, "out_of_bounds": oob}})

@@ -1,8 +1,10 @@
 """nccl-tests output parser and the k8s.nccl.* checks."""
 
+import json
 import os
 
 import pytest
+from ansible.errors import AnsibleFilterError
 from conftest import FIXTURES
 
 from ansible_collections.gpufleet.cluster.plugins.filter.nccl import nccl_tests_checks, nccl_tests_parse
@@ -116,3 +118,162 @@ def test_non_rows(line):
 def test_garbage_input():
     assert parse_nccl_tests(None)["rows"] == []
     assert parse_nccl_tests("\x00\xff garbage")["avg_busbw_gbps"] is None
+
+
+# ---------------------------------------------------------------- real captures (tests/fixtures/real/captures/README.md)
+
+def real(name):
+    with open(os.path.join(FIXTURES, "real", "captures", "nccl", name)) as handle:
+        return handle.read()
+
+
+def assert_strict_json(value):
+    json.dumps(value, allow_nan=False)
+
+
+def test_real_two_h100_hosts_current_layout():
+    parsed = parse_nccl_tests(real("all_reduce_2nodes_h100_a3mega.txt"))
+    assert [r["size"] for r in parsed["rows"]] == [8, 1024, 1048576, 134217728, 4294967296, 8589934592]
+    assert {(r["redop"], r["root"]) for r in parsed["rows"]} == {("sum", "-1")}
+    assert parsed["avg_busbw_gbps"] == pytest.approx(70.742)
+    assert parsed["avg_status"] is None and parsed["out_of_bounds_status"] == "OK"
+    assert parsed["peak_busbw_gbps"] == pytest.approx(338.82)
+    assert len(parsed["ranks"]) == 16 and parsed["ranks"][15]["bus_id"] == "0000:8c:00"
+    assert {r["host"] for r in parsed["ranks"]} == {"ztan-mig-235z", "ztan-mig-gq73"}
+    checks = nccl_tests_checks(parsed, 70)
+    assert by_id(checks, "k8s.nccl.busbw")["status"] == "pass"
+    assert by_id(checks, "k8s.nccl.wrong")["status"] == "pass"
+    assert by_id(nccl_tests_checks(parsed, 71), "k8s.nccl.busbw")["status"] == "fail"
+
+
+def test_real_old_all_reduce_redop_without_root_unchecked():
+    parsed = parse_nccl_tests(real("all_reduce_old_redop_no_root_na_superbench.txt"))
+    assert [r["size"] for r in parsed["rows"]][-1] == 8589934592
+    assert len(parsed["rows"]) == 6  # the NCCL INFO line inside the table is not a row
+    assert {(r["redop"], r["root"]) for r in parsed["rows"]} == {("sum", None)}
+    assert parsed["wrong"] is None
+    assert parsed["avg_busbw_gbps"] == pytest.approx(68.4048)
+    assert by_id(nccl_tests_checks(parsed, 60), "k8s.nccl.wrong")["status"] == "skip"
+
+
+def test_real_old_broadcast_root_without_redop():
+    parsed = parse_nccl_tests(real("broadcast_old_root_no_redop_superbench.txt"))
+    assert len(parsed["rows"]) == 6
+    assert {(r["redop"], r["root"]) for r in parsed["rows"]} == {(None, "0")}
+    assert parsed["rows"][-1]["in_place"]["busbw_gbps"] == pytest.approx(234.70)
+    assert parsed["avg_busbw_gbps"] == pytest.approx(64.8653)
+
+
+def test_real_old_all_gather_without_redop_or_root():
+    parsed = parse_nccl_tests(real("all_gather_old_no_redop_no_root_superbench.txt"))
+    assert [r["size"] for r in parsed["rows"]] == [0, 32, 1048576, 134217728, 4294967296, 8589934592]
+    assert {(r["redop"], r["root"]) for r in parsed["rows"]} == {(None, None)}
+    assert parsed["rows"][-1]["out_of_place"]["busbw_gbps"] == pytest.approx(223.39)
+    assert parsed["peak_busbw_gbps"] == pytest.approx(230.07)
+    assert parsed["avg_busbw_gbps"] == pytest.approx(58.2651)
+    assert [r["host"] for r in parsed["ranks"]] == ["localhost"] * 8
+
+
+@pytest.mark.parametrize("name", ["all_reduce_2nodes_h100_a3mega.txt", "all_reduce_old_redop_no_root_na_superbench.txt",
+                                  "broadcast_old_root_no_redop_superbench.txt",
+                                  "all_gather_old_no_redop_no_root_superbench.txt"])
+def test_real_captures_give_strict_json_and_a_finished_run(name):
+    parsed = parse_nccl_tests(real(name))
+    assert parsed["header_seen"] and parsed["summaries"] == 1
+    checks = nccl_tests_checks(parsed, 1)
+    assert "incomplete" not in by_id(checks, "k8s.nccl.busbw")["message"]
+    assert_strict_json(parsed)
+    assert_strict_json(checks)
+
+
+# ---------------------------------------------------------------- layouts rebuilt from nccl-tests' format strings
+
+def test_open_mpi_tag_output_prefix_hides_nothing():
+    parsed = parse_nccl_tests(fixture("all_reduce_perf_tag_output.txt"))
+    plain = parse_nccl_tests(real("all_reduce_2nodes_h100_a3mega.txt"))
+    assert parsed == plain
+    assert len(parsed["rows"]) == 6 and parsed["avg_busbw_gbps"] == pytest.approx(70.742)
+
+
+def test_two_summaries_means_separate_jobs():
+    parsed = parse_nccl_tests(fixture("all_reduce_perf_two_summaries.txt"))
+    assert parsed["summaries"] == 2 and len(parsed["rows"]) == 12
+    busbw = by_id(nccl_tests_checks(parsed), "k8s.nccl.busbw")
+    assert busbw["status"] == "fail"
+    assert "separate jobs" in busbw["message"]
+
+
+def test_min_bw_ok_suffix_is_a_finished_run():
+    parsed = parse_nccl_tests(fixture("all_reduce_perf_min_bw_ok.txt"))
+    assert parsed["avg_busbw_gbps"] == pytest.approx(334.315) and parsed["avg_status"] == "OK"
+    busbw = by_id(nccl_tests_checks(parsed), "k8s.nccl.busbw")
+    assert busbw["status"] == "pass"
+    assert "OK against NCCL_TESTS_MIN_BW" in busbw["message"]
+    assert by_id(nccl_tests_checks(parsed, 330), "k8s.nccl.busbw")["status"] == "pass"
+    assert by_id(nccl_tests_checks(parsed, 335), "k8s.nccl.busbw")["status"] == "fail"
+
+
+@pytest.mark.parametrize("succeeded", [True, False])
+def test_min_bw_failed_suffix_fails_with_that_reason(succeeded):
+    parsed = parse_nccl_tests(fixture("all_reduce_perf_min_bw_failed.txt"))
+    assert parsed["avg_status"] == "FAILED"
+    busbw = by_id(nccl_tests_checks(parsed, 300, job_succeeded=succeeded), "k8s.nccl.busbw")
+    assert busbw["status"] == "fail"
+    assert "FAILED against NCCL_TESTS_MIN_BW" in busbw["message"]
+    assert "incomplete" not in busbw["message"]
+    assert busbw["observed"] == pytest.approx(334.315)
+
+
+def test_report_timestamps_keep_every_row():
+    parsed = parse_nccl_tests(fixture("all_reduce_perf_timestamps.txt"))
+    assert [r["size"] for r in parsed["rows"]] == [4294967296, 8589934592]
+    assert parsed["rows"][1]["timestamp"] == "2025-11-03 09:14:09"
+    assert parsed["rows"][1]["in_place"]["busbw_gbps"] == pytest.approx(337.35)
+    assert parsed["wrong"] == 0
+
+
+def test_per_iteration_columns():
+    parsed = parse_nccl_tests(fixture("all_reduce_perf_per_iteration.txt"))
+    (row,) = parsed["rows"]
+    assert row["out_of_place"]["busbw_gbps"] == pytest.approx(338.82)
+    assert row["in_place"]["busbw_gbps"] == pytest.approx(337.35)
+    assert row["out_of_place"]["per_iteration_us"]["p99"] == pytest.approx(47690.4)
+    assert row["in_place"]["wrong"] == 0
+
+
+@pytest.mark.parametrize("threshold", [None, 0, 10])
+def test_nan_average_never_passes_and_result_is_strict_json(threshold):
+    parsed = parse_nccl_tests(fixture("all_reduce_perf_nan_average.txt"))
+    assert parsed["avg_busbw_gbps"] is None and parsed["avg_busbw_text"] == "-nan"
+    assert parsed["rows"][0]["out_of_place"]["busbw_gbps"] is None
+    checks = nccl_tests_checks(parsed, threshold)
+    busbw = by_id(checks, "k8s.nccl.busbw")
+    assert busbw["status"] == "fail"
+    assert "not a finite number" in busbw["message"]
+    assert_strict_json(parsed)
+    assert_strict_json(checks)
+
+
+@pytest.mark.parametrize("figure", ["nan", "inf", "-inf", "NaN", "Infinity"])
+def test_non_finite_averages_fail(figure):
+    text = "# Avg bus bandwidth    : %s \n" % figure
+    busbw = by_id(nccl_tests_checks(text, 1), "k8s.nccl.busbw")
+    assert busbw["status"] == "fail" and busbw["observed"] is None
+
+
+@pytest.mark.parametrize("threshold", ["nan", float("inf")])
+def test_non_finite_threshold_is_an_option_error(threshold):
+    with pytest.raises(AnsibleFilterError, match="min_busbw_gbps must be a finite number"):
+        nccl_tests_checks("# Avg bus bandwidth    : 5.1\n", threshold)
+
+
+def test_summary_without_hash_of_the_first_releases():
+    parsed = parse_nccl_tests(" Out of bounds values : 0 OK\n Avg bus bandwidth    : 10.5 \n")
+    assert parsed["avg_busbw_gbps"] == 10.5 and parsed["out_of_bounds"] == 0
+
+
+def test_srun_label_prefix():
+    text = ("0:   8388608  2097152  float  sum  -1  254.1  33.01  61.90  0  251.6  33.34  62.51  0\n"
+            "0: # Avg bus bandwidth    : 62.2 \n")
+    parsed = parse_nccl_tests(text)
+    assert len(parsed["rows"]) == 1 and parsed["avg_busbw_gbps"] == 62.2
