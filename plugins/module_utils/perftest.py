@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""perftest (ib_write_bw, ib_read_bw, ib_send_bw) runner and output parser (SPEC 2.6).
+"""perftest (ib_write_bw, ib_read_bw, ib_send_bw) runner and output parser (check rdma.bandwidth, docs/contracts.md).
 
 Pure logic behind the ``rdma_bandwidth`` module: option validation, the default RoCE v2 GID
 index read from sysfs, the argv, and a parser for the bandwidth table of every perftest
@@ -32,6 +32,7 @@ more than once the last row wins.
 from __future__ import absolute_import, division, print_function
 
 
+import math
 import os
 import re
 
@@ -41,6 +42,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.mlx5 import (
 )
 
 CHECK_ID = "rdma.bandwidth"
+LINK_CHECK_ID = "rdma.fabric.link"
 DEFAULT_EXECUTABLE = "ib_write_bw"
 DEFAULT_TIMEOUT = 120
 MODES = ("server", "client")
@@ -81,6 +83,11 @@ def validate_params(params):
         value = params.get(name)
         if value is not None and value < 0:
             return "option %s must not be negative, got %r" % (name, value)
+    min_gbps = params.get("min_gbps")
+    if min_gbps is not None and not math.isfinite(min_gbps):
+        return "option min_gbps must be a finite number, got %r" % (min_gbps,)
+    if params.get("link") is not None and not str(params["link"]).strip():
+        return "option link must not be empty"
     tcp_port = params.get("tcp_port")
     if tcp_port is not None and not 1 <= tcp_port <= 65535:
         return "option tcp_port must be between 1 and 65535, got %r" % (tcp_port,)
@@ -238,6 +245,8 @@ def _tail(text, lines=5):
 
 
 def _target(params):
+    if params.get("link"):
+        return params["link"]
     if params.get("device"):
         return "%s/%s" % (params["device"], params.get("ib_port") or 1)
     return "node"
@@ -263,46 +272,52 @@ def default_gid_index(reader, params):
     return index, link_layer, None
 
 
+def _check_id(params):
+    """``rdma.bandwidth``; ``rdma.fabric.link`` when the run measures a named fabric link."""
+    return LINK_CHECK_ID if params.get("link") else CHECK_ID
+
+
 def _bandwidth_check(checks, params, parsed, result, executable_name):
     target = _target(params)
+    check_id = _check_id(params)
     min_gbps = params.get("min_gbps")
     rows = parsed["rows"]
     if result.timed_out:
         hint = ""
         if params["mode"] == "server":
             hint = " (server mode waits for a client: was the client started?)"
-        checks.fail(CHECK_ID, target, "%s did not finish within timeout=%ss; its process group was killed%s"
+        checks.fail(check_id, target, "%s did not finish within timeout=%ss; its process group was killed%s"
                     % (executable_name, params.get("timeout"), hint), expected=min_gbps)
         return
     if result.rc != 0:
         detail = _tail(result.stderr) or _tail(result.stdout) or "no output"
         if params.get("use_cuda") is not None and "use_cuda" in (result.stderr + result.stdout):
             detail += " (is this perftest built with CUDA support?)"
-        checks.fail(CHECK_ID, target, "%s exited with rc=%s: %s" % (executable_name, result.rc, detail),
+        checks.fail(check_id, target, "%s exited with rc=%s: %s" % (executable_name, result.rc, detail),
                     expected=min_gbps)
         return
     best = headline(rows)
     if best is None:
         if params["mode"] == "server":
-            checks.skip(CHECK_ID, target, "%s server printed no bandwidth table (older perftest report "
+            checks.skip(check_id, target, "%s server printed no bandwidth table (older perftest report "
                         "results on the client only)" % executable_name, expected=min_gbps)
         else:
-            checks.fail(CHECK_ID, target, "%s finished but printed no bandwidth table: %s"
+            checks.fail(check_id, target, "%s finished but printed no bandwidth table: %s"
                         % (executable_name, _tail(result.stdout) or "no output"), expected=min_gbps)
         return
     observed = best["bw_average_gbps"]
     if observed is None:
-        checks.fail(CHECK_ID, target, "unknown bandwidth unit %r in perftest output" % parsed["unit"])
+        checks.fail(check_id, target, "unknown bandwidth unit %r in perftest output" % parsed["unit"])
         return
     size = best["msg_size"]
     if min_gbps is None:
-        checks.passed(CHECK_ID, target, "%.2f Gb/s average at %d B messages (no min_gbps threshold set)"
+        checks.passed(check_id, target, "%.2f Gb/s average at %d B messages (no min_gbps threshold set)"
                       % (observed, size), observed=observed)
     elif observed >= min_gbps:
-        checks.passed(CHECK_ID, target, "%.2f Gb/s average at %d B messages >= min_gbps %s"
+        checks.passed(check_id, target, "%.2f Gb/s average at %d B messages >= min_gbps %s"
                       % (observed, size, min_gbps), observed=observed, expected=min_gbps)
     else:
-        checks.fail(CHECK_ID, target, "%.2f Gb/s average at %d B messages < min_gbps %s"
+        checks.fail(check_id, target, "%.2f Gb/s average at %d B messages < min_gbps %s"
                     % (observed, size, min_gbps), observed=observed, expected=min_gbps)
 
 
@@ -335,7 +350,7 @@ def run_bandwidth(params, runner, reader, check_mode=False):
     cmd = build_command(executable, params, gid_index)
     extra["cmd"] = cmd
     if check_mode:
-        checks.skip(CHECK_ID, _target(params), "check mode: %s not run" % executable_name)
+        checks.skip(_check_id(params), _target(params), "check mode: %s not run" % executable_name)
         return None, checks, extra
     result = runner.run(cmd, timeout=params.get("timeout") or DEFAULT_TIMEOUT)
     parsed = parse_output(result.stdout)

@@ -88,6 +88,14 @@ options:
       - Minimum average bandwidth in Gb/s; below it C(rdma.bandwidth) fails.
       - Unset, a completed run passes.
     type: float
+  link:
+    description:
+      - Name of the fabric link this run measures, for example C(gpu01->gpu02/mlx5_0).
+      - Set, the check is C(rdma.fabric.link) with this target instead of C(rdma.bandwidth) on
+        C(<device>/<port>), so that every pair a host measured keeps its own check.
+        C(playbooks/fabric-test.yml) sets it and later replaces the check with the link's verdict
+        on both ends (see C(gpufleet.cluster.fabric_verdicts)).
+    type: str
   executable:
     description: perftest program, a name searched on PATH or a path.
     type: str
@@ -234,7 +242,9 @@ notes:
   type: list
   elements: str
 checks:
-  description: The C(rdma.bandwidth) check, target C(<device>/<port>) or C(node) when O(device) is unset.
+  description:
+    - The C(rdma.bandwidth) check, target C(<device>/<port>) or C(node) when O(device) is unset.
+    - With O(link), the C(rdma.fabric.link) check with target O(link).
   returned: unless an option is invalid
   type: list
   elements: dict
@@ -280,6 +290,7 @@ ARGUMENT_SPEC = dict(
     use_cuda=dict(type="int"),
     extra_args=dict(type="list", elements="str", default=[]),
     min_gbps=dict(type="float"),
+    link=dict(type="str"),
     executable=dict(type="str", default="ib_write_bw"),
     timeout=dict(type="int", default=120),
     **common_argspec()

@@ -1,6 +1,7 @@
 """Pair planning and result shaping of plugins/filter/fabric.py (playbooks/fabric-test.yml)."""
 
 import itertools
+import json
 
 import pytest
 from ansible.errors import AnsibleFilterError
@@ -11,6 +12,7 @@ from ansible_collections.gpufleet.cluster.plugins.filter.fabric import (
     fabric_matrix,
     fabric_measurement,
     fabric_plan,
+    fabric_verdicts,
 )
 
 HOSTS = ["n1", "n2", "n3", "n4", "n5", "n6"]
@@ -156,4 +158,152 @@ def test_measurement_from_an_rdma_bandwidth_client_result():
 
 
 def test_filters_are_registered():
-    assert set(FilterModule().filters()) == {"fabric_plan", "fabric_matrix", "fabric_link_checks", "fabric_measurement"}
+    assert set(FilterModule().filters()) == {"fabric_plan", "fabric_matrix", "fabric_link_checks", "fabric_measurement",
+                                             "fabric_verdicts"}
+
+
+# ---------------------------------------------------------------- link attribution (issue: the fabric test names the bad link)
+
+RAILS = ["mlx5_0", "mlx5_1"]
+FLEET = ["gpu%02d" % i for i in range(16)]
+GOOD, SLOW = 392.0, 151.0
+
+
+def measure(plan, slow_hosts=(), slow_receive=(), slow_links=()):
+    """Measurements for ``plan`` with injected faults: hosts slow on every rail and direction,
+    (host, rail) pairs slow when receiving, and (a, b, rail) links slow both ways."""
+    out = []
+    for test in plan:
+        client, server, rail = test["client"], test["server"], test["device"]
+        gbps = GOOD
+        if client in slow_hosts or server in slow_hosts:
+            gbps = SLOW
+        if (server, rail) in slow_receive:
+            gbps = 201.5
+        if (client, server, rail) in slow_links or (server, client, rail) in slow_links:
+            gbps = 288.0
+        out.append({"client": client, "server": server, "device": rail, "rail": test["rail"], "gbps": gbps,
+                    "error": None})
+    return out
+
+
+def statuses(verdicts, check_id, target=None):
+    return dict((host, [c["status"] for c in checks if c["id"] == check_id
+                        and (target is None or c["target"] == target)][0])
+                for host, checks in verdicts.items())
+
+
+def failing_hosts(verdicts):
+    return sorted(host for host, checks in verdicts.items() if any(c["status"] == "fail" for c in checks))
+
+
+def test_issue_scenario_16_hosts_two_slow_hosts_and_a_slow_receive_rail():
+    plan = fabric_plan(FLEET, pattern="all-pairs", devices=RAILS, directions="both")
+    assert len(plan) == 16 * 15 * 2  # every ordered pair on both rails: the matrix is full
+    measurements = measure(plan, slow_hosts=("gpu03", "gpu11"), slow_receive=(("gpu07", "mlx5_1"),))
+    verdicts = fabric_verdicts(measurements, FLEET, min_gbps=360)
+    assert failing_hosts(verdicts) == ["gpu03", "gpu07", "gpu11"]
+    hosts = statuses(verdicts, "rdma.fabric.host")
+    assert {h for h, s in hosts.items() if s != "pass"} == {"gpu03", "gpu07", "gpu11"}
+    gpu03 = verdicts["gpu03"][0]
+    assert gpu03["status"] == "fail" and "most of this host's links are low: 60 of 60" in gpu03["message"]
+    gpu07 = verdicts["gpu07"][0]
+    assert gpu07["status"] == "fail"
+    assert "bad rail mlx5_1 (receive)" in gpu07["message"]
+    assert statuses(verdicts, "rdma.fabric.rail", "mlx5_1")["gpu07"] == "fail"
+    assert statuses(verdicts, "rdma.fabric.rail", "mlx5_0")["gpu07"] == "pass"
+    # a good host's low links to the slow ones are named and explained, never blamed on it
+    gpu00 = dict((c["target"], c) for c in verdicts["gpu00"])
+    assert gpu00["node"]["status"] == "pass"
+    assert gpu00["node"]["message"] == "60 link(s) measured, 9 low, all explained by bad peers"
+    assert (gpu00["mlx5_1"]["status"], gpu00["mlx5_1"]["message"]) == ("pass", "30 link(s), 5 low, all explained by bad peers")
+    to_slow = gpu00["gpu00->gpu03/mlx5_0"]
+    assert to_slow["status"] == "skip"
+    assert to_slow["message"] == ("151.00 Gb/s below the minimum 360 Gb/s: charged to the bad gpu03 mlx5_0 (receive), "
+                                  "not to this host")
+    same = dict((c["target"], c) for c in verdicts["gpu03"])["gpu00->gpu03/mlx5_0"]
+    assert same["status"] == "fail" and "charged to this host's bad gpu03 mlx5_0 (receive)" in same["message"]
+    # no host other than the three has a failing or warning check
+    assert {h for h, checks in verdicts.items() if any(c["status"] in ("fail", "warn") for c in checks)} == {
+        "gpu03", "gpu07", "gpu11"}
+    assert to_slow["observed"] == SLOW and to_slow["expected"] == ">= 360 Gb/s"
+    # every measurement is kept, charged to both ends
+    assert sum(1 for checks in verdicts.values() for c in checks if c["id"] == "rdma.fabric.link") == 2 * len(plan)
+    json.dumps(verdicts, allow_nan=False)
+
+
+def test_one_way_all_pairs_still_finds_the_receive_rail():
+    plan = fabric_plan(FLEET, pattern="all-pairs", devices=RAILS)
+    measurements = measure(plan, slow_hosts=("gpu03", "gpu11"), slow_receive=(("gpu07", "mlx5_1"),))
+    verdicts = fabric_verdicts(measurements, FLEET, min_gbps=360)
+    assert failing_hosts(verdicts) == ["gpu03", "gpu07", "gpu11"]
+    assert "mlx5_1 (receive)" in verdicts["gpu07"][0]["message"]
+
+
+def test_host_with_5_of_30_low_links_is_warn_and_names_the_links():
+    plan = fabric_plan(FLEET, pattern="all-pairs", devices=RAILS)
+    bad = [("gpu05", peer, "mlx5_0") for peer in ("gpu09", "gpu10", "gpu12", "gpu13", "gpu14")]
+    verdicts = fabric_verdicts(measure(plan, slow_links=bad), FLEET, min_gbps=360)
+    host = verdicts["gpu05"][0]
+    assert host["observed"] == {"links": 30, "low": 5}
+    assert host["status"] == "warn"
+    assert "5 of 30 links low" in host["message"] and "gpu05->gpu13/mlx5_0" in host["message"]
+    assert failing_hosts(verdicts) == []
+    link = dict((c["target"], c) for c in verdicts["gpu13"])["gpu05->gpu13/mlx5_0"]
+    assert link["status"] == "warn" and "link problem between gpu05 and gpu13 on mlx5_0" in link["message"]
+    assert statuses(verdicts, "rdma.fabric.host")["gpu13"] == "warn"
+    assert statuses(verdicts, "rdma.fabric.host")["gpu01"] == "pass"
+
+
+def test_isolated_low_pair_is_a_link_problem_not_a_host():
+    hosts = ["a", "b"]
+    measurements = measure(fabric_plan(hosts, directions="both"), slow_links=[("a", "b", None)])
+    verdicts = fabric_verdicts(measurements, hosts, min_gbps=360)
+    assert failing_hosts(verdicts) == []
+    assert [c["status"] for c in verdicts["a"]] == ["warn", "warn", "warn"]
+    assert "link problem between a and b on default device" in verdicts["a"][1]["message"]
+
+
+def test_unmeasured_and_non_finite_links_are_low_and_a_host_without_tests_fails():
+    hosts = ["a", "b", "c", "d"]
+    plan = fabric_plan(hosts, pattern="all-pairs")
+    measurements = measure(plan)
+    for item in measurements:
+        if "d" in (item["client"], item["server"]):
+            item["gbps"], item["error"] = (float("nan"), None) if item["client"] == "a" else (None, "timed out")
+    verdicts = fabric_verdicts(measurements, hosts + ["e"], min_gbps="360")
+    assert failing_hosts(verdicts) == ["d", "e"]
+    assert verdicts["e"][0]["message"] == "no link of this host was measured"
+    link = dict((c["target"], c) for c in verdicts["b"])["b->d"]
+    assert link["observed"] is None and "no bandwidth measured (timed out)" in link["message"]
+    json.dumps(verdicts, allow_nan=False)
+
+
+@pytest.mark.parametrize("minimum", ["fast", float("nan"), float("inf")])
+def test_verdicts_reject_a_threshold_that_is_not_a_finite_number(minimum):
+    with pytest.raises(AnsibleFilterError, match="min_gbps must be a finite number"):
+        fabric_verdicts(MEASUREMENTS, ["n1", "n2", "n3"], min_gbps=minimum)
+
+
+def test_matrix_full_per_rail_with_the_minimum():
+    hosts = ["a", "b", "c"]
+    plan = fabric_plan(hosts, pattern="all-pairs", devices=RAILS, directions="both")
+    measurements = measure(plan, slow_receive=(("b", "mlx5_1"),))
+    matrix = fabric_matrix(measurements, hosts, title="ib_write_bw all-pairs", min_gbps=360, per_rail=True)
+    assert set(matrix) == {"title", "hosts", "gbps", "rails", "per_rail", "min_gbps"}
+    assert matrix["min_gbps"] == 360.0 and matrix["rails"] == RAILS
+    assert matrix["per_rail"]["mlx5_0"] == [[None, GOOD, GOOD], [GOOD, None, GOOD], [GOOD, GOOD, None]]
+    assert matrix["per_rail"]["mlx5_1"] == [[None, 201.5, GOOD], [GOOD, None, GOOD], [GOOD, 201.5, None]]
+    assert matrix["gbps"] == matrix["per_rail"]["mlx5_1"]  # worst rail per pair
+    assert fabric_matrix([{"client": "a", "server": "b", "gbps": float("nan")}], hosts)["gbps"][0][1] is None
+
+
+def test_plan_both_directions_measures_every_ordered_pair_without_conflicts():
+    plan = fabric_plan(HOSTS, pattern="all-pairs", directions="both")
+    assert sorted((t["client"], t["server"]) for t in plan) == sorted(itertools.permutations(HOSTS, 2))
+    _rounds_are_conflict_free(plan)
+    ring = fabric_plan(HOSTS[:3], directions="both")
+    assert sorted((t["client"], t["server"]) for t in ring) == sorted(itertools.permutations(HOSTS[:3], 2))
+    _rounds_are_conflict_free(ring)
+    with pytest.raises(AnsibleFilterError, match="directions must be one of one, both"):
+        fabric_plan(HOSTS, directions="up")

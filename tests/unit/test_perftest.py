@@ -354,3 +354,24 @@ def test_check_mode_plans_without_running(tmp_path):
     assert runner.calls == []
     assert extra["cmd"] == [EXE, "-d", "mlx5_2", "-x", "3", "-q", "2", "--report_gbits", "10.20.1.12"]
     assert checks.as_list()[0]["status"] == "skip"
+
+
+def test_link_names_the_check_so_every_pair_keeps_its_own():
+    runner = runner_for(fixture("ib_write_bw_24.07_ib_gbits_client.txt"))
+    _error, checks, _extra = perftest.run_bandwidth(params(device="mlx5_0", link="n1->n2/mlx5_0", min_gbps=395),
+                                                    runner, SysfsReader("/"))
+    (check,) = checks.as_list()
+    assert (check["id"], check["target"], check["status"]) == ("rdma.fabric.link", "n1->n2/mlx5_0", "fail")
+    _error, checks, _extra = perftest.run_bandwidth(params(link="n1->n2"), runner_for("x"), SysfsReader("/"),
+                                                    check_mode=True)
+    assert checks.as_list()[0]["id"] == "rdma.fabric.link"
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"min_gbps": float("nan")}, "option min_gbps must be a finite number"),
+    ({"min_gbps": float("inf")}, "option min_gbps must be a finite number"),
+    ({"link": " "}, "option link must not be empty"),
+])
+def test_threshold_and_link_option_errors(overrides, message):
+    error, checks, _extra = perftest.run_bandwidth(params(**overrides), ScriptedRunner(), SysfsReader("/"))
+    assert message in error and checks is None
