@@ -267,9 +267,6 @@ def test_old_all_reduce_layout():
         (0, "localhost", "0x00"), (1, "localhost", "0x00")]
 
 
-@pytest.mark.xfail(strict=True, reason="with -c 0 (validation: 0, error column N/A) the printed "
-                                       "'Out of bounds values : 0 OK' makes k8s.nccl.wrong pass "
-                                       "'no wrong elements' although nothing was checked")
 def test_old_all_reduce_unchecked_run_is_not_a_pass():
     parsed = parse_nccl_tests(text(*SB_ALLREDUCE))
     wrong = [c for c in nccl_checks(parsed, min_busbw_gbps=60) if c["id"] == "k8s.nccl.wrong"]
@@ -284,8 +281,6 @@ def test_old_broadcast_layout_rows_and_summary():
     assert parsed["peak_busbw_gbps"] == 234.70
 
 
-@pytest.mark.xfail(strict=True, reason="nccl.parse_row takes the root column of old broadcast "
-                                       "output (no redop column) for redop: redop='0', root=None")
 def test_old_broadcast_layout_root_column():
     parsed = parse_nccl_tests(text(*SB_BROADCAST))
     assert [(r["redop"], r["root"]) for r in parsed["rows"]] == [(None, "0")] * 6
@@ -298,8 +293,6 @@ def test_old_all_gather_layout_summary():
     assert len(parsed["ranks"]) == 8
 
 
-@pytest.mark.xfail(strict=True, reason="nccl.parse_row needs 12 fields: rows of the old all_gather "
-                                       "layout (no redop, no root: 11 fields) are all dropped")
 def test_old_all_gather_layout_rows():
     parsed = parse_nccl_tests(text(*SB_ALLGATHER))
     assert [r["size"] for r in parsed["rows"]] == [0, 32, 1048576, 134217728, 4294967296, 8589934592]
