@@ -1,7 +1,12 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Node labels from facts and the health gate (SPEC 2.1 results -> labels/taints patch).
+"""Node labels from facts and the gate's decision (check results -> labels/taints patch).
+
+``health_gate_patch`` is the one place that decides the gate's taint: its key (tier variable
+gpufleet_gate_taint_key), effect, value (``k8s_label_value``, the one sanitiser) and which
+statuses hold a node back (``fail_on``). Role node_gate (actions taint, release, health) and
+role rolling_upgrade use it; the result model is in docs/contracts.md.
 
 Documentation: health_gate_patch.yml, gpufleet_node_labels.yml, k8s_label_value.yml.
 """
@@ -14,7 +19,9 @@ import re
 
 from ansible.errors import AnsibleFilterError
 
-GATE_TAINT_KEY = "gpufleet.io/unhealthy"
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils.gpufleet_tier import tier_default
+
+GATE_TAINT_KEY = tier_default("gpufleet_gate_taint_key")
 GATE_LABEL_KEY = "gpufleet.io/failed-check"
 HEALTH_LABEL_KEY = "gpufleet.io/healthy"
 _INVALID = re.compile(r"[^A-Za-z0-9._-]+")
@@ -51,52 +58,95 @@ def _results(value):
                              "or a list of them, got %s" % type(value).__name__)
 
 
-def failed_checks(results):
-    """Failing checks of all results, in order; a result with healthy=false and no failing
-    check (malformed or failed before checking) yields a synthetic ``result.unhealthy``."""
+EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+FAIL_ON = {"fail": ("fail",), "warn": ("fail", "warn")}
+
+
+def failing_checks(results, fail_on="fail"):
+    """Checks that hold a node back: status ``fail`` (``fail_on=fail``) or ``fail``/``warn``
+    (``fail_on=warn``). No result at all is a failure too (fail closed): a node that was not
+    checked is never admitted."""
+    if fail_on not in FAIL_ON:
+        raise AnsibleFilterError("health_gate_patch: option fail_on=%r must be fail or warn" % (fail_on,))
+    items = _results(results)
+    if not items:
+        return [{"id": "gate.no_results", "target": "node", "status": "fail",
+                 "message": "no check results: the gate does not admit a node that was not checked"}]
+    statuses = FAIL_ON[fail_on]
     failed = []
-    for result in _results(results):
+    for result in items:
         checks = result.get("checks")
-        if checks is None and "healthy" not in result:
+        if checks is None and "healthy" not in result and not result.get("failed"):
             raise AnsibleFilterError("health_gate_patch: a result has neither 'checks' nor 'healthy'")
-        own = [c for c in checks or [] if isinstance(c, dict) and c.get("status") == "fail"]
-        if not own and result.get("healthy") is False:
+        own = [c for c in checks or [] if isinstance(c, dict) and c.get("status") in statuses]
+        # a validation task that failed (bad options, crash) registers failed=true: fail closed
+        if not own and (result.get("healthy") is False or result.get("failed")):
             own = [{"id": "result.unhealthy", "target": "node", "status": "fail",
-                    "message": result.get("msg") or "result reported healthy=false"}]
+                    "message": result.get("msg") or "result reported healthy=false or failed"}]
         failed.extend(own)
     return failed
 
 
-def health_gate_patch(results, current_taints=None, effect="NoSchedule"):
-    """Desired node patch for the gate.
+def health_gate_patch(results, current_taints=None, effect="NoSchedule", key=None, fail_on="fail",
+                      reason=None, value=None, release=False):
+    """The gate's decision for one node and the patch that carries it out.
 
-    Returns ``{healthy, failed_check, failed_checks, labels, taints, changed_taints}``:
-    ``labels`` is a merge-patch dict (a null value removes the label), ``taints`` the full
-    desired taint list (taints of other owners kept, ours added or removed), ``changed_taints``
-    whether that list differs from ``current_taints``.
+    Three ways to decide: from check ``results`` (held back when a check has a status in
+    ``fail_on``, or when there is no result at all); ``reason`` without results (held back for
+    that reason, e.g. "reboot required"); ``release=True`` (let back in).
+
+    Returns ``{healthy, failed_check, failed_checks, reason, taint, labels, taints,
+    changed_taints}``: ``failed_checks`` are ``id:target`` (unique, in order); ``reason`` the
+    full text for the reason annotation ("validation failed: id:target, ..."); ``taint`` ours or
+    null; ``labels`` a merge-patch dict (a null value removes the label); ``taints`` the full
+    desired taint list (taints of other owners kept, ours added, replaced or removed);
+    ``changed_taints`` whether that list differs from ``current_taints``. The taint value is
+    ``value`` or the first failing check id (or ``reason``), made label-safe by
+    ``k8s_label_value``.
     """
-    if effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
+    key = GATE_TAINT_KEY if key is None else key
+    if effect not in EFFECTS:
         raise AnsibleFilterError("health_gate_patch: option effect=%r must be NoSchedule, "
                                  "PreferNoSchedule or NoExecute" % (effect,))
+    if not isinstance(key, str) or not key.strip():
+        raise AnsibleFilterError("health_gate_patch: option key must be a non-empty taint key, got %r" % (key,))
     current = [dict(t) for t in current_taints or []]
-    failed = failed_checks(results)
-    others = [t for t in current if t.get("key") != GATE_TAINT_KEY]
-    if failed:
-        check_id = k8s_label_value(failed[0].get("id")) or "unknown"
-        taints = others + [{"key": GATE_TAINT_KEY, "value": check_id, "effect": effect}]
+    others = [t for t in current if t.get("key") != key]
+    reason = str(reason).strip() if reason is not None else ""
+    if release:
+        failed, ids = [], []
+    elif reason and not _results(results):
+        failed, ids = None, []
+    else:
+        failed = failing_checks(results, fail_on)
+        ids = []
+        for check in failed:
+            ident = "%s:%s" % (check.get("id"), check.get("target"))
+            if ident not in ids:
+                ids.append(ident)
+        reason = ("validation failed: " + ", ".join(ids)) if ids else ""
+    held = failed is None or bool(failed)
+    if held:
+        raw = value if value not in (None, "") else (failed[0].get("id") if failed else reason)
+        check_id = k8s_label_value(raw) or "unknown"
+        taint = {"key": key, "value": check_id, "effect": effect}
+        taints = others + [taint]
         labels = {GATE_LABEL_KEY: check_id, HEALTH_LABEL_KEY: "false"}
     else:
         check_id = None
+        taint = None
         taints = others
         labels = {GATE_LABEL_KEY: None, HEALTH_LABEL_KEY: "true"}
 
-    def _key(taint):
-        return (taint.get("key"), taint.get("value"), taint.get("effect"))
+    def _key(item):
+        return (item.get("key"), item.get("value"), item.get("effect"))
 
     return {
-        "healthy": not failed,
+        "healthy": not held,
         "failed_check": check_id,
-        "failed_checks": ["%s[%s]" % (c.get("id"), c.get("target")) for c in failed],
+        "failed_checks": ids,
+        "reason": reason,
+        "taint": taint,
         "labels": labels,
         "taints": taints,
         "changed_taints": sorted(map(_key, taints), key=str) != sorted(map(_key, current), key=str),

@@ -33,9 +33,10 @@ TAINT_KEY = "gpufleet.io/unhealthy"
 REASON_ANNOTATION = "gpufleet.io/unhealthy-reason"
 FOREIGN_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 REASON = "validation failed: gpu.ecc.volatile_uncorrectable:gpu3 rdma.port.state:mlx5_1/1"
-# node_gate's label-safe form: runs of other characters become "_", 63 characters at most,
-# no leading/trailing non-alphanumerics.
-REASON_VALUE = "validation_failed_gpu.ecc.volatile_uncorrectable_gpu3_rdma.port"
+# The label-safe form of the one sanitiser (filter k8s_label_value, used by health_gate_patch):
+# runs of other characters become "-", 63 characters at most, no leading/trailing
+# non-alphanumerics. (node_gate used "_" before the two sanitisers were made one.)
+REASON_VALUE = "validation-failed-gpu.ecc.volatile_uncorrectable-gpu3-rdma.port"
 
 pytestmark = [
     pytest.mark.skipif(not os.path.exists(ANSIBLE_PLAYBOOK), reason="run `make setup` first"),

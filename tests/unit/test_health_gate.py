@@ -38,8 +38,12 @@ def test_unhealthy_node_gets_taint_and_label():
                                "gpufleet.io/healthy": "false"}
     assert patch["taints"] == [OTHER, GATE]
     assert patch["changed_taints"] is True
-    assert patch["failed_checks"] == ["gpu.ecc.volatile_uncorrectable[gpu3]", "rdma.port.state[mlx5_2/1]",
-                                      "rdma.port.phys_state[mlx5_2/1]"]
+    # id:target, the form of the reason annotation and of the rolling-upgrade summary
+    assert patch["failed_checks"] == ["gpu.ecc.volatile_uncorrectable:gpu3", "rdma.port.state:mlx5_2/1",
+                                      "rdma.port.phys_state:mlx5_2/1"]
+    assert patch["reason"] == ("validation failed: gpu.ecc.volatile_uncorrectable:gpu3, rdma.port.state:mlx5_2/1, "
+                               "rdma.port.phys_state:mlx5_2/1")
+    assert patch["taint"] == GATE
 
 
 def test_rdma_only_failure():
@@ -84,6 +88,59 @@ def test_effect_and_bad_input():
         health_gate_patch("unhealthy")
     with pytest.raises(AnsibleFilterError, match="neither"):
         health_gate_patch({"summary": {}})
+
+
+def test_no_result_at_all_holds_the_node_back():
+    # fail closed: a node that was not checked is never admitted
+    for empty in (None, [], [None]):
+        patch = health_gate_patch(empty, current_taints=[OTHER])
+        assert patch["healthy"] is False
+        assert patch["failed_check"] == "gate.no_results"
+        assert patch["taints"] == [OTHER, {"key": "gpufleet.io/unhealthy", "value": "gate.no_results",
+                                           "effect": "NoSchedule"}]
+
+
+def test_fail_on_warn_holds_warnings_back():
+    assert health_gate_patch(HEALTHY_GPU)["healthy"] is True
+    patch = health_gate_patch(HEALTHY_GPU, fail_on="warn")
+    assert patch["healthy"] is False
+    assert patch["failed_checks"] == ["gpu.temperature:gpu0"]
+    assert patch["taint"]["value"] == "gpu.temperature"
+    with pytest.raises(AnsibleFilterError, match="fail_on"):
+        health_gate_patch(HEALTHY_GPU, fail_on="never")
+
+
+def test_same_check_on_one_target_is_named_once():
+    twice = result(("gpu.xid", "gpu1", "fail", "XID 79"), ("gpu.xid", "gpu1", "fail", "XID 48"))
+    assert health_gate_patch(twice)["failed_checks"] == ["gpu.xid:gpu1"]
+
+
+def test_hold_for_a_reason_without_results():
+    patch = health_gate_patch(None, current_taints=[OTHER], reason="reboot required", value="reboot-required")
+    assert patch["healthy"] is False
+    assert patch["reason"] == "reboot required"
+    assert patch["failed_checks"] == []
+    assert patch["taints"] == [OTHER, {"key": "gpufleet.io/unhealthy", "value": "reboot-required", "effect": "NoSchedule"}]
+    # without a value the reason itself is made label-safe (the one sanitiser, k8s_label_value)
+    reason = "validation failed: gpu.ecc.volatile_uncorrectable:gpu3 rdma.port.state:mlx5_1/1"
+    assert health_gate_patch(None, reason=reason)["taint"]["value"] == \
+        "validation-failed-gpu.ecc.volatile_uncorrectable-gpu3-rdma.port"
+
+
+def test_release_removes_only_our_taint():
+    patch = health_gate_patch(None, current_taints=[OTHER, GATE], release=True)
+    assert patch["healthy"] is True
+    assert patch["taint"] is None
+    assert patch["taints"] == [OTHER]
+    assert patch["changed_taints"] is True
+
+
+def test_taint_key_is_an_option():
+    patch = health_gate_patch(SICK_GPU, current_taints=[GATE], key="example.com/held")
+    assert patch["taints"] == [GATE, {"key": "example.com/held", "value": "gpu.ecc.volatile_uncorrectable",
+                                      "effect": "NoSchedule"}]
+    with pytest.raises(AnsibleFilterError, match="key"):
+        health_gate_patch(SICK_GPU, key="")
 
 
 @pytest.mark.parametrize("value,expected", [
@@ -133,3 +190,10 @@ def test_node_labels_degraded_ports_not_counted_in_rate():
     labels = gpufleet_node_labels({"mlx5": mlx5})
     assert labels["gpufleet.io/hca.ib-rate-gbps"] == "200"
     assert "gpufleet.io/gpu.count" not in labels
+
+
+def test_failed_validation_task_holds_the_node_back():
+    # node_validate registered with failed_when: false after a crash or bad options: no checks
+    patch = health_gate_patch({"failed": True, "msg": "option gpu.expected_count: must be >= 0"})
+    assert patch["healthy"] is False
+    assert patch["failed_checks"] == ["result.unhealthy:node"]

@@ -1,0 +1,68 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+name: node_validate_options
+author: gpufleet maintainers
+version_added: 0.2.0
+short_description: node_validate options gpu and rdma from a node's gpufleet_* expectations
+description:
+  - Maps the node expectations of the C(gpufleet_*) tier to the options of
+    C(gpufleet.cluster.node_validate) (C(gpufleet_gpu_count) -> C(gpu.expected_count),
+    C(gpufleet_driver_branch) -> C(gpu.expected_driver_version), C(gpufleet_expected_hcas) ->
+    C(rdma.expected_devices), C(gpufleet_link_layer) -> C(rdma.link_layer),
+    C(gpufleet_min_rate_gbps) -> C(rdma.min_rate_gbps), C(gpufleet_peermem) -> C(rdma.require_peermem)).
+    Unset expectations are left out.
+  - C(playbooks/validate.yml), C(playbooks/kubernetes.yml) (health gate) and role
+    C(rolling_upgrade) all build their node_validate options here, so they check the same facts.
+options:
+  gpu:
+    description: Explicit gpu options, applied over the tier's; C(false) turns the GPU family off (C(enabled: false)).
+    type: raw
+    default: {}
+  rdma:
+    description: Explicit rdma options, applied over the tier's; C(false) turns the RDMA family off (C(enabled: false)).
+    type: raw
+    default: {}
+"""
+
+EXAMPLES = r"""
+- name: Validate the node against the inventory's expectations
+  gpufleet.cluster.node_validate:
+    gpu: "{{ __options.gpu }}"
+    rdma: "{{ __options.rdma }}"
+  vars:
+    __options: "{{ lookup('gpufleet.cluster.node_validate_options', gpu={'xid_source': 'none'}) }}"
+"""
+
+RETURN = r"""
+_raw:
+  description: One dict C({gpu, rdma}), each a dict of options.
+  type: list
+  elements: dict
+"""
+
+from ansible.errors import AnsibleLookupError
+from ansible.plugins.lookup import LookupBase
+
+from ansible_collections.gpufleet.cluster.plugins.lookup.gpufleet_tier import tier_value
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils.gpufleet_tier import (
+    NODE_VALIDATE_OPTIONS,
+    node_validate_options,
+)
+
+
+class LookupModule(LookupBase):
+    def run(self, terms, variables=None, **kwargs):
+        self.set_options(var_options=variables, direct=kwargs)
+        if terms:
+            raise AnsibleLookupError("node_validate_options takes no terms, only the options gpu and rdma")
+        values = {name: tier_value(self._templar, variables, name) for name in NODE_VALIDATE_OPTIONS}
+        try:
+            return [node_validate_options(values, gpu=self.get_option("gpu"), rdma=self.get_option("rdma"))]
+        except TypeError as exc:
+            raise AnsibleLookupError("node_validate_options: %s" % exc)

@@ -1,0 +1,80 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The ``gpufleet_*`` tier: values several roles need, with their defaults, in one place.
+
+Role defaults read a tier value through the lookup ``gpufleet.cluster.gpufleet_tier`` (the
+inventory's value, else the default below), so the defaults hold both from a checkout and from
+the installed collection, and a role used on its own still has them. ``docs/contracts.md``
+("gpufleet_* tier") documents the same table; tests/unit/test_cross_role_refs.py keeps the two
+equal.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+# name -> (default, meaning). A default of None means "not stated": the checks that need the
+# value are not run (or, in a module, report `skip`).
+TIER = {
+    "gpufleet_kube_api_host": (
+        None, "inventory host that runs Kubernetes API calls; unset: the first host of "
+        "kube_control_plane, else localhost"),
+    "gpufleet_kubeconfig": ("/etc/kubernetes/admin.conf", "kubeconfig on gpufleet_kube_api_host"),
+    "gpufleet_kube_python": (
+        "/opt/gpufleet/k8s-client/bin/python",
+        "interpreter on gpufleet_kube_api_host with the Python kubernetes client"),
+    "gpufleet_sysfs_root": ("/", "filesystem root the fact and validation modules read (a simulated tree in the lab)"),
+    "gpufleet_gate_taint_key": ("gpufleet.io/unhealthy", "taint key of a node held back by the gate"),
+    "gpufleet_gpu_count": (None, "NVIDIA GPUs per node"),
+    "gpufleet_driver_branch": (None, "NVIDIA driver branch (major version, e.g. \"580\")"),
+    "gpufleet_expected_hcas": (None, "RDMA devices per node (mlx5_*, a bond counts once)"),
+    "gpufleet_link_layer": (None, "link layer of the RDMA ports: InfiniBand, Ethernet or any"),
+    "gpufleet_min_rate_gbps": (None, "minimum active rate of an RDMA port, Gb/s"),
+    "gpufleet_peermem": (None, "GPUDirect RDMA through nvidia-peermem is required"),
+}
+
+# Which node_validate option each node expectation feeds (family, option).
+NODE_VALIDATE_OPTIONS = {
+    "gpufleet_gpu_count": ("gpu", "expected_count"),
+    "gpufleet_driver_branch": ("gpu", "expected_driver_version"),
+    "gpufleet_expected_hcas": ("rdma", "expected_devices"),
+    "gpufleet_link_layer": ("rdma", "link_layer"),
+    "gpufleet_min_rate_gbps": ("rdma", "min_rate_gbps"),
+    "gpufleet_peermem": ("rdma", "require_peermem"),
+}
+
+
+def tier_default(name, groups=None):
+    """Default of tier variable ``name``; ``groups`` (the inventory groups) for the API host."""
+    if name not in TIER:
+        raise KeyError("%s is not a gpufleet_* tier variable (known: %s)" % (name, ", ".join(sorted(TIER))))
+    if name == "gpufleet_kube_api_host":
+        control_plane = (groups or {}).get("kube_control_plane") or []
+        return control_plane[0] if control_plane else "localhost"
+    return TIER[name][0]
+
+
+def node_validate_options(values, gpu=None, rdma=None):
+    """node_validate's ``gpu`` and ``rdma`` options from the tier ``values`` (name -> value).
+
+    Unset (None) expectations are left out; ``gpu``/``rdma`` are explicit options that win over
+    the tier, or ``False`` to turn the family off (node_validate's ``enabled: false``).
+    """
+    out = {"gpu": {}, "rdma": {}}
+    for name, (family, option) in NODE_VALIDATE_OPTIONS.items():
+        value = (values or {}).get(name)
+        if value is None or value == "":
+            continue
+        if name == "gpufleet_driver_branch":
+            value = str(value)
+        out[family][option] = value
+    for family, explicit in (("gpu", gpu), ("rdma", rdma)):
+        if explicit is False:
+            out[family]["enabled"] = False
+        elif explicit:
+            if not isinstance(explicit, dict):
+                raise TypeError("option %s must be a dict of node_validate %s options or false, got %s"
+                                % (family, family, type(explicit).__name__))
+            out[family].update(explicit)
+    return out

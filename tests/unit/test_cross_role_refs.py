@@ -1,0 +1,276 @@
+"""Cross-role references resolve: every role, tasks file, fact and variable that one role,
+playbook or the example inventory names in another role exists there.
+
+Checked: rolling_upgrade's component -> role map, its reboot/restart facts (set_fact names of the
+roles that own them), every include_role / import_role / roles: name (and its tasks_from file),
+every `<role>_*` variable read outside <role> (defined in that role's defaults, vars, set_fact or
+register), every gpufleet_tier lookup name, and the gpufleet_* tier table of docs/contracts.md.
+"""
+
+import glob
+import os
+import re
+
+import pytest
+import yaml
+from conftest import REPO
+
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils.gpufleet_tier import TIER
+
+ROLES_DIR = os.path.join(REPO, "roles")
+ROLES = sorted(d for d in os.listdir(ROLES_DIR) if os.path.isdir(os.path.join(ROLES_DIR, d)))
+# Readers: every role, the playbooks, the example inventory, the molecule scenarios.
+READER_GLOBS = ["roles/**/*.yml", "roles/**/*.j2", "playbooks/**/*.yml", "playbooks/**/*.j2",
+                "inventories/example/**/*.yml", "molecule/**/*.yml"]
+TOKEN = re.compile(r"\b[a-z][a-z0-9_]*\b")
+
+
+def _yaml(path):
+    with open(path) as handle:
+        return yaml.safe_load(handle)
+
+
+def _files(patterns):
+    out = set()
+    for pattern in patterns:
+        out.update(glob.glob(os.path.join(REPO, pattern), recursive=True))
+    return sorted(out)
+
+
+def _walk(node):
+    """Every dict in a YAML document (tasks, blocks, plays, nested)."""
+    if isinstance(node, dict):
+        yield node
+        for value in node.values():
+            yield from _walk(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _walk(item)
+
+
+def _role_name(name):
+    return name.split(".")[-1] if isinstance(name, str) else name
+
+
+def _defined_in_role(role):
+    """Variables and facts role ``role`` defines: defaults, vars, set_fact keys, register names."""
+    names = set()
+    for sub in ("defaults", "vars"):
+        for path in glob.glob(os.path.join(ROLES_DIR, role, sub, "*.yml")):
+            names.update((_yaml(path) or {}).keys())
+    specs = os.path.join(ROLES_DIR, role, "meta", "argument_specs.yml")
+    if os.path.exists(specs):  # inputs of every entry point (tasks_from: fault, ...)
+        for entry in (_yaml(specs).get("argument_specs") or {}).values():
+            names.update((entry or {}).get("options") or {})
+    for path in glob.glob(os.path.join(ROLES_DIR, role, "tasks", "**", "*.yml"), recursive=True):
+        for item in _walk(_yaml(path)):
+            for key in ("ansible.builtin.set_fact", "set_fact"):
+                if isinstance(item.get(key), dict):
+                    names.update(item[key])
+            if isinstance(item.get("register"), str):
+                names.add(item["register"])
+    return names
+
+
+DEFINED = {role: _defined_in_role(role) for role in ROLES}
+
+
+def _set_facts_anywhere():
+    facts = set()
+    for role in ROLES:
+        facts |= DEFINED[role]
+    return facts
+
+
+def _owner(token):
+    """The role whose prefix ``token`` carries (the longest role name matching), or None."""
+    owners = [role for role in ROLES if token.startswith(role + "_")]
+    return max(owners, key=len) if owners else None
+
+
+def _keys_in(paths):
+    """Every mapping key in these YAML files (variables a molecule scenario sets for itself)."""
+    keys = set()
+    for path in paths:
+        for item in _walk(_yaml(path)):
+            keys.update(k for k in item if isinstance(k, str))
+    return keys
+
+
+def _local_names(path, text):
+    """Names a non-role reader defines for itself: a molecule scenario's own variables, and a
+    playbook's inputs read as `name | default(...)` (play keywords passed with -e)."""
+    rel = os.path.relpath(path, REPO).split(os.sep)
+    names = set(re.findall(r"\b([a-z][a-z0-9_]*)\s*\|\s*default\(", text))
+    if rel[0] == "molecule" and len(rel) > 2:
+        names |= _keys_in(glob.glob(os.path.join(REPO, rel[0], rel[1], "**", "*.yml"), recursive=True))
+    return names
+
+
+def _reader_role(path):
+    rel = os.path.relpath(path, REPO).split(os.sep)
+    return rel[1] if rel[0] == "roles" and len(rel) > 1 else None
+
+
+def test_rolling_upgrade_component_roles_exist():
+    defaults = _yaml(os.path.join(ROLES_DIR, "rolling_upgrade", "defaults", "main.yml"))
+    spec = _yaml(os.path.join(ROLES_DIR, "rolling_upgrade", "meta", "argument_specs.yml"))
+    spec_default = spec["argument_specs"]["main"]["options"]["rolling_upgrade_component_roles"]["default"]
+    assert spec_default == defaults["rolling_upgrade_component_roles"]
+    for component, role in defaults["rolling_upgrade_component_roles"].items():
+        assert _role_name(role) in ROLES, "rolling_upgrade: component %s maps to role %s, which does not exist" % (
+            component, role)
+
+
+def test_rolling_upgrade_reboot_facts_are_set_by_a_role():
+    defaults = _yaml(os.path.join(ROLES_DIR, "rolling_upgrade", "defaults", "main.yml"))
+    spec = _yaml(os.path.join(ROLES_DIR, "rolling_upgrade", "meta", "argument_specs.yml"))
+    facts = defaults["rolling_upgrade_reboot_facts"]
+    assert spec["argument_specs"]["main"]["options"]["rolling_upgrade_reboot_facts"]["default"] == facts
+    for fact in facts:
+        owner = _owner(fact)
+        assert owner, "rolling_upgrade_reboot_facts: %s names no role" % fact
+        assert fact in DEFINED[owner], "rolling_upgrade_reboot_facts: role %s never sets %s" % (owner, fact)
+    # an openibd restart the rdma_stack role left pending is honoured
+    assert "rdma_stack_restart_required" in facts
+
+
+def _role_references():
+    """(file, role name, tasks_from) for every include_role / import_role / roles: entry."""
+    refs = []
+    for path in _files(["roles/**/*.yml", "playbooks/**/*.yml", "molecule/**/*.yml", "tests/integration/playbooks/*.yml"]):
+        doc = _yaml(path)
+        for item in _walk(doc):
+            for key in ("ansible.builtin.include_role", "ansible.builtin.import_role", "include_role", "import_role"):
+                if isinstance(item.get(key), dict):
+                    refs.append((path, item[key].get("name"), item[key].get("tasks_from")))
+            if isinstance(item.get("roles"), list) and "hosts" in item:
+                for entry in item["roles"]:
+                    name = entry.get("role") or entry.get("name") if isinstance(entry, dict) else entry
+                    refs.append((path, name, None))
+    return refs
+
+
+def test_role_references_exist():
+    refs = _role_references()
+    assert len(refs) > 10  # the scan finds the includes (node_gate, node_pinning, kubernetes_*)
+    bad = []
+    for path, name, tasks_from in refs:
+        role = _role_name(name)
+        if "{{" in str(role):  # the component map, checked above
+            continue
+        where = os.path.relpath(path, REPO)
+        if role not in ROLES:
+            bad.append("%s: role %s does not exist" % (where, name))
+        elif tasks_from and not os.path.exists(os.path.join(ROLES_DIR, role, "tasks", tasks_from if
+                                                            tasks_from.endswith(".yml") else tasks_from + ".yml")):
+            bad.append("%s: role %s has no tasks file %s" % (where, name, tasks_from))
+    assert not bad, "\n".join(bad)
+
+
+def test_variables_of_other_roles_exist():
+    """A `<role>_*` name read outside <role> is defined by <role> (defaults, vars, set_fact, register)."""
+    bad = set()
+    for path in _files(READER_GLOBS):
+        reader = _reader_role(path)
+        with open(path) as handle:
+            text = handle.read()
+        local = _local_names(path, text) if reader is None else set()
+        for token in set(TOKEN.findall(text)):
+            owner = _owner(token)
+            if owner is None or owner == reader or token in DEFINED[owner] or token in local:
+                continue
+            bad.add("%s reads %s, which role %s does not define" % (os.path.relpath(path, REPO), token, owner))
+    assert not bad, "\n".join(sorted(bad))
+
+
+def test_gpufleet_tier_lookups_name_tier_variables():
+    used = set()
+    for path in _files(READER_GLOBS + ["plugins/**/*.py"]):
+        with open(path) as handle:
+            used.update(re.findall(r"gpufleet_tier'\s*,\s*'([a-z0-9_]+)'", handle.read()))
+    assert used, "no role reads the gpufleet_* tier"
+    assert used - set(TIER) == set(), "unknown tier variables: %s" % sorted(used - set(TIER))
+
+
+def test_contracts_document_the_tier():
+    with open(os.path.join(REPO, "docs", "contracts.md")) as handle:
+        text = handle.read()
+    section = text.split("## `gpufleet_*` tier", 1)[1]
+    rows = dict(re.findall(r"^\| `(gpufleet_[a-z0-9_]+)` \| ([^|]+) \|", section, re.M))
+    assert set(rows) >= set(TIER), "docs/contracts.md misses %s" % sorted(set(TIER) - set(rows))
+    for name, (default, _meaning) in TIER.items():
+        shown = rows[name].strip()
+        if default is None:
+            assert shown.startswith("unset") or shown.startswith("first"), (name, shown)
+        else:
+            assert shown == "`%s`" % default, "docs/contracts.md: %s default %s, code %r" % (name, shown, default)
+
+
+@pytest.mark.parametrize("literal", ["gpufleet.io/unhealthy"])
+def test_gate_taint_key_is_stated_once(literal):
+    """The taint key lives in the tier (plugin_utils/gpufleet_tier.py) and nowhere else in code:
+    roles, playbooks, templates, plugins and inventories (documentation may name it)."""
+    found = []
+    for path in _files(["roles/**/*", "playbooks/**/*", "plugins/**/*.py", "inventories/**/*"]):
+        if os.path.isfile(path) and not path.endswith(".md"):
+            with open(path, errors="replace") as handle:
+                if literal in handle.read():
+                    found.append(os.path.relpath(path, REPO))
+    assert found == ["plugins/plugin_utils/gpufleet_tier.py"], found
+
+
+def _options_expression(path):
+    """The `__options` expression of the node_validate task in a playbook or tasks file."""
+    for item in _walk(_yaml(path)):
+        if "gpufleet.cluster.node_validate" in item:
+            return item["vars"]["__options"]
+    raise AssertionError("%s: no node_validate task" % path)
+
+
+def test_consumers_render_one_inventory_value(tmp_path):
+    """preflight, validate.yml, the health gate (kubernetes.yml) and rolling_upgrade all take the
+    node expectations from the example inventory's gpufleet_* values, each stated once there."""
+    import json
+    import subprocess
+
+    ru_defaults = _yaml(os.path.join(ROLES_DIR, "rolling_upgrade", "defaults", "main.yml"))
+    pf_defaults = _yaml(os.path.join(ROLES_DIR, "preflight", "defaults", "main.yml"))
+    consumers = {
+        "validate": _options_expression(os.path.join(REPO, "playbooks", "validate.yml")),
+        "health_gate": _options_expression(os.path.join(REPO, "playbooks", "kubernetes.yml")),
+        "rolling_upgrade": _options_expression(os.path.join(ROLES_DIR, "rolling_upgrade", "tasks", "check.yml")),
+    }
+    play = [{
+        "hosts": "dgx-01.example.com", "connection": "local", "gather_facts": False,
+        "vars": {"rolling_upgrade_gpu_health": ru_defaults["rolling_upgrade_gpu_health"],
+                 "rolling_upgrade_rdma_validate": ru_defaults["rolling_upgrade_rdma_validate"],
+                 "preflight_expected_gpus": pf_defaults["preflight_expected_gpus"]},
+        "tasks": [{"name": "render", "ansible.builtin.debug": {"msg": dict(
+            consumers, preflight="{{ preflight_expected_gpus }}")}}],
+    }]
+    playbook = tmp_path / "render.yml"
+    playbook.write_text(yaml.safe_dump(play))
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
+               ANSIBLE_CALLBACKS_ENABLED="ansible.posix.json", ANSIBLE_NOCOLOR="1")
+
+    def render(*extra):
+        proc = subprocess.run([os.path.join(REPO, ".venv", "bin", "ansible-playbook"), "-i",
+                               os.path.join(REPO, "inventories", "example", "hosts.yml"), str(playbook), *extra],
+                              cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        out = json.loads(proc.stdout[proc.stdout.index("{"):])
+        return out["plays"][0]["tasks"][0]["hosts"]["dgx-01.example.com"]["msg"]
+
+    msg = render()
+    assert msg["preflight"] == 8
+    for name in consumers:
+        assert msg[name]["gpu"].pop("enabled", True) is True, name
+        assert msg[name]["rdma"].pop("enabled", True) is True, name
+        assert msg[name]["gpu"] == {"expected_count": 8, "expected_driver_version": "580"}, name
+        assert msg[name]["rdma"] == {"expected_devices": 9, "link_layer": "any", "min_rate_gbps": 200,
+                                     "require_peermem": True}, name
+    # one value moves every consumer
+    msg = render("-e", '{"gpufleet_gpu_count": 4}')
+    assert msg["preflight"] == 4
+    assert {msg[name]["gpu"]["expected_count"] for name in consumers} == {4}
