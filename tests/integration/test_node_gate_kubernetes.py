@@ -43,6 +43,14 @@ pytestmark = [
     pytest.mark.skipif(not HAS_K8S_CLIENT, reason="the Python kubernetes client is not installed (make setup)"),
 ]
 
+# node_validate results (the result model of docs/contracts.md), as the health gate receives them
+SICK = {"changed": False, "healthy": False, "summary": {"pass": 1, "warn": 0, "fail": 1, "skip": 0},
+        "checks": [{"id": "gpu.count", "target": "node", "status": "pass", "message": "8 GPUs"},
+                   {"id": "gpu.ecc.volatile_uncorrectable", "target": "gpu3", "status": "fail", "message": "2 DBE"}]}
+HEALTHY = {"changed": False, "healthy": True, "summary": {"pass": 1, "warn": 1, "fail": 0, "skip": 0},
+           "checks": [{"id": "gpu.count", "target": "node", "status": "pass", "message": "8 GPUs"},
+                      {"id": "gpu.temperature", "target": "gpu0", "status": "warn", "message": "hot"}]}
+
 SCENARIOS = {
     # cordon twice, then release a cordoned node that has no gpufleet taint
     "gpu-cordon": [{"action": "cordon"}, {"action": "cordon"}, {"action": "release"}],
@@ -58,6 +66,14 @@ SCENARIOS = {
         {"action": "release"},
     ],
     "gpu-status": [{"action": "status"}, {"action": "status", "node_name": "gpu-node-404"}],
+    # the health gate: a failing check taints, the same result again changes nothing, passing
+    # checks untaint, no result at all taints again (fail closed)
+    "gpu-health": [
+        {"action": "health", "results": SICK},
+        {"action": "health", "results": [SICK]},
+        {"action": "health", "results": HEALTHY},
+        {"action": "health"},
+    ],
 }
 
 
@@ -82,6 +98,7 @@ def build_cluster(api):
 
     api.patch_node("gpu-taint", "application/merge-patch+json",
                    {"metadata": {"annotations": {"example.com/owner": "team-a"}}, "spec": {"taints": [FOREIGN_TAINT]}})
+    api.patch_node("gpu-health", "application/merge-patch+json", {"spec": {"taints": [FOREIGN_TAINT]}})
     api.patch_node("gpu-status", "application/merge-patch+json", {
         "metadata": {"annotations": {REASON_ANNOTATION: "validation failed: gpu.count:node"}},
         "spec": {"unschedulable": True, "taints": [
@@ -288,3 +305,26 @@ def test_status_reads_without_writing(run):
 def test_status_of_an_unknown_node_fails_clearly(run):
     assert "no Node named gpu-node-404" in run.failure.get("gpu-status", ""), run.output
 
+
+
+def test_health_gate_taints_on_failure_untaints_on_pass_and_fails_closed(run):
+    api = run.api
+    assert run.changed("gpu-health") == [1, 0, 1, 1], run.output
+    sick, sick_again, healthy, unchecked = (step["status"] for step in run.steps["gpu-health"])
+    ours = {"key": TAINT_KEY, "value": "gpu.ecc.volatile_uncorrectable", "effect": "NoSchedule"}
+    assert sick["taint"] == ours and sick["taints"] == [FOREIGN_TAINT, ours]
+    assert sick["reason"] == "validation failed: gpu.ecc.volatile_uncorrectable:gpu3"
+    assert sick["cordoned"] is False  # the health gate taints, it does not cordon
+    assert sick_again["taint"] == ours
+    assert healthy["taint"] is None and healthy["reason"] == "" and healthy["taints"] == [FOREIGN_TAINT]
+    assert unchecked["taint"] == {"key": TAINT_KEY, "value": "gate.no_results", "effect": "NoSchedule"}
+
+    merges = patches(api, "gpu-health", "application/merge-patch+json")
+    assert len(merges) == 4  # sick, sick again (no change), healthy, unchecked
+    assert merges[0]["body"]["metadata"]["labels"] == {"gpufleet.io/failed-check": "gpu.ecc.volatile_uncorrectable",
+                                                       "gpufleet.io/healthy": "false"}
+    assert merges[2]["body"]["metadata"]["labels"] == {"gpufleet.io/failed-check": None, "gpufleet.io/healthy": "true"}
+    assert merges[2]["body"]["metadata"]["annotations"] == {REASON_ANNOTATION: None}
+    node = api.node("gpu-health")
+    assert node["metadata"]["labels"]["gpufleet.io/failed-check"] == "gate.no_results"
+    assert "unschedulable" not in node["spec"]
