@@ -21,11 +21,15 @@ description:
     C(rolling_upgrade) all build their node_validate options here, so they check the same facts.
 options:
   gpu:
-    description: Explicit gpu options, applied over the tier's; C(false) turns the GPU family off (node_validate option C(enabled) false).
+    description:
+      - Explicit gpu options, applied over the tier's.
+      - C(false) turns the GPU family off (node_validate option C(enabled) false).
     type: raw
     default: {}
   rdma:
-    description: Explicit rdma options, applied over the tier's; C(false) turns the RDMA family off (node_validate option C(enabled) false).
+    description:
+      - Explicit rdma options, applied over the tier's.
+      - C(false) turns the RDMA family off (node_validate option C(enabled) false).
     type: raw
     default: {}
 """
