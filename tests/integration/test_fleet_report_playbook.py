@@ -77,7 +77,7 @@ def test_html_written(fleet_run):
     page = (report_dir / "fleet-report.html").read_text()
     assert '<table class="grid">' in page and '<table class="matrix">' in page
     assert "<script" not in page
-    assert "&lt;script&gt;alert(&#x27;ecc&#x27;)&lt;/script&gt;" in page
+    assert "&lt;script&gt;alert(&#39;ecc&#39;)&lt;/script&gt;" in page
     for group in ("gpu.count", "gpu.ecc", "gpu.clocks_event", "rdma.port", "rdma.bandwidth"):
         assert "<span>%s</span>" % group in page
 

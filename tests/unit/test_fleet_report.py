@@ -11,6 +11,7 @@ from ansible.executor.task_result import CallbackTaskResult
 from ansible.inventory.host import Host
 
 from ansible_collections.gpufleet.cluster.plugins.callback import fleet_report
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils import fleet_report as model
 
 PLUGIN = "gpufleet.cluster.fleet_report"
 
@@ -187,7 +188,7 @@ def test_html_grid_worst_status_and_escaping(tmp_path):
     _report, junit, page = load(tmp_path)
     assert "<script" not in page.lower()
     assert "&lt;script&gt;alert(1)&lt;/script&gt; &amp; &lt;b&gt;bold&lt;/b&gt;" in page
-    assert "&lt;script&gt;alert(&#x27;host&#x27;)&lt;/script&gt;" in page
+    assert "&lt;script&gt;alert(&#39;host&#39;)&lt;/script&gt;" in page
     assert page.startswith("<!DOCTYPE html>") and "<style>" in page
     for external in ("http://", "https://", " src=", "<link", "<script"):
         assert external not in page
@@ -195,9 +196,9 @@ def test_html_grid_worst_status_and_escaping(tmp_path):
     header = page.split("<thead>")[1].split("</thead>")[0]
     groups = [cell.split("</span>")[0] for cell in header.split("<span>")[1:]]
     assert groups == ["bad\x01id", "gpu.clocks_event", "gpu.count", "gpu.ecc", "gpu.nvlink", "rdma.port"]
-    evil_row = [row for row in page.split("<tr>") if "alert(&#x27;host" in row and 'class="host"' in row][0]
+    evil_row = [row for row in page.split("<tr>") if "alert(&#39;host" in row and 'class="host"' in row][0]
     # rdma.port holds a pass (state) and a warn (phys_state): the cell shows the worst one
-    escaped_host = "&lt;script&gt;alert(&#x27;host&#x27;)&lt;/script&gt;"
+    escaped_host = "&lt;script&gt;alert(&#39;host&#39;)&lt;/script&gt;"
     assert 'title="rdma.port on %s: 1 warn, 1 pass"' % escaped_host in evil_row
     assert 'class="s-fail" title="gpu.ecc on' in evil_row
     assert "<details" in page and "all 6 checks" in page
@@ -223,11 +224,11 @@ def test_summary_sorted_worst_first_and_truncated(tmp_path):
 
 
 def test_summary_lists_everything_for_small_fleets_and_counts_hidden_problems():
-    report = fleet_report.FleetReport()
+    report = model.FleetReport()
     for i in range(3):
         report.add_checks("n%d" % i, node_checks(fail_ecc=i == 1))
     assert len(report.summary_lines(10)) == 2 + 3
-    many = fleet_report.FleetReport()
+    many = model.FleetReport()
     for i in range(8):
         many.add_checks("n%d" % i, node_checks(fail_ecc=True))
     many.add_checks("ok", node_checks())
@@ -307,7 +308,7 @@ def test_thousand_hosts_page_stays_compact(tmp_path):
                                              ("rdma.port.state", "rdma.port"), ("gpu.count", "gpu.count"),
                                              ("rdma.bandwidth", "rdma.bandwidth"), ("solo", "solo")])
 def test_check_group(check_id, group):
-    assert fleet_report.check_group(check_id) == group
+    assert model.check_group(check_id) == group
 
 
 @pytest.mark.parametrize("stdout_callback", ["ansible.posix.json", "json", "ansible.posix.jsonl"])
@@ -328,7 +329,7 @@ def test_summary_can_be_turned_off(tmp_path):
 
 
 def test_summary_names_skipped_families_of_hosts_without_problems():
-    report = fleet_report.FleetReport()
+    report = model.FleetReport()
     skipped = [{"id": "gpu.nvml", "target": "node", "status": "skip",
                 "message": "no NVIDIA GPU on the PCI bus: NVML not queried"}]
     skipped += [{"id": "gpu.%s" % name, "target": "node", "status": "skip", "message": "no NVIDIA GPU on the PCI bus"}
@@ -345,4 +346,4 @@ def test_summary_names_skipped_families_of_hosts_without_problems():
     assert lines["cpu-box"].endswith(
         "gpu skipped: no NVIDIA GPU on the PCI bus; rdma skipped: no RDMA devices; mlx5_core not loaded")
     assert "skipped" not in lines["gpu-box"]
-    assert fleet_report.skipped_families(node_checks(fail_ecc=True)) == ""
+    assert model.skipped_families(node_checks(fail_ecc=True)) == ""

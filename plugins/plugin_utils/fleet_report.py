@@ -1,0 +1,515 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Controller-side fleet report: collection of task results, ranking, JSON and JUnit.
+
+The ``fleet_report`` callback feeds task results in; this module decides what they mean. The
+check model itself (statuses, summary, healthy, worst status) is the modules' one,
+``plugins/module_utils/checks.py`` (see ``docs/contracts.md``). The HTML page is rendered by
+``fleet_report_html`` from a Jinja2 template.
+
+Synthetic checks (status ``fail``, target as stated), so that no host is ever lost:
+
+- ``host.unreachable`` (target ``node``): a task could not reach the host. Dropped again when a
+  later task on that host returns checks.
+- ``host.validation`` (target = the task name): a validation task failed on the host without
+  returning checks (module exception, failure before the checks were built, async or task
+  timeout). The message holds Ansible's ``msg`` and the last line of the exception. Dropped when
+  the same task later returns checks on that host (a retry).
+- ``host.validation`` (target ``node``): the host was in a validation play but returned no
+  validation result at all (it failed or became unreachable in an earlier task or play, or the
+  play ended before its validation tasks ran). The message names the host's last failure.
+
+A validation task is a task of a check-returning module of this collection (``VALIDATION_MODULES``)
+or any task that returned ``checks`` on at least one host; a validation play is a play that ran
+one. A host whose validation tasks were all skipped (``when``) counts as reported.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import math
+import re
+import xml.etree.ElementTree as ET
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import (
+    FAIL, PASS, SKIP, STATUSES, WARN, is_healthy, summarize)
+
+UNREACHABLE_ID = "host.unreachable"
+VALIDATION_ID = "host.validation"
+SYNTHETIC_IDS = (UNREACHABLE_ID, VALIDATION_ID)
+# Modules of this collection whose result carries ``checks`` (docs/contracts.md).
+VALIDATION_MODULES = frozenset(("node_validate", "gpu_health", "rdma_validate", "record_checks", "rdma_bandwidth"))
+COLLECTION_PREFIX = "gpufleet.cluster."
+
+_XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+_REASON_LIMIT = 400
+
+
+# ---------------------------------------------------------------------- strict JSON
+def json_safe(value):
+    """A copy of ``value`` that ``json.dumps(..., allow_nan=False)`` accepts.
+
+    Rule (docs/contracts.md, "Reports"): a float NaN becomes the string ``"nan"``, +infinity
+    ``"inf"``, -infinity ``"-inf"``; tuples and sets become lists; dict keys become strings; any
+    other non-JSON value becomes its ``str()``.
+    """
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return value
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, dict):
+        return dict((k if isinstance(k, str) else str(k), json_safe(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [json_safe(v) for v in value]
+    return str(value)
+
+
+def to_json(document):
+    """Strict JSON text (no NaN/Infinity literals) of a report document."""
+    return json.dumps(json_safe(document), indent=2, allow_nan=False) + "\n"
+
+
+def text(value):
+    """Display text of any value (strings as they are, the rest as strict JSON)."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(json_safe(value), sort_keys=True, allow_nan=False)
+
+
+def xml_text(value):
+    return _XML_INVALID.sub("?", text(value))
+
+
+# ---------------------------------------------------------------------- checks
+def check_group(check_id):
+    """``gpu.ecc.volatile_uncorrectable`` -> ``gpu.ecc``; ``gpu.count`` -> ``gpu.count``."""
+    return ".".join(str(check_id).split(".")[:2])
+
+
+def problems_first(checks):
+    """The failing then warning checks, each group in its original order."""
+    return [c for c in checks if c["status"] == FAIL] + [c for c in checks if c["status"] == WARN]
+
+
+def skipped_families(checks):
+    """``gpu skipped: <reason>; rdma skipped: <reason>`` for the check families (id up to the
+    first dot) whose checks all skipped; the reason is the family's most common skip message."""
+    families, order = {}, []
+    for check in checks:
+        family = str(check["id"]).split(".", 1)[0]
+        if family not in families:
+            order.append(family)
+        families.setdefault(family, []).append(check)
+    notes = []
+    for family in order:
+        members = families[family]
+        if any(c["status"] != SKIP for c in members):
+            continue
+        counts, first = {}, []
+        for check in members:
+            message = " ".join(check["message"].split())
+            if message not in counts:
+                first.append(message)
+            counts[message] = counts.get(message, 0) + 1
+        reason = max(first, key=lambda m: (counts[m], -first.index(m)))
+        notes.append("%s skipped: %s" % (family, reason) if reason else "%s skipped" % family)
+    return "; ".join(notes)
+
+
+def normalise_check(check, task_name=None):
+    """A clean copy of a check dict, or None when it is not one."""
+    if not isinstance(check, dict) or check.get("status") not in STATUSES or not check.get("id"):
+        return None
+    clean = {"id": str(check["id"]), "target": str(check.get("target") or "node"),
+             "status": check["status"], "message": text(check.get("message", ""))}
+    for key in ("observed", "expected"):
+        if key in check:
+            clean[key] = json_safe(check[key])
+    if task_name:
+        clean["task"] = str(task_name)
+    return clean
+
+
+def check_detail(check):
+    detail = check["message"]
+    if "observed" in check:
+        detail += "\nobserved: " + text(check["observed"])
+    if "expected" in check:
+        detail += "\nexpected: " + text(check["expected"])
+    if check.get("task"):
+        detail += "\ntask: " + check["task"]
+    return detail
+
+
+def is_validation_action(action):
+    """Whether a task action (as written: FQCN or short name) is a check-returning module."""
+    action = str(action or "")
+    if action.startswith(COLLECTION_PREFIX):
+        action = action[len(COLLECTION_PREFIX):]
+    return action in VALIDATION_MODULES
+
+
+def failure_reason(data):
+    """One line saying why a task failed: Ansible's msg and the last line of the exception."""
+    msg = " ".join(text(data.get("msg") or "").split())
+    tail = ""
+    for key in ("exception", "module_stderr", "stderr"):
+        value = data.get(key)
+        if isinstance(value, str) and value.strip():
+            tail = value.strip().splitlines()[-1].strip()
+            break
+    if data.get("censored"):
+        msg = msg or "output hidden by no_log"
+    parts = [p for p in (msg, tail) if p]
+    if len(parts) == 2 and (tail in msg):
+        parts = [msg]
+    reason = " | ".join(parts) or "failed without a message"
+    if len(reason) > _REASON_LIMIT:
+        reason = reason[:_REASON_LIMIT - 3] + "..."
+    return reason
+
+
+# ---------------------------------------------------------------------- bandwidth matrices
+def _number_or_none(value):
+    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
+
+
+def _square(rows, size):
+    return (isinstance(rows, list) and len(rows) == size
+            and all(isinstance(row, list) and len(row) == size and all(_number_or_none(v) for v in row)
+                    for row in rows))
+
+
+def _worst_rail(per_rail, size):
+    """Per pair the lowest measured value over the rails; a non-finite value wins (fail closed)."""
+    gbps = [[None] * size for _ in range(size)]
+    for rows in per_rail.values():
+        for i, row in enumerate(rows):
+            for j, value in enumerate(row):
+                current = gbps[i][j]
+                if value is None or (isinstance(current, float) and not math.isfinite(current)):
+                    continue
+                if not math.isfinite(value) or current is None or value < current:
+                    gbps[i][j] = value
+    return gbps
+
+
+def normalise_matrix(matrix, task_name=None):
+    """``(clean matrix, None)`` or ``(None, reason)`` for a ``bandwidth_matrix`` task result.
+
+    Shape (docs/fabric-test.md): ``{title, hosts, gbps, min_gbps?, rails?, per_rail?}``; ``gbps``
+    and each ``per_rail`` matrix hold one row per sender and one column per receiver (null: not
+    measured); ``per_rail`` is a dict rail -> matrix, or a list of matrices in the order of
+    ``rails``. Without ``gbps`` the worst rail per pair is used.
+    """
+    if not isinstance(matrix, dict):
+        return None, "expected a dict {title, hosts, gbps, min_gbps?, rails?, per_rail?}"
+    hosts = matrix.get("hosts")
+    if not isinstance(hosts, list) or not hosts:
+        return None, "hosts: expected a non-empty list of host names"
+    size = len(hosts)
+    per_rail = matrix.get("per_rail")
+    rails = matrix.get("rails")
+    clean_rails = {}
+    if per_rail is not None:
+        if isinstance(per_rail, dict):
+            names = [str(name) for name in per_rail]
+            if rails is not None and (not isinstance(rails, list) or sorted(map(str, rails)) != sorted(names)):
+                return None, "rails: must list the keys of per_rail"
+            order = [str(r) for r in rails] if rails is not None else names
+            by_name = dict((str(k), v) for k, v in per_rail.items())
+            pairs = [(name, by_name[name]) for name in order]
+        elif isinstance(per_rail, list):
+            if not isinstance(rails, list) or len(rails) != len(per_rail):
+                return None, "per_rail: a list needs rails: [one name per matrix]"
+            pairs = list(zip([str(r) for r in rails], per_rail))
+        else:
+            return None, "per_rail: expected a dict rail -> matrix or a list of matrices"
+        for name, rows in pairs:
+            if not _square(rows, size):
+                return None, "per_rail[%s]: expected %d rows of %d numbers or null" % (name, size, size)
+            clean_rails[name] = [list(row) for row in rows]
+    elif rails is not None and not isinstance(rails, list):
+        return None, "rails: expected a list of rail names"
+    gbps = matrix.get("gbps")
+    if gbps is None and clean_rails:
+        gbps = _worst_rail(clean_rails, size)
+    if not _square(gbps, size):
+        return None, "gbps: expected %d rows of %d numbers or null (row = sender, column = receiver)" % (
+            size, size)
+    minimum = matrix.get("min_gbps")
+    if minimum is not None and (not _number_or_none(minimum) or not math.isfinite(minimum) or minimum <= 0):
+        return None, "min_gbps: expected a positive number, got %r" % (minimum,)
+    clean = {"title": text(matrix.get("title") or task_name or "bandwidth matrix"),
+             "hosts": [text(h) for h in hosts], "gbps": [list(row) for row in gbps]}
+    if minimum is not None:
+        clean["min_gbps"] = minimum
+    if rails is not None or clean_rails:
+        clean["rails"] = list(clean_rails) if clean_rails else [text(r) for r in rails]
+    if clean_rails:
+        clean["per_rail"] = clean_rails
+    return clean, None
+
+
+# ---------------------------------------------------------------------- the report
+class FleetReport(object):
+    """Checks and matrices collected over a playbook run, and their JSON/JUnit/summary forms."""
+
+    def __init__(self):
+        self.hosts = {}
+        self.matrices = {}
+        self.playbook = None
+        self._play = None
+        self._validation_tasks = set()
+        self._pending = {}
+        self._last_failure = {}
+        self.matrix_error = None
+        self.matrix_warnings = []
+
+    # ------------------------------------------------------------------ checks
+    def _entry(self, host):
+        return self.hosts.setdefault(host, {})
+
+    def add_checks(self, host, checks, task_name=None):
+        entry = self._entry(host)
+        added = 0
+        for check in checks or []:
+            clean = normalise_check(check, task_name)
+            if clean is None:
+                continue
+            entry[(clean["id"], clean["target"])] = clean
+            added += 1
+        if added:
+            entry.pop((UNREACHABLE_ID, "node"), None)
+            if task_name:
+                entry.pop((VALIDATION_ID, str(task_name)), None)
+        elif not entry:
+            del self.hosts[host]
+        return added
+
+    def _synthetic(self, host, check_id, target, message, task_name=None):
+        check = normalise_check({"id": check_id, "target": target, "status": FAIL, "message": message},
+                                task_name)
+        self._entry(host)[(check["id"], check["target"])] = check
+        self._reported(host)
+        return check
+
+    def add_unreachable(self, host, message, task_name=None):
+        reason = " ".join(text(message or "").split()) or "host unreachable"
+        self._last_failure[host] = "unreachable in task %r: %s" % (task_name, reason) if task_name else reason
+        return self._synthetic(host, UNREACHABLE_ID, "node", reason, task_name)
+
+    def add_matrix(self, matrix, task_name=None):
+        """The normalised matrix stored under its title, or None with ``self.matrix_error`` set."""
+        clean, self.matrix_error = normalise_matrix(matrix, task_name)
+        if clean is not None:
+            self.matrices[clean["title"]] = clean
+        return clean
+
+    @property
+    def empty(self):
+        return not self.hosts and not self.matrices
+
+    # ------------------------------------------------------------------ plays and task results
+    def start_play(self, name, hosts=None):
+        """A play (or serial batch) starts; ``hosts`` are its hosts when known."""
+        self.end_play()
+        self._play = {"name": name or "", "hosts": list(hosts) if hosts is not None else None,
+                      "validation": False, "reported": set(), "seen": []}
+
+    def _seen(self, host):
+        if self._play is not None and host not in self._play["seen"]:
+            self._play["seen"].append(host)
+
+    def _reported(self, host):
+        if self._play is not None:
+            self._play["reported"].add(host)
+
+    def validation_task(self, task_key):
+        """Declare a task a validation task (its module returns checks)."""
+        if self._play is not None:
+            self._play["validation"] = True
+        if task_key is None or task_key in self._validation_tasks:
+            return
+        self._validation_tasks.add(task_key)
+        for kind, host, task_name, reason in self._pending.pop(task_key, []):
+            if kind == "failed":
+                self._validation_failed(host, task_name, reason)
+            else:
+                self._reported(host)
+
+    def _validation_failed(self, host, task_name, reason):
+        self._synthetic(host, VALIDATION_ID, str(task_name or "node"),
+                        "validation task failed without returning checks: %s" % reason, task_name)
+
+    def task_result(self, host, data, task_name=None, outcome="ok", task_key=None, validation=False):
+        """One task result of ``host``: outcome ok, failed, skipped or unreachable."""
+        self._seen(host)
+        if validation:
+            self.validation_task(task_key)
+        if outcome == "unreachable":
+            self.add_unreachable(host, "unreachable: %s" % text(data.get("msg", "")).strip(), task_name)
+            return
+        items = [item for item in data.get("results", []) or [] if isinstance(item, dict)]
+        returned_checks = False
+        failures = []
+        for payload in [data] + items:
+            if isinstance(payload.get("checks"), list):
+                returned_checks = True
+                self.add_checks(host, payload["checks"], task_name)
+            elif payload is not data and payload.get("failed"):
+                failures.append(failure_reason(payload))
+            matrix = payload.get("bandwidth_matrix")
+            if matrix is not None and self.add_matrix(matrix, task_name) is None:
+                self.matrix_warnings.append("fleet_report: ignoring bandwidth_matrix of task %r on %s: %s"
+                                            % (task_name, host, self.matrix_error))
+        if returned_checks:
+            self._reported(host)
+            self.validation_task(task_key)
+        if outcome == "failed":
+            if not failures and not isinstance(data.get("checks"), list):
+                failures.append(failure_reason(data))
+            if failures:
+                reason = failures[0] if len(failures) == 1 else "%s (and %d more failed item(s))" % (
+                    failures[0], len(failures) - 1)
+                self._last_failure[host] = "task %r failed: %s" % (task_name, reason)
+                if task_key is not None and task_key in self._validation_tasks:
+                    self._validation_failed(host, task_name, reason)
+                else:
+                    self._pending.setdefault(task_key, []).append(("failed", host, task_name, reason))
+        elif outcome == "skipped":
+            if task_key is not None and task_key in self._validation_tasks:
+                self._reported(host)
+            else:
+                self._pending.setdefault(task_key, []).append(("skipped", host, task_name, None))
+
+    def end_play(self):
+        """Close the current play: every host of a validation play without a validation result
+        gets ``host.validation`` (target ``node``) failing with its last failure."""
+        play, self._play = self._play, None
+        self._pending = {}
+        if not play or not play["validation"]:
+            return
+        hosts = play["hosts"] if play["hosts"] is not None else play["seen"]
+        for host in hosts:
+            if host in play["reported"]:
+                continue
+            why = self._last_failure.get(host)
+            message = "no validation result from this host in play %r: %s" % (
+                play["name"], why or "the play ended, or the host left it, before its validation tasks ran")
+            check = normalise_check({"id": VALIDATION_ID, "target": "node", "status": FAIL, "message": message})
+            self._entry(host)[(VALIDATION_ID, "node")] = check
+
+    # ------------------------------------------------------------------ model
+    def host_rows(self):
+        """[(host, checks, summary)] sorted worst first: fails, then warns, then name."""
+        rows = []
+        for host, entry in self.hosts.items():
+            checks = list(entry.values())
+            rows.append((host, checks, summarize(checks)))
+        rows.sort(key=lambda row: (-row[2][FAIL], -row[2][WARN], row[0]))
+        return rows
+
+    @staticmethod
+    def totals(rows):
+        totals = dict((status, 0) for status in STATUSES)
+        for _host, _checks, summary in rows:
+            for status in STATUSES:
+                totals[status] += summary[status]
+        unhealthy = sum(1 for row in rows if not is_healthy(row[1]))
+        warned = sum(1 for row in rows if is_healthy(row[1]) and row[2][WARN])
+        totals.update({"hosts": len(rows), "healthy": len(rows) - unhealthy, "unhealthy": unhealthy,
+                       "with_warnings": warned})
+        return totals
+
+    def as_dict(self, generated_at):
+        rows = self.host_rows()
+        hosts = {}
+        for host, checks, summary in rows:
+            ids = set(c["id"] for c in checks)
+            hosts[host] = {"healthy": is_healthy(checks), "summary": summary,
+                           "unreachable": UNREACHABLE_ID in ids, "validation_failed": VALIDATION_ID in ids,
+                           "checks": checks}
+        return {"generated_at": generated_at, "playbook": self.playbook, "totals": self.totals(rows),
+                "hosts": hosts, "bandwidth_matrices": list(self.matrices.values())}
+
+    def json(self, generated_at):
+        return to_json(self.as_dict(generated_at))
+
+    # ------------------------------------------------------------------ console
+    def summary_lines(self, limit):
+        """[(text, status)] of the printed summary; status picks the colour (None: plain)."""
+        rows = self.host_rows()
+        totals = self.totals(rows)
+        lines = [("%d host(s): %d unhealthy, %d with warnings, %d healthy  (checks: fail %d, warn %d, "
+                  "pass %d, skip %d)" % (totals["hosts"], totals["unhealthy"], totals["with_warnings"],
+                                         totals["healthy"] - totals["with_warnings"], totals[FAIL],
+                                         totals[WARN], totals[PASS], totals[SKIP]), None)]
+        if not rows:
+            return lines
+        limit = max(int(limit or 0), 1)
+        if len(rows) <= limit:
+            shown = rows
+        else:
+            shown = [row for row in rows if row[2][FAIL] or row[2][WARN]][:limit]
+        width = min(max([len(host) for host, _c, _s in shown] + [4]), 40)
+        header = "%-*s %5s %5s %5s %5s  %s" % (width, "HOST", "FAIL", "WARN", "PASS", "SKIP",
+                                               "FIRST PROBLEM / SKIPPED")
+        lines.append((header, None))
+        for host, checks, summary in shown:
+            bad = problems_first(checks)
+            if bad:
+                problem = "%s[%s]: %s" % (bad[0]["id"], bad[0]["target"], " ".join(bad[0]["message"].split()))
+                if len(problem) > 100:
+                    problem = problem[:97] + "..."
+            else:
+                problem = skipped_families(checks)
+                if len(problem) > 120:
+                    problem = problem[:117] + "..."
+            status = FAIL if summary[FAIL] else WARN if summary[WARN] else PASS
+            name = host if len(host) <= width else host[:width - 3] + "..."
+            lines.append(("%-*s %5d %5d %5d %5d  %s" % (width, name, summary[FAIL], summary[WARN],
+                                                         summary[PASS], summary[SKIP], problem), status))
+        listed = set(row[0] for row in shown)
+        hidden = [row for row in rows if row[0] not in listed]
+        hidden_bad = sum(1 for row in hidden if row[2][FAIL] or row[2][WARN])
+        if hidden_bad:
+            lines.append(("... %d more host(s) with failures or warnings not listed (see the report)"
+                          % hidden_bad, WARN))
+        if len(hidden) - hidden_bad:
+            lines.append(("... %d healthy host(s) without warnings not listed" % (len(hidden) - hidden_bad),
+                          None))
+        return lines
+
+    # ------------------------------------------------------------------ JUnit
+    def junit(self, generated_at):
+        rows = self.host_rows()
+        totals = self.totals(rows)
+        suites = ET.Element("testsuites", {
+            "name": "gpufleet fleet report", "tests": str(sum(len(r[1]) for r in rows)),
+            "failures": str(totals[FAIL]), "skipped": str(totals[SKIP]), "errors": "0"})
+        for host, checks, summary in rows:
+            suite = ET.SubElement(suites, "testsuite", {
+                "name": xml_text(host), "tests": str(len(checks)), "failures": str(summary[FAIL]),
+                "skipped": str(summary[SKIP]), "errors": "0", "timestamp": generated_at})
+            for check in checks:
+                case = ET.SubElement(suite, "testcase", {
+                    "classname": xml_text(host), "name": xml_text("%s[%s]" % (check["id"], check["target"]))})
+                detail = check_detail(check)
+                if check["status"] == FAIL:
+                    failure = ET.SubElement(case, "failure", {"message": xml_text(check["message"]),
+                                                              "type": xml_text(check["id"])})
+                    failure.text = xml_text(detail)
+                elif check["status"] == SKIP:
+                    ET.SubElement(case, "skipped", {"message": xml_text(check["message"])})
+                elif check["status"] == WARN:
+                    out = ET.SubElement(case, "system-out")
+                    out.text = xml_text("WARN: " + detail)
+        return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
