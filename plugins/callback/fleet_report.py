@@ -15,24 +15,43 @@ description:
     failed tasks alike, including the items of looped tasks.
   - Per host, the latest result for a check C(id) and C(target) replaces an earlier one (a
     re-validation after remediation supersedes the first run); checks keep the position where they
-    were first seen. A host that becomes unreachable gets a failing check C(host.unreachable),
-    dropped again when a later task on that host returns checks.
+    were first seen.
+  - "No host is lost: synthetic failing checks stand for hosts that could not be validated.
+    C(host.unreachable) (target C(node)) for a host a task could not reach (dropped again when a
+    later task on that host returns checks). C(host.validation) (target = the task name) for a
+    validation task that failed without returning checks (module exception, timeout of the task or
+    of its async job), with Ansible's C(msg) and the last line of the exception. C(host.validation)
+    (target C(node)) for a host of a validation play that returned no validation result at all (it
+    failed or was unreachable in an earlier task or play, or the play ended first), naming its last
+    failure. A validation task is a task of C(node_validate), C(gpu_health), C(rdma_validate),
+    C(record_checks) or C(rdma_bandwidth), or any task that returned C(checks) on some host; a host
+    whose validation tasks were all skipped counts as reported. See C(docs/contracts.md)."
   - "At the end of the playbook prints a per-host summary sorted worst first (most failed checks,
     then most warnings) with the first failing (else warning) check of each host. For a host
     without failures or warnings it names the check families whose checks were all skipped and
     why (for example C(gpu skipped: no NVIDIA GPU on the PCI bus)). With more hosts than
     O(summary_limit) only hosts with failures or warnings are listed (up to the limit) and the
     rest are counted."
-  - Writes to O(dir) C(fleet-report.json) (hosts with their checks, summary and health, totals,
-    generation time), C(junit.xml) (one testsuite per host, one testcase C(<id>[<target>]) per
-    check; fail is a failure, skip is skipped, warn passes with its message in system-out), and
-    C(fleet-report.html), a self-contained page (inline CSS, no scripts, no external assets) with
-    a host x check-group grid (group = the id up to its second dot, for example C(gpu.ecc),
-    C(rdma.port)) coloured by the worst status, the failing and warning messages per host and
-    any bandwidth matrix.
+  - Writes to O(dir) C(fleet-report.json) (hosts with their checks, summary, health and the flags
+    C(unreachable) and C(validation_failed), totals, generation time), C(junit.xml) (one testsuite
+    per host, one testcase C(<id>[<target>]) per check; fail is a failure, skip is skipped, warn
+    passes with its message in system-out), and C(fleet-report.html), a self-contained page
+    (inline CSS, no scripts, no external assets) rendered from the Jinja2 template
+    C(plugins/plugin_utils/templates/fleet_report.html.j2) with autoescape, with a host x
+    check-group grid (group = the id up to its second dot, for example C(gpu.ecc), C(rdma.port))
+    coloured by the worst status, the failing and warning messages per host and any bandwidth
+    matrix.
+  - "The JSON report is strict JSON: NaN becomes the string C(nan), infinities C(inf) and C(-inf)
+    (in observed and expected values and in bandwidth matrices alike)."
   - "A task result may carry C(bandwidth_matrix), a dict C({title, hosts: [...], gbps: [[...]]}) with
-    one row per sender and one column per receiver (null for a pair not measured); the latest matrix
-    per title (default the task name) is rendered as a heatmap and stored in the JSON."
+    one row per sender and one column per receiver (null for a pair not measured), optionally
+    C(min_gbps) (the configured minimum per link), C(rails) and C(per_rail) (a dict rail -> matrix,
+    or a list of matrices in the order of C(rails)); without C(gbps) the worst rail per pair is
+    used. The latest matrix per title (default the task name) is stored in the JSON and rendered
+    as full heatmaps (both directions; worst rail, then each rail) coloured against C(min_gbps)
+    (green at or above it, four reds by the share reached below it, NaN/inf as invalid and below),
+    or relative to the best pair when no minimum is given, with a legend and per-host counts of
+    low pairs; 64 hosts stay readable (small cells, rotated headers, scrolling tables)."
   - Nothing is written when no task returned checks or a bandwidth matrix.
 requirements:
   - Enabled in C(callbacks_enabled) (the C(ansible.cfg) of this collection does).

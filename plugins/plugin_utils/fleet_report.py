@@ -162,15 +162,19 @@ def failure_reason(data):
     tail = ""
     for key in ("exception", "module_stderr", "stderr"):
         value = data.get(key)
-        if isinstance(value, str) and value.strip():
+        if isinstance(value, str) and value.strip() and not value.strip().startswith("(traceback unavailable"):
             tail = value.strip().splitlines()[-1].strip()
             break
     if data.get("censored"):
         msg = msg or "output hidden by no_log"
+    if msg.startswith("Task failed: "):  # ansible-core 2.19 prefix, says nothing here
+        msg = msg[len("Task failed: "):]
     parts = [p for p in (msg, tail) if p]
     if len(parts) == 2 and (tail in msg):
         parts = [msg]
     reason = " | ".join(parts) or "failed without a message"
+    if data.get("ansible_job_id"):
+        reason += " (async job %s)" % data["ansible_job_id"]
     if len(reason) > _REASON_LIMIT:
         reason = reason[:_REASON_LIMIT - 3] + "..."
     return reason
@@ -347,7 +351,7 @@ class FleetReport(object):
 
     def _validation_failed(self, host, task_name, reason):
         self._synthetic(host, VALIDATION_ID, str(task_name or "node"),
-                        "validation task failed without returning checks: %s" % reason, task_name)
+                        "no checks returned: %s" % reason, task_name)
 
     def task_result(self, host, data, task_name=None, outcome="ok", task_key=None, validation=False):
         """One task result of ``host``: outcome ok, failed, skipped or unreachable."""
@@ -355,7 +359,7 @@ class FleetReport(object):
         if validation:
             self.validation_task(task_key)
         if outcome == "unreachable":
-            self.add_unreachable(host, "unreachable: %s" % text(data.get("msg", "")).strip(), task_name)
+            self.add_unreachable(host, "unreachable: %s" % failure_reason(data), task_name)
             return
         items = [item for item in data.get("results", []) or [] if isinstance(item, dict)]
         returned_checks = False
@@ -402,7 +406,7 @@ class FleetReport(object):
             if host in play["reported"]:
                 continue
             why = self._last_failure.get(host)
-            message = "no validation result from this host in play %r: %s" % (
+            message = "not validated in play %r: %s" % (
                 play["name"], why or "the play ended, or the host left it, before its validation tasks ran")
             check = normalise_check({"id": VALIDATION_ID, "target": "node", "status": FAIL, "message": message})
             self._entry(host)[(VALIDATION_ID, "node")] = check

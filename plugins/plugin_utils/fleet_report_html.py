@@ -25,7 +25,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import FAIL, PASS, SKIP, WARN, summarize, worst
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.fleet_report import (
-    check_group, problems_first, text)
+    check_group, json_safe, problems_first, text)
 
 TEMPLATE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
 TEMPLATE = "fleet_report.html.j2"
@@ -35,15 +35,16 @@ BELOW_MINIMUM = ((0.9, "lo1", "90-100 % of min"), (0.75, "lo2", "75-90 %"), (0.5
                  (float("-inf"), "lo4", "< 50 %"))
 _SYMBOL = {FAIL: "\u2717", WARN: "!", PASS: "\u2713", SKIP: "\u2013"}
 
-_ENV = None
+_ENV = {}
 
 
 def environment():
-    global _ENV  # pylint: disable=global-statement
-    if _ENV is None:
-        _ENV = Environment(loader=FileSystemLoader(TEMPLATE_DIR), autoescape=True, undefined=StrictUndefined,
-                           trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
-    return _ENV
+    """The Jinja2 environment (autoescape on), built once."""
+    if "env" not in _ENV:
+        _ENV["env"] = Environment(loader=FileSystemLoader(TEMPLATE_DIR), autoescape=True,
+                                  undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+                                  keep_trailing_newline=True)
+    return _ENV["env"]
 
 
 def _finite(value):
@@ -100,8 +101,9 @@ def _cell(sender, receiver, value, rail, minimum, top):
     if value is None:
         return {"css": "none", "style": None, "title": "%s: not measured" % where, "label": "\u2013", "low": False}
     if not _finite(value):
-        return {"css": "bad", "style": None, "title": "%s: invalid reading %s" % (where, text(value)),
-                "label": text(value), "low": True}
+        reading = json_safe(value)
+        return {"css": "bad", "style": None, "title": "%s: invalid reading %s" % (where, reading),
+                "label": reading, "low": True}
     label = "%.0f" % value
     if minimum is None:
         ratio = value / top if top else 0
@@ -117,7 +119,7 @@ def _cell(sender, receiver, value, rail, minimum, top):
 
 def _heatmap_table(name, hosts, gbps, rail, minimum, top):
     rows, low_in = [], [[0, 0] for _ in hosts]
-    for i, (sender, values) in enumerate(zip(hosts, gbps)):
+    for sender, values in zip(hosts, gbps):
         cells, low, measured = [], 0, 0
         for j, (receiver, value) in enumerate(zip(hosts, values)):
             cell = _cell(sender, receiver, value, rail, minimum, top)

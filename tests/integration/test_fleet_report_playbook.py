@@ -87,3 +87,57 @@ def test_default_directory_is_reports_below_the_current_directory(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     written = sorted(os.listdir(str(tmp_path / "reports")))
     assert written == ["fleet-report.html", "fleet-report.json", "junit.xml"]
+
+
+@pytest.fixture(scope="module")
+def lost_hosts_run(tmp_path_factory):
+    report_dir = tmp_path_factory.mktemp("lost") / "reports"
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), GPUFLEET_REPORT_DIR=str(report_dir))
+    argv = [ANSIBLE_PLAYBOOK, "-i", os.path.join(PLAYBOOKS, "inventory", "lost_hosts.yml"),
+            os.path.join(PLAYBOOKS, "fleet_report_lost_hosts.yml")]
+    proc = subprocess.run(argv, check=False, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0, proc.stdout  # failed and unreachable hosts fail the run
+    assert "fatal: [node-crash]" in proc.stdout and "UNREACHABLE!" in proc.stdout, proc.stdout + proc.stderr
+    return proc, report_dir
+
+
+def _no_constants(constant):
+    raise AssertionError("non-JSON constant %s" % constant)
+
+
+def test_crashed_timed_out_early_failed_and_unreachable_hosts_are_reported(lost_hosts_run):
+    proc, report_dir = lost_hosts_run
+    with open(str(report_dir / "fleet-report.json")) as handle:
+        report = json.loads(handle.read(), parse_constant=_no_constants)
+    hosts = report["hosts"]
+    assert sorted(hosts) == ["node-crash", "node-down", "node-early", "node-ok", "node-slow"]
+    assert report["totals"]["hosts"] == 5 and report["totals"]["unhealthy"] == 4
+    assert hosts["node-ok"]["healthy"] is True
+    by_host = dict((name, dict(((c["id"], c["target"]), c) for c in host["checks"])) for name, host in hosts.items())
+    crash = by_host["node-crash"][("host.validation", "Run the node checks")]
+    assert crash["status"] == "fail" and "sysfs tree exploded" in crash["message"]
+    slow = by_host["node-slow"][("host.validation", "Run the node checks")]
+    assert slow["status"] == "fail" and "Timeout exceeded" in slow["message"]
+    early = by_host["node-early"][("host.validation", "node")]
+    assert early["message"] == ("not validated in play 'Validate a fleet where hosts crash, "
+                                "time out, fail early or cannot be reached': task 'Prepare the node' failed: "
+                                "preparation failed on purpose")
+    down = by_host["node-down"][("host.unreachable", "node")]
+    assert down["status"] == "fail" and down["message"].startswith("unreachable: ")
+    assert hosts["node-down"]["unreachable"] is True and hosts["node-crash"]["validation_failed"] is True
+    for name in ("node-crash", "node-slow", "node-early", "node-down"):
+        assert hosts[name]["healthy"] is False
+
+    summary = proc.stdout.split("FLEET REPORT", 1)[1].splitlines()
+    assert any(line.startswith("5 host(s): 4 unhealthy, 0 with warnings, 1 healthy") for line in summary)
+
+    root = ET.parse(str(report_dir / "junit.xml")).getroot()
+    suites = {suite.get("name"): suite for suite in root.findall("testsuite")}
+    assert set(suites) == set(hosts) and root.get("failures") == "4"
+    assert suites["node-crash"].find("testcase").get("name") == "host.validation[Run the node checks]"
+    assert "sysfs tree exploded" in suites["node-crash"].find("testcase").find("failure").get("message")
+
+    page = (report_dir / "fleet-report.html").read_text()
+    for needle in ("node-crash", "node-slow", "node-early", "node-down", "sysfs tree exploded", "Timeout exceeded",
+                   "preparation failed on purpose", "host.unreachable[node]"):
+        assert needle in page

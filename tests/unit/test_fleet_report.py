@@ -41,10 +41,10 @@ class RecordingDisplay:
 class FakeTask:
     delegate_to = None
     no_log = False
-    action = "gpufleet.cluster.node_validate"
 
-    def __init__(self, name):
+    def __init__(self, name, action="gpufleet.cluster.node_validate"):
         self.name = name
+        self.action = action
 
     def get_name(self):
         return self.name
@@ -60,8 +60,8 @@ def make_callback(monkeypatch=None, **options):
     return callback, display
 
 
-def result(host, data, task="validate node"):
-    return CallbackTaskResult(Host(host), FakeTask(task), data, {"name": task})
+def result(host, data, task="validate node", action="gpufleet.cluster.node_validate"):
+    return CallbackTaskResult(Host(host), FakeTask(task, action), data, {"name": task})
 
 
 def chk(check_id, target, status, message="", **extra):
@@ -347,3 +347,283 @@ def test_summary_names_skipped_families_of_hosts_without_problems():
         "gpu skipped: no NVIDIA GPU on the PCI bus; rdma skipped: no RDMA devices; mlx5_core not loaded")
     assert "skipped" not in lines["gpu-box"]
     assert model.skipped_families(node_checks(fail_ecc=True)) == ""
+
+
+# ---------------------------------------------------------------------- never lose a host
+# Failed results below have the shape ansible-core 2.19 hands to callbacks (captured with a
+# module raising RuntimeError, an async job over its time limit and a task over `timeout:`).
+CRASH = {"changed": False, "exception": "(traceback unavailable)",
+         "msg": "Task failed: Module failed: sysfs tree exploded"}
+CRASH_TRACEBACK = {"failed": True, "msg": "MODULE FAILURE: No start of json char found",
+                   "module_stderr": "Traceback (most recent call last):\n  File \"x.py\", line 3\n"
+                                    "ValueError: invalid literal for int() with base 10: '\u00b2'\n"}
+ASYNC_TIMEOUT = {"started": True, "finished": True, "ansible_job_id": "j1717.7375", "msg": "Timeout exceeded",
+                 "changed": False, "exception": "(traceback unavailable)"}
+TASK_TIMEOUT = {"timedout": {"period": 2}, "exception": "(traceback unavailable)",
+                "msg": "Task failed: Timed out after 2 second(s).", "changed": False}
+
+
+def make_play(tmp_path, hosts, pattern="fleet", name="Validate the fleet"):
+    """A real Play over a real inventory (the objects v2_playbook_on_play_start receives)."""
+    from ansible.inventory.manager import InventoryManager
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.playbook.play import Play
+    from ansible.vars.manager import VariableManager
+
+    source = tmp_path / "hosts.yml"
+    source.write_text(yaml.safe_dump({"all": {"children": {"fleet": {"hosts": dict((h, {}) for h in hosts)},
+                                                          "other": {"hosts": {"bystander": {}}}}}}))
+    loader = DataLoader()
+    inventory = InventoryManager(loader=loader, sources=[str(source)])
+    variables = VariableManager(loader=loader, inventory=inventory)
+    return Play.load({"name": name, "hosts": pattern, "gather_facts": False, "tasks": []},
+                     variable_manager=variables, loader=loader)
+
+
+def test_crashed_validation_task_is_a_failed_host_everywhere(tmp_path):
+    callback, display = make_callback(dir=str(tmp_path))
+    callback.v2_runner_on_ok(result("node-01", {"checks": node_checks()}))
+    callback.v2_runner_on_failed(result("node-02", dict(CRASH)))
+    callback.v2_runner_on_failed(result("node-03", dict(CRASH_TRACEBACK)), ignore_errors=True)
+    callback.v2_playbook_on_stats(None)
+    report, junit, page = load(tmp_path)
+    assert report["totals"]["hosts"] == 3 and report["totals"]["unhealthy"] == 2
+    node2 = report["hosts"]["node-02"]
+    assert node2["healthy"] is False and node2["validation_failed"] is True and node2["unreachable"] is False
+    assert node2["checks"] == [{
+        "id": "host.validation", "target": "validate node", "status": "fail", "task": "validate node",
+        "message": "no checks returned: Module failed: sysfs tree exploded"}]
+    node3 = report["hosts"]["node-03"]["checks"][0]
+    assert node3["message"].endswith("MODULE FAILURE: No start of json char found | "
+                                     "ValueError: invalid literal for int() with base 10: '\u00b2'")
+    suites = {suite.get("name"): suite for suite in junit.findall("testsuite")}
+    failure = suites["node-02"].find("testcase").find("failure")
+    assert suites["node-02"].find("testcase").get("name") == "host.validation[validate node]"
+    assert "sysfs tree exploded" in failure.get("message")
+    assert "sysfs tree exploded" in page and 'title="host.validation on node-02: 1 fail"' in page
+    summary = display.lines[display.lines.index("== FLEET REPORT") + 1:]
+    assert summary[0].startswith("3 host(s): 2 unhealthy, 0 with warnings, 1 healthy")
+    assert [line.split()[0] for line in summary[2:4]] == ["node-02", "node-03"]
+
+
+def test_async_and_task_timeouts_fail_the_host():
+    report = model.FleetReport()
+    report.task_result("node-01", dict(ASYNC_TIMEOUT), "validate node", "failed", "t1", validation=True)
+    report.task_result("node-02", dict(TASK_TIMEOUT), "validate node", "failed", "t1", validation=True)
+    messages = dict((host, entry[("host.validation", "validate node")]["message"])
+                    for host, entry in report.hosts.items())
+    assert messages["node-01"] == "no checks returned: Timeout exceeded (async job j1717.7375)"
+    assert messages["node-02"] == "no checks returned: Timed out after 2 second(s)."
+    assert report.totals(report.host_rows())["unhealthy"] == 2
+
+
+def test_failure_before_the_task_is_known_as_validation_is_kept():
+    """A task of an unknown module becomes a validation task when any host returns checks from it;
+    a crash that arrived earlier (forks finish in any order) is then charged to its host."""
+    report = model.FleetReport()
+    report.start_play("play", ["a", "b", "c"])
+    report.task_result("a", dict(CRASH), "run checks", "failed", "u1")
+    report.task_result("c", {"skipped": True}, "run checks", "skipped", "u1")
+    assert "a" not in report.hosts
+    report.task_result("b", {"checks": node_checks()}, "run checks", "ok", "u1")
+    assert report.hosts["a"][("host.validation", "run checks")]["status"] == "fail"
+    report.end_play()
+    assert set(report.hosts) == {"a", "b"}  # c skipped the validation task: reported, not failed
+
+
+def test_failed_task_of_other_modules_is_not_a_check():
+    report = model.FleetReport()
+    report.start_play("provision", ["a"])
+    report.task_result("a", {"failed": True, "msg": "apt failed"}, "install", "failed", "u1")
+    report.end_play()
+    assert report.empty
+
+
+def test_failed_loop_items_without_checks():
+    report = model.FleetReport()
+    data = {"failed": True, "msg": "One or more items failed", "results": [
+        {"checks": [chk("rdma.port.state", "mlx5_0/1", "pass", "ACTIVE")], "item": 0},
+        {"failed": True, "msg": "Task failed: Module failed: boom", "item": 1},
+        {"failed": True, "msg": "second", "item": 2}]}
+    report.task_result("a", data, "validate rails", "failed", "u1", validation=True)
+    checks = report.hosts["a"]
+    assert checks[("rdma.port.state", "mlx5_0/1")]["status"] == "pass"
+    assert checks[("host.validation", "validate rails")]["message"] == (
+        "no checks returned: Module failed: boom "
+        "(and 1 more failed item(s))")
+
+
+def test_retry_of_the_same_task_supersedes_the_crash():
+    report = model.FleetReport()
+    report.task_result("a", dict(CRASH), "validate node", "failed", "u1", validation=True)
+    report.task_result("a", {"checks": node_checks()}, "validate node", "ok", "u2", validation=True)
+    assert ("host.validation", "validate node") not in report.hosts["a"]
+    report.task_result("a", dict(CRASH), "validate rdma", "failed", "u3", validation=True)
+    report.task_result("a", {"checks": [chk("gpu.count", "node", "pass", "8")]}, "validate gpu", "ok", "u4",
+                       validation=True)
+    assert report.hosts["a"][("host.validation", "validate rdma")]["status"] == "fail"
+
+
+def test_hosts_of_a_validation_play_without_any_result_are_failed(tmp_path):
+    callback, display = make_callback(dir=str(tmp_path))
+    play = make_play(tmp_path, ["node-01", "node-02", "node-03", "node-04", "node-05"])
+    callback.v2_playbook_on_play_start(play)
+    # node-02 fails a preparation task and leaves the play; node-05 skips validation on purpose;
+    # node-03 never reports anything (the play ended, for instance by max_fail_percentage)
+    callback.v2_runner_on_failed(result("node-02", {"failed": True, "msg": "Could not find python3"},
+                                        task="prepare", action="ansible.builtin.raw"))
+    callback.v2_runner_on_ok(result("node-01", {"checks": node_checks()}))
+    callback.v2_runner_on_unreachable(result("node-04", {"unreachable": True, "msg": "ssh: connect refused"}))
+    callback.v2_runner_on_skipped(result("node-05", {"skipped": True}))
+    callback.v2_playbook_on_stats(None)
+    report, junit, page = load(tmp_path)
+    assert sorted(report["hosts"]) == ["node-01", "node-02", "node-03", "node-04"]
+    assert report["totals"]["unhealthy"] == 3
+    node2 = report["hosts"]["node-02"]["checks"]
+    assert [(c["id"], c["target"], c["status"]) for c in node2] == [("host.validation", "node", "fail")]
+    assert node2[0]["message"] == ("not validated in play 'Validate the fleet': "
+                                   "task 'prepare' failed: Could not find python3")
+    assert "the play ended, or the host left it, before its validation tasks ran" in \
+        report["hosts"]["node-03"]["checks"][0]["message"]
+    assert [c["id"] for c in report["hosts"]["node-04"]["checks"]] == ["host.unreachable"]
+    assert "bystander" not in report["hosts"]
+    assert {suite.get("name") for suite in junit.findall("testsuite")} == {"node-01", "node-02", "node-03", "node-04"}
+    assert "Could not find python3" in page
+    assert display.lines[display.lines.index("== FLEET REPORT") + 1].startswith("4 host(s): 3 unhealthy")
+
+
+def test_play_without_validation_adds_no_hosts(tmp_path):
+    callback, _display = make_callback(dir=str(tmp_path))
+    callback.v2_playbook_on_play_start(make_play(tmp_path, ["node-01", "node-02"], name="Provision"))
+    callback.v2_runner_on_failed(result("node-02", {"failed": True, "msg": "apt"}, task="install",
+                                        action="ansible.builtin.apt"))
+    callback.v2_runner_on_ok(result("node-01", {"changed": True}, task="install", action="ansible.builtin.apt"))
+    callback.v2_playbook_on_play_start(make_play(tmp_path, ["node-01", "node-02"], name="Validate"))
+    callback.v2_runner_on_ok(result("node-01", {"checks": node_checks()}))
+    callback.v2_playbook_on_stats(None)
+    report, _junit, _page = load(tmp_path)
+    # node-02 failed in the provisioning play and never reached the validation play
+    assert report["hosts"]["node-02"]["checks"][0]["message"] == (
+        "not validated in play 'Validate': task 'install' failed: apt")
+    assert report["hosts"]["node-01"]["healthy"] is True
+
+
+def test_validation_play_recognised_from_task_start_when_every_host_crashes(tmp_path):
+    callback, _display = make_callback(dir=str(tmp_path))
+    callback.v2_playbook_on_play_start(make_play(tmp_path, ["node-01", "node-02"]))
+    task = FakeTask("validate node")
+    callback.v2_playbook_on_task_start(task, False)
+    callback.v2_runner_on_failed(result("node-01", dict(CRASH)))
+    callback.v2_runner_on_failed(result("node-02", dict(CRASH)))
+    callback.v2_playbook_on_stats(None)
+    report, _junit, _page = load(tmp_path)
+    assert report["totals"] == {"pass": 0, "warn": 0, "fail": 2, "skip": 0, "hosts": 2, "healthy": 0,
+                                "unhealthy": 2, "with_warnings": 0}
+
+
+# ---------------------------------------------------------------------- strict JSON
+def _strict(text):
+    def reject(constant):
+        raise AssertionError("non-JSON constant %s in the report" % constant)
+    return json.loads(text, parse_constant=reject)
+
+
+def test_nan_and_infinity_become_strings_in_strict_json(tmp_path):
+    callback, _display = make_callback(dir=str(tmp_path))
+    checks = [chk("nccl.busbw", "all_reduce", "fail", "average bus bandwidth is not a number",
+                  observed=float("nan"), expected={"min": 150.0, "max": float("inf")}),
+              chk("rdma.bandwidth", "mlx5_0/1", "fail", "bogus", observed=[float("-inf"), 1.5])]
+    matrix = {"title": "nan matrix", "hosts": ["a", "b"], "gbps": [[None, float("nan")], [float("inf"), None]],
+              "min_gbps": 100}
+    callback.v2_runner_on_ok(result("a", {"checks": checks, "bandwidth_matrix": matrix}))
+    callback.v2_playbook_on_stats(None)
+    with open(os.path.join(str(tmp_path), "fleet-report.json")) as handle:
+        report = _strict(handle.read())
+    busbw, bandwidth = report["hosts"]["a"]["checks"]
+    assert busbw["observed"] == "nan" and busbw["expected"] == {"min": 150.0, "max": "inf"}
+    assert bandwidth["observed"] == ["-inf", 1.5]
+    assert report["bandwidth_matrices"][0]["gbps"] == [[None, "nan"], ["inf", None]]
+    _report, junit, page = load(tmp_path)
+    assert '<span class="obs">(observed nan; expected {&#34;max&#34;: &#34;inf&#34;, &#34;min&#34;: 150.0})' in page
+    assert 'class="bad" title="a -&gt; b: invalid reading nan">nan<' in page
+    assert 'title="b -&gt; a: invalid reading inf">inf<' in page
+    assert "NaN" not in ET.tostring(junit, encoding="unicode")
+
+
+def test_to_json_rejects_nothing_and_keeps_numbers():
+    document = {"x": [1, 2.5, float("nan"), True, None, "s"], 3: (float("-inf"),), "set": {1}}
+    assert _strict(model.to_json(document)) == {"x": [1, 2.5, "nan", True, None, "s"], "3": ["-inf"], "set": [1]}
+
+
+# ---------------------------------------------------------------------- heatmaps
+def test_heatmap_against_the_configured_minimum_with_legend_and_rails(tmp_path):
+    callback, display = make_callback(dir=str(tmp_path))
+    rails = {"mlx5_0": [[None, 395.0, 392.0], [394.0, None, 248.0], [393.0, 391.0, None]],
+             "mlx5_1": [[None, 390.0, 391.0], [396.0, None, 390.0], [389.0, 120.0, None]]}
+    matrix = {"title": "ib_write_bw all-pairs", "hosts": ["a", "b", "c"], "min_gbps": 360, "per_rail": rails}
+    callback.v2_runner_on_ok(result("localhost", {"bandwidth_matrix": matrix}, task="fabric"))
+    callback.v2_playbook_on_stats(None)
+    report, _junit, page = load(tmp_path)
+    stored = report["bandwidth_matrices"][0]
+    assert stored["rails"] == ["mlx5_0", "mlx5_1"] and stored["min_gbps"] == 360
+    # worst rail per pair, derived when gbps is not given
+    assert stored["gbps"] == [[None, 390.0, 391.0], [394.0, None, 248.0], [389.0, 120.0, None]]
+    assert page.count('<table class="matrix">') == 3
+    assert "<h3>all rails, worst rail per pair</h3>" in page and "<h3>rail mlx5_1</h3>" in page
+    # 248 of 360 is 69 %: clearly red (50-75 % class), not "almost green"
+    assert ('class="lo3" title="b -&gt; c: 248.00 Gb/s (69 % of the 360 Gb/s minimum) BELOW MINIMUM">248<'
+            in page)
+    assert 'class="lo4" title="c -&gt; b on mlx5_1: 120.00 Gb/s (33 % of the 360 Gb/s minimum)' in page
+    assert 'class="ok" title="a -&gt; b on mlx5_0: 395.00 Gb/s (110 % of the 360 Gb/s minimum)">395<' in page
+    legend = page.split('<p class="legend"><span class="ok">')[1].split("</p>")[0]
+    for label in ("&ge; 360 Gb/s", "90-100 % of min", "75-90 %", "50-75 %", "&lt; 50 %", "not measured",
+                  "invalid (NaN/inf)"):
+        assert label in legend
+    assert "2 of 6 measured pair(s) below it on their worst rail" in page
+    assert 'title="b as sender: 1 of 2 pair(s) below the minimum">1/2<' in page
+    assert 'title="b as receiver: 1 of 2 pair(s) below the minimum">1/2<' in page
+    assert not display.warnings
+
+
+def test_heatmap_per_rail_list_form_and_explicit_gbps():
+    report = model.FleetReport()
+    matrix = {"hosts": ["a", "b"], "gbps": [[None, 1.0], [2.0, None]], "rails": ["r0", "r1"],
+              "per_rail": [[[None, 1.0], [2.0, None]], [[None, 3.0], [4.0, None]]]}
+    clean = report.add_matrix(matrix, "task")
+    assert clean["title"] == "task" and clean["gbps"] == [[None, 1.0], [2.0, None]]
+    assert clean["per_rail"] == {"r0": [[None, 1.0], [2.0, None]], "r1": [[None, 3.0], [4.0, None]]}
+
+
+@pytest.mark.parametrize("matrix, error", [
+    ({"hosts": ["a", "b"], "gbps": [[None, 1.0], [2.0, None]], "min_gbps": "fast"}, "min_gbps"),
+    ({"hosts": ["a", "b"], "gbps": [[None, 1.0], [2.0, None]], "min_gbps": float("nan")}, "min_gbps"),
+    ({"hosts": ["a", "b"], "per_rail": [[[None, 1.0], [2.0, None]]]}, "per_rail: a list needs rails"),
+    ({"hosts": ["a", "b"], "per_rail": {"r0": [[None, 1.0]]}}, "per_rail[r0]"),
+    ({"hosts": ["a", "b"], "gbps": [[None, "x"], [2.0, None]]}, "gbps"),
+    ({"hosts": ["a", "b"], "gbps": [[None, 1.0], [2.0, None]], "rails": ["r0"],
+      "per_rail": {"r1": [[None, 1.0], [2.0, None]]}}, "rails: must list the keys of per_rail"),
+])
+def test_invalid_matrix_is_named(matrix, error):
+    report = model.FleetReport()
+    assert report.add_matrix(matrix, "t") is None
+    assert report.matrix_error.startswith(error)
+
+
+def test_heatmap_of_64_hosts_is_not_collapsed(tmp_path):
+    callback, _display = make_callback(dir=str(tmp_path))
+    hosts = ["dgx-h100-%03d" % i for i in range(64)]
+    gbps = [[None if i == j else 380.0 - (150.0 if 17 in (i, j) else 0.0) for j in range(64)] for i in range(64)]
+    rails = dict(("mlx5_%d" % r, gbps) for r in range(8))
+    callback.v2_runner_on_ok(result("localhost", {"bandwidth_matrix": {
+        "title": "64 hosts", "hosts": hosts, "gbps": gbps, "min_gbps": 360, "per_rail": rails}}))
+    callback.v2_playbook_on_stats(None)
+    _report, _junit, page = load(tmp_path)
+    assert "<details" not in page  # nothing collapsed
+    assert page.count('<table class="matrix compact">') == 9
+    assert page.count("<td ") >= 9 * 64 * 64
+    first = page.split('<table class="matrix compact">')[1].split("</table>")[0]
+    assert first.count('<th class="group"><span>dgx-h100-') == 64  # rotated column headers
+    # dgx-h100-017 sends and receives at 230 Gb/s, 64 % of the minimum: the 50-75 % red, both directions
+    assert first.count('class="lo3"') == 2 * 63
+    assert first.count('class="ok"') == 64 * 63 - 2 * 63
+    assert 'title="dgx-h100-017 as sender: 63 of 63 pair(s) below the minimum">63/63<' in first

@@ -26,9 +26,18 @@ options:
   bandwidth_matrix:
     description: Returned as is.
     type: dict
+  crash:
+    description: Raise a Python exception with this message instead of returning (a module crash).
+    type: str
+  sleep:
+    description: Seconds to sleep before returning (to provoke an async or task timeout).
+    type: float
+    default: 0
 author:
   - gpufleet contributors
 """
+
+import time
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -41,9 +50,14 @@ def main():
             checks=dict(type="list", elements="dict", required=True),
             fail_on=dict(type="str", default="fail", choices=["fail", "warn", "never"]),
             bandwidth_matrix=dict(type="dict"),
+            crash=dict(type="str"),
+            sleep=dict(type="float", default=0),
         ),
         supports_check_mode=True,
     )
+    time.sleep(module.params["sleep"])
+    if module.params["crash"]:
+        raise RuntimeError(module.params["crash"])
     results = CheckResults()
     for check in module.params["checks"]:
         extra = dict((key, check[key]) for key in ("observed", "expected") if key in check)
