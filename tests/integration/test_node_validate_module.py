@@ -113,9 +113,13 @@ def test_validate_yml_runs_one_task_per_host(fleet):
     stats = document["stats"]
     assert {host: stats[host]["ok"] + stats[host]["failures"] for host in HOSTS} == dict.fromkeys(HOSTS, 1)
     assert sorted(h for h in HOSTS if stats[h]["failures"]) == sorted(BAD_OPTIONS + ["degraded"])
-    # The fleet report got every host that returned checks (badopt failed before any check).
-    assert sorted(report["hosts"]) == ["degraded", "dgx", "dgx-real-nvml", "empty"]
-    assert report["totals"]["unhealthy"] == 2
+    # Every host is in the fleet report; the bad-option hosts failed before any check: host.validation
+    # with the reason.
+    assert sorted(report["hosts"]) == sorted(BAD_OPTIONS + ["degraded", "dgx", "dgx-real-nvml", "empty"])
+    assert report["totals"]["unhealthy"] == 2 + len(BAD_OPTIONS)
+    badopt = report["hosts"]["badopt"]["checks"]
+    assert [(c["id"], c["status"]) for c in badopt] == [("host.validation", "fail")]
+    assert "min_rate_gbps" in badopt[0]["message"]
 
 
 def test_validate_yml_host_results(fleet):
