@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fleet sweep cost: validate.yml against Ansible's floor and against shell-style checks (SPEC 3).
+"""Fleet sweep cost: validate.yml against Ansible's floor and against shell-style checks (targets: docs/performance.md).
 
 Builds N simulated hosts in a temporary inventory (local connection, the venv's python, each
 host with its own filesystem root -- a symlink to a fixture tree, mixing dgx-h100, hdr-degraded
@@ -180,7 +180,7 @@ def print_table(count, rows):
 
 
 def site_lab(env):
-    """Time site.yml in a fresh lab: first run, then the converged re-run (SPEC 3: <= 25 %)."""
+    """Time site.yml in a fresh lab: first run, then the converged re-run (target in docs/performance.md: <= 25 %)."""
     inventory = os.path.join(REPO, "inventories", "lab", "hosts.yml")
     site = os.path.join(REPO, "playbooks", "site.yml")
     if not shutil.which("docker"):

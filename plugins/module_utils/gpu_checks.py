@@ -173,7 +173,7 @@ def _journal_has_kernel_messages(runner):
 
 
 def check_gpu_health(facts, nvml_adapter, options, xid_lines_or_source, *, now=None, reader=None):
-    """Evaluate every SPEC 2.4 check. ``xid_lines_or_source``: list of log lines, an XidRead,
+    """Evaluate every GPU check (docs/contracts.md, GPU family). ``xid_lines_or_source``: list of log lines, an XidRead,
     or None (not read)."""
     options = option_defaults(options)
     now = time.time() if now is None else now

@@ -1,4 +1,4 @@
-"""gather_gpu_facts against the fixture trees (SPEC 2.3)."""
+"""gather_gpu_facts against the fixture trees (docs/contracts.md, gpu_facts)."""
 
 import os
 

@@ -1,4 +1,4 @@
-"""gpu_health rules (SPEC 2.4), one test per rule and scenario, over the fake NVML binding."""
+"""gpu_health rules (docs/contracts.md, GPU family), one test per rule and scenario, over the fake NVML binding."""
 
 import calendar
 import os

@@ -1,4 +1,4 @@
-"""mlx5_facts logic (SPEC 2.2) against fixture trees modelled on real sysfs."""
+"""mlx5_facts logic (docs/contracts.md, mlx5_facts) against fixture trees modelled on real sysfs."""
 
 import builtins
 import os
@@ -181,7 +181,7 @@ def test_ofed_info_is_run_with_dash_s_only():
     facts = facts_for("port-init", runner, ofed_info="/opt/ofed_info")
     assert runner.calls == [["/opt/ofed_info", "-s"]]
     assert facts["ofed"]["package_version"] == "23.10-1.1.9.0"
-    # SPEC example: 23.10-1.1.9.0 installed <-> 23.10-1.1.9 loaded
+    # docs/contracts.md example: 23.10-1.1.9.0 installed <-> 23.10-1.1.9 loaded
     assert facts["ofed"]["loaded_matches_installed"] is True
 
 

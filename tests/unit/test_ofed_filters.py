@@ -1,4 +1,4 @@
-"""Filters ofed_version, ofed_version_compare, ofed_best_match, ib_rate_gbps (SPEC 2.7)."""
+"""Filters ofed_version, ofed_version_compare, ofed_best_match, ib_rate_gbps (docs/contracts.md, mlx5_facts `ofed`)."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""rdma_shared_device_config on mlx5 facts gathered from the fixture trees (SPEC 2.2)."""
+"""rdma_shared_device_config on mlx5 facts gathered from the fixture trees (docs/contracts.md, mlx5_facts)."""
 
 import copy
 import os

@@ -1,4 +1,4 @@
-"""rdma_validate logic (SPEC 2.5): every row of the check table against fixture trees."""
+"""rdma_validate logic (docs/contracts.md, RDMA family): every row of the check table against fixture trees."""
 
 import copy
 import importlib
