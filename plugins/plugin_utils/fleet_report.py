@@ -35,7 +35,7 @@ import re
 import xml.etree.ElementTree as ET
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import (
-    FAIL, PASS, SKIP, STATUSES, WARN, is_healthy, summarize)
+    FAIL, PASS, SKIP, STATUSES, WARN, is_healthy, json_safe, summarize)
 
 UNREACHABLE_ID = "host.unreachable"
 VALIDATION_ID = "host.validation"
@@ -49,28 +49,8 @@ _REASON_LIMIT = 400
 
 
 # ---------------------------------------------------------------------- strict JSON
-def json_safe(value):
-    """A copy of ``value`` that ``json.dumps(..., allow_nan=False)`` accepts.
-
-    Rule (docs/contracts.md, "Reports"): a float NaN becomes the string ``"nan"``, +infinity
-    ``"inf"``, -infinity ``"-inf"``; tuples and sets become lists; dict keys become strings; any
-    other non-JSON value becomes its ``str()``.
-    """
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "nan"
-        if math.isinf(value):
-            return "inf" if value > 0 else "-inf"
-        return value
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    if isinstance(value, dict):
-        return dict((k if isinstance(k, str) else str(k), json_safe(v)) for k, v in value.items())
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [json_safe(v) for v in value]
-    return str(value)
-
-
+# json_safe (imported from module_utils/checks.py, the one exit path's rule): NaN -> "nan",
+# +/-infinity -> "inf"/"-inf", huge ints as strings, bytes as escaped UTF-8 (docs/contracts.md, "Reports").
 def to_json(document):
     """Strict JSON text (no NaN/Infinity literals) of a report document."""
     return json.dumps(json_safe(document), indent=2, allow_nan=False) + "\n"
