@@ -56,7 +56,11 @@ UNIT_TO_GBPS = {
 }
 
 _HEADER_RE = re.compile(
-    r"#bytes\s+(?P<sl>#sl\s+)?#iterations\s+BW peak\[(?P<unit>[^\]]+)\]\s+BW average\[(?P<unit2>[^\]]+)\]")
+    r"#?bytes\s+(?P<sl>#sl\s+)?#?iterations\s+BW peak\[(?P<unit>[^\]]+)\]\s+BW average\[(?P<unit2>[^\]]+)\]"
+    r"(?P<per_port>.*BW Port1\[)?")
+_SECTION_RE = re.compile(r"^(Local|Remote) results\s*:", re.IGNORECASE)
+_BIDIRECTIONAL_RE = re.compile(r"\bBidirectional\b.*\bBW Test\b")
+_DUAL_PORT_RE = re.compile(r"Dual-port\s*:\s*ON\b")
 _NUMBER_RE = re.compile(r"^\d+(\.\d+)?$")
 _SEPARATOR_RE = re.compile(r"^\s*-{20,}\s*$")
 _WARNING_RE = re.compile(r"warning|conflicting cpu frequency|test integrity", re.IGNORECASE)
@@ -181,28 +185,48 @@ def _row_fields(line, has_sl):
     if "." in fields[0] or "." in fields[1]:
         return None
     rate = float(fields[4]) if len(fields) > 4 else None
-    return int(fields[0]), int(fields[1]), float(fields[2]), float(fields[3]), rate
+    return int(fields[0]), int(fields[1]), float(fields[2]), float(fields[3]), rate, fields[5:]
 
 
 def parse_output(text):
     """Parse a perftest bandwidth report.
 
     Returns ``{unit, rows: [{msg_size, iterations, bw_peak_gbps, bw_average_gbps,
-    msg_rate_mpps}], warnings: [...]}``; ``unit`` is None and ``rows`` empty when no table is found.
+    msg_rate_mpps}], warnings: [...], bidirectional, dual_port}``; ``unit`` is None and ``rows``
+    empty when no table is found.
+
+    Bidirectional tests (``-b``) print the sum of both directions; with ``--report-both`` two
+    more tables follow, ``Local results:`` and ``Remote results:``, whose rows carry
+    ``section: local`` / ``remote`` (the first table's rows have no ``section``). Per-port
+    reports (``--report-per-port`` with ``-O``) add ``bw_port1_gbps``, ``msg_rate_port1_mpps``,
+    ``bw_port2_gbps``, ``msg_rate_port2_mpps``.
     """
     unit = None
     has_sl = False
+    per_port = False
     in_table = False
+    section = None
+    bidirectional = False
+    dual_port = False
     rows = []
     warnings = []
     for raw in (text or "").splitlines():
         line = raw.strip()
         if not line:
             continue
+        if _BIDIRECTIONAL_RE.search(line):
+            bidirectional = True
+        if _DUAL_PORT_RE.search(line):
+            dual_port = True
+        match = _SECTION_RE.match(line)
+        if match:
+            section = match.group(1).lower()
+            continue
         header = _HEADER_RE.search(line)
         if header:
             unit = header.group("unit").strip()
             has_sl = bool(header.group("sl"))
+            per_port = bool(header.group("per_port"))
             in_table = True
             continue
         if _WARNING_RE.search(line):
@@ -217,21 +241,34 @@ def parse_output(text):
         fields = _row_fields(line, has_sl)
         if fields is None:
             continue
-        size, iterations, peak, average, rate = fields
-        rows.append({
+        size, iterations, peak, average, rate, more = fields
+        row = {
             "msg_size": size,
             "iterations": iterations,
             "bw_peak_gbps": to_gbps(peak, unit),
             "bw_average_gbps": to_gbps(average, unit),
             "msg_rate_mpps": rate,
-        })
-    return {"unit": unit, "rows": rows, "warnings": warnings[:20]}
+        }
+        if per_port and len(more) >= 4:
+            row.update({"bw_port1_gbps": to_gbps(float(more[0]), unit), "msg_rate_port1_mpps": float(more[1]),
+                        "bw_port2_gbps": to_gbps(float(more[2]), unit), "msg_rate_port2_mpps": float(more[3])})
+        if section:
+            row["section"] = section
+        rows.append(row)
+    return {"unit": unit, "rows": rows, "warnings": warnings[:20], "bidirectional": bidirectional,
+            "dual_port": dual_port}
 
 
 def headline(rows):
-    """The row reported as the result: the largest message size (last one on ties), or None."""
+    """The row reported as the result: the largest message size (last one on ties), or None.
+
+    The ``Local results`` / ``Remote results`` tables of ``--report-both`` are parts of the
+    first (both directions) table and never the headline.
+    """
     best = None
     for row in rows:
+        if row.get("section"):
+            continue
         if best is None or row["msg_size"] >= best["msg_size"]:
             best = row
     return best
@@ -306,19 +343,23 @@ def _bandwidth_check(checks, params, parsed, result, executable_name):
                         % (executable_name, _tail(result.stdout) or "no output"), expected=min_gbps)
         return
     observed = best["bw_average_gbps"]
+    if parsed.get("bidirectional") and observed is not None:
+        size_note = " (bidirectional: both directions summed)"
+    else:
+        size_note = ""
     if observed is None:
         checks.fail(check_id, target, "unknown bandwidth unit %r in perftest output" % parsed["unit"])
         return
     size = best["msg_size"]
     if min_gbps is None:
-        checks.passed(check_id, target, "%.2f Gb/s average at %d B messages (no min_gbps threshold set)"
-                      % (observed, size), observed=observed)
+        checks.passed(check_id, target, "%.2f Gb/s average at %d B messages%s (no min_gbps threshold set)"
+                      % (observed, size, size_note), observed=observed)
     elif observed >= min_gbps:
-        checks.passed(check_id, target, "%.2f Gb/s average at %d B messages >= min_gbps %s"
-                      % (observed, size, min_gbps), observed=observed, expected=min_gbps)
+        checks.passed(check_id, target, "%.2f Gb/s average at %d B messages%s >= min_gbps %s"
+                      % (observed, size, size_note, min_gbps), observed=observed, expected=min_gbps)
     else:
-        checks.fail(check_id, target, "%.2f Gb/s average at %d B messages < min_gbps %s"
-                    % (observed, size, min_gbps), observed=observed, expected=min_gbps)
+        checks.fail(check_id, target, "%.2f Gb/s average at %d B messages%s < min_gbps %s"
+                    % (observed, size, size_note, min_gbps), observed=observed, expected=min_gbps)
 
 
 def run_bandwidth(params, runner, reader, check_mode=False):
@@ -337,7 +378,7 @@ def run_bandwidth(params, runner, reader, check_mode=False):
     notes = [note] if note else []
     extra = {"gid_index": gid_index, "link_layer": link_layer, "bw_average_gbps": None,
              "bw_peak_gbps": None, "msg_size": None, "msg_rate_mpps": None, "iterations": None,
-             "unit": None, "rows": [], "perftest_warnings": [], "notes": notes,
+             "unit": None, "rows": [], "perftest_warnings": [], "notes": notes, "bidirectional": False,
              "perftest_rc": None, "stdout": "", "stderr": "", "timed_out": False}
     checks = CheckResults()
     if executable is None:
@@ -365,7 +406,7 @@ def run_bandwidth(params, runner, reader, check_mode=False):
     best = headline(parsed["rows"])
     extra.update({"perftest_rc": result.rc, "stdout": result.stdout, "stderr": result.stderr,
                   "timed_out": bool(result.timed_out), "unit": parsed["unit"], "rows": parsed["rows"],
-                  "perftest_warnings": warnings})
+                  "perftest_warnings": warnings, "bidirectional": parsed["bidirectional"]})
     if best is not None:
         peak = best["bw_peak_gbps"]
         extra.update({"bw_average_gbps": best["bw_average_gbps"],

@@ -189,7 +189,7 @@ unit:
   type: str
   sample: Gb/sec
 rows:
-  description: Every result row, converted to Gb/s (one per message size with O(all_sizes)).
+  description: Every result row, converted to Gb/s (one per message size with O(all_sizes)); per-port reports (C(-O --report-per-port)) add C(bw_port1_gbps), C(msg_rate_port1_mpps), C(bw_port2_gbps), C(msg_rate_port2_mpps).
   returned: always
   type: list
   elements: dict
@@ -235,6 +235,13 @@ perftest_warnings:
   returned: always
   type: list
   elements: str
+bidirectional:
+  description:
+    - True when perftest ran a bidirectional test (C(-b)); the figures are then both directions
+      summed. With C(--report-both) the rows of the C(Local results) / C(Remote results) tables
+      carry C(section) (C(local) / C(remote)) and are never the headline.
+  returned: always
+  type: bool
   sample: ["Conflicting CPU frequency values detected: 1200.000000 != 3591.635000. CPU Frequency is not max."]
 notes:
   description: Remarks of the module, for example that no RoCE v2 IPv4 GID was found.

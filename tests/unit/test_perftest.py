@@ -375,3 +375,65 @@ def test_link_names_the_check_so_every_pair_keeps_its_own():
 def test_threshold_and_link_option_errors(overrides, message):
     error, checks, _extra = perftest.run_bandwidth(params(**overrides), ScriptedRunner(), SysfsReader("/"))
     assert message in error and checks is None
+
+
+# ------------------------------------------ bidirectional, dual-port (rebuilt from perftest's format strings)
+
+
+def test_parse_bidirectional_report_both_headline_is_the_sum():
+    parsed = perftest.parse_output(fixture("ib_write_bw_bidirectional_report_both_gbits_client.txt"))
+    assert parsed["bidirectional"] is True and parsed["dual_port"] is False
+    assert [(r["bw_average_gbps"], r.get("section")) for r in parsed["rows"]] == [
+        (783.85, None), (392.21, "local"), (391.64, "remote")]
+    best = perftest.headline(parsed["rows"])
+    assert best["bw_average_gbps"] == 783.85 and "section" not in best
+
+
+def test_run_bidirectional_says_both_directions_are_summed():
+    runner = runner_for(fixture("ib_write_bw_bidirectional_report_both_gbits_client.txt"))
+    _error, checks, extra = perftest.run_bandwidth(params(min_gbps=700), runner, SysfsReader("/"))
+    (check,) = checks.as_list()
+    assert check["status"] == "pass" and check["observed"] == 783.85
+    assert "(bidirectional: both directions summed)" in check["message"]
+    assert extra["bidirectional"] is True and len(extra["rows"]) == 3
+
+
+def test_parse_bidirectional_duration_peak_not_measured():
+    parsed = perftest.parse_output(fixture("ib_write_bw_bidirectional_duration_gbits_client.txt"))
+    (row,) = parsed["rows"]
+    assert (row["bw_peak_gbps"], row["bw_average_gbps"], row["iterations"]) == (0.0, 196.06, 1869770)
+    assert parsed["bidirectional"] is True
+    assert "WARNING: BW peak won't be measured in this run." in parsed["warnings"]
+
+
+def test_parse_dual_port_per_port_columns():
+    parsed = perftest.parse_output(fixture("ib_write_bw_dual_port_per_port_gbits_client.txt"))
+    assert parsed["dual_port"] is True
+    (row,) = parsed["rows"]
+    assert (row["bw_average_gbps"], row["bw_port1_gbps"], row["bw_port2_gbps"]) == (196.92, 98.51, 98.41)
+    assert row["msg_rate_port1_mpps"] == pytest.approx(98.51e9 / 8 / 65536 / 1e6, abs=1e-6)
+
+
+def test_parse_header_without_hash_marks():
+    text = (" #bytes     iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]\n"
+            " 2          1000             4.86               4.67               2.450225\n")
+    (row,) = perftest.parse_output(text)["rows"]
+    assert row["bw_average_gbps"] == pytest.approx(4.67 * MIB, abs=1e-6)
+
+
+def test_report_gbits_and_mib_of_the_same_figure_agree():
+    gbits = perftest.parse_output(" #bytes #iterations BW peak[Gb/sec] BW average[Gb/sec] MsgRate[Mpps]\n"
+                                  " 65536 5000 195.19 195.19 0.372293\n")["rows"][0]
+    mib = perftest.parse_output(" #bytes #iterations BW peak[MiB/sec] BW average[MiB/sec] MsgRate[Mpps]\n"
+                                " 65536 5000 23268.33 23268.33 0.372293\n")["rows"][0]
+    assert mib["bw_average_gbps"] == pytest.approx(gbits["bw_average_gbps"], abs=0.01)
+
+
+def test_real_loopback_reports_parse():
+    real = os.path.join(FIXTURES, "real", "captures", "perftest")
+    with open(os.path.join(real, "ib_write_bw_loopback_8M_mbsec_superbench.txt")) as handle:
+        parsed = perftest.parse_output(handle.read())
+    assert {r["msg_size"] for r in parsed["rows"]} == {8388608}
+    best = perftest.headline(parsed["rows"])
+    assert best["bw_average_gbps"] == pytest.approx(24056.72 * MIB, abs=1e-6)
+    assert parsed["bidirectional"] is False
