@@ -228,40 +228,60 @@ def _options_expression(path):
     raise AssertionError("%s: no node_validate task" % path)
 
 
-def test_consumers_render_one_inventory_value(tmp_path):
-    """preflight, validate.yml, the health gate (kubernetes.yml) and rolling_upgrade all take the
-    node expectations from the example inventory's gpufleet_* values, each stated once there."""
+def _renderer(tmp_path, inventory, host, msg):
+    """A function running a one-task play on ``host`` of ``inventory`` that renders ``msg`` (a dict
+    of expressions) with the real role defaults of preflight and rolling_upgrade in scope; extra
+    ansible-playbook arguments go to the call."""
     import json
     import subprocess
 
     ru_defaults = _yaml(os.path.join(ROLES_DIR, "rolling_upgrade", "defaults", "main.yml"))
     pf_defaults = _yaml(os.path.join(ROLES_DIR, "preflight", "defaults", "main.yml"))
-    consumers = {
+    # The role defaults live in a throw-away role's defaults, so that they have a role default's
+    # precedence (an inventory value wins over them, as on a real run).
+    role = tmp_path / "roles" / "render"
+    (role / "defaults").mkdir(parents=True)
+    (role / "tasks").mkdir()
+    (role / "defaults" / "main.yml").write_text(yaml.safe_dump({
+        "rolling_upgrade_gpu_health": ru_defaults["rolling_upgrade_gpu_health"],
+        "rolling_upgrade_rdma_validate": ru_defaults["rolling_upgrade_rdma_validate"],
+        "rolling_upgrade_validate_root": ru_defaults["rolling_upgrade_validate_root"],
+        "preflight_expected_gpus": pf_defaults["preflight_expected_gpus"],
+        "preflight_sysfs_root": pf_defaults["preflight_sysfs_root"]}))
+    (role / "tasks" / "main.yml").write_text(yaml.safe_dump(
+        [{"name": "render", "ansible.builtin.debug": {"msg": msg}}]))
+    play = [{"hosts": host, "connection": "local", "gather_facts": False, "roles": ["render"]}]
+    playbook = tmp_path / "render.yml"
+    playbook.write_text(yaml.safe_dump(play))
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
+               ANSIBLE_CALLBACKS_ENABLED="ansible.posix.json", ANSIBLE_NOCOLOR="1",
+               ANSIBLE_ROLES_PATH=str(tmp_path / "roles"))
+
+    def render(*extra):
+        proc = subprocess.run([os.path.join(REPO, ".venv", "bin", "ansible-playbook"), "-i",
+                               os.path.join(REPO, "inventories", inventory, "hosts.yml"), str(playbook), *extra],
+                              cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        out = json.loads(proc.stdout[proc.stdout.index("{"):])
+        return out["plays"][0]["tasks"][0]["hosts"][host]["msg"]
+
+    return render
+
+
+def _consumers():
+    return {
         "validate": _options_expression(os.path.join(REPO, "playbooks", "validate.yml")),
         "health_gate": _options_expression(os.path.join(REPO, "playbooks", "kubernetes.yml")),
         "rolling_upgrade": _options_expression(os.path.join(ROLES_DIR, "rolling_upgrade", "tasks", "check.yml")),
     }
-    play = [{
-        "hosts": "dgx-01.example.com", "connection": "local", "gather_facts": False,
-        "vars": {"rolling_upgrade_gpu_health": ru_defaults["rolling_upgrade_gpu_health"],
-                 "rolling_upgrade_rdma_validate": ru_defaults["rolling_upgrade_rdma_validate"],
-                 "preflight_expected_gpus": pf_defaults["preflight_expected_gpus"]},
-        "tasks": [{"name": "render", "ansible.builtin.debug": {"msg": dict(
-            consumers, preflight="{{ preflight_expected_gpus }}")}}],
-    }]
-    playbook = tmp_path / "render.yml"
-    playbook.write_text(yaml.safe_dump(play))
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
-               ANSIBLE_CALLBACKS_ENABLED="ansible.posix.json", ANSIBLE_NOCOLOR="1")
 
-    def render(*extra):
-        proc = subprocess.run([os.path.join(REPO, ".venv", "bin", "ansible-playbook"), "-i",
-                               os.path.join(REPO, "inventories", "example", "hosts.yml"), str(playbook), *extra],
-                              cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False)
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-        out = json.loads(proc.stdout[proc.stdout.index("{"):])
-        return out["plays"][0]["tasks"][0]["hosts"]["dgx-01.example.com"]["msg"]
 
+def test_consumers_render_one_inventory_value(tmp_path):
+    """preflight, validate.yml, the health gate (kubernetes.yml) and rolling_upgrade all take the
+    node expectations from the example inventory's gpufleet_* values, each stated once there."""
+    consumers = _consumers()
+    render = _renderer(tmp_path, "example", "dgx-01.example.com",
+                       dict(consumers, preflight="{{ preflight_expected_gpus }}"))
     msg = render()
     assert msg["preflight"] == 8
     for name in consumers:
@@ -274,3 +294,22 @@ def test_consumers_render_one_inventory_value(tmp_path):
     msg = render("-e", '{"gpufleet_gpu_count": 4}')
     assert msg["preflight"] == 4
     assert {msg[name]["gpu"]["expected_count"] for name in consumers} == {4}
+
+
+def test_lab_inventory_states_the_node_once(tmp_path):
+    """The lab inventory states the simulated node through the tier: preflight, validate.yml and
+    rolling upgrades read 8 GPUs, driver 580, 9 RDMA devices and the simulated root from it."""
+    consumers = _consumers()
+    del consumers["health_gate"]  # the lab runs no API server, so no health gate
+    render = _renderer(tmp_path, "lab", "gpufleet-lab-1", dict(
+        consumers, preflight="{{ preflight_expected_gpus }}", preflight_root="{{ preflight_sysfs_root }}",
+        upgrade_root="{{ rolling_upgrade_validate_root }}",
+        validate_root="{{ gpufleet_validate_root | default(lookup('gpufleet.cluster.gpufleet_tier', 'gpufleet_sysfs_root')) }}"))
+    msg = render()
+    assert msg["preflight"] == 8
+    assert msg["preflight_root"] == msg["upgrade_root"] == msg["validate_root"] == "/opt/gpufleet-sim/root"
+    for name in consumers:
+        assert msg[name]["gpu"].pop("enabled", True) is True, name
+        assert msg[name]["gpu"] == {"expected_count": 8, "expected_driver_version": "580", "xid_source": "none"}, name
+        assert msg[name]["rdma"].pop("enabled", True) is True, name
+        assert msg[name]["rdma"] == {"expected_devices": 9}, name
