@@ -2,6 +2,9 @@
 
 import os
 import sys
+import time
+
+import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COLLECTIONS = os.path.join(REPO, ".collections")
@@ -11,3 +14,14 @@ FIXTURES = os.path.join(TESTS, "fixtures")
 for path in (COLLECTIONS, TESTS):
     if path not in sys.path:
         sys.path.insert(0, path)
+
+
+@pytest.fixture
+def utc(monkeypatch):
+    """Local time is UTC for the test (dmesg --ctime and syslog lines print the host's local time;
+    the captures' clocks are read as UTC)."""
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()

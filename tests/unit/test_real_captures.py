@@ -9,7 +9,6 @@ the parser is fixed and the marker has to go.
 
 import calendar
 import os
-import time
 
 import pytest
 from conftest import FIXTURES
@@ -42,14 +41,6 @@ def epoch(*fields):
     return float(calendar.timegm(fields + (0, 0, 0)))
 
 
-@pytest.fixture
-def utc(monkeypatch):
-    """dmesg --ctime prints local time; the capture's host clock is read as UTC here."""
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
 
 
 def test_every_capture_is_named_in_the_readme():

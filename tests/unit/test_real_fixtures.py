@@ -6,7 +6,6 @@ import calendar
 import os
 import time
 
-import pytest
 from ansible_collections.gpufleet.cluster.plugins.module_utils.xid import (
     XID_FATAL_DEFAULT,
     XID_IGNORE_DEFAULT,
@@ -23,13 +22,6 @@ def real_lines(name):
         return handle.read().splitlines()
 
 
-@pytest.fixture
-def utc(monkeypatch):
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
 
 
 # -- XID lines ---------------------------------------------------------------------------------

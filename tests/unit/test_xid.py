@@ -2,7 +2,6 @@
 
 import calendar
 import os
-import time
 
 import pytest
 from ansible_collections.gpufleet.cluster.plugins.module_utils.xid import (
@@ -28,13 +27,6 @@ def lines(name):
         return handle.read().splitlines()
 
 
-@pytest.fixture
-def utc(monkeypatch):
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
 
 
 def test_journal_short_iso_events_in_window():
