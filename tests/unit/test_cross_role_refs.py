@@ -237,6 +237,7 @@ def _renderer(tmp_path, inventory, host, msg):
 
     ru_defaults = _yaml(os.path.join(ROLES_DIR, "rolling_upgrade", "defaults", "main.yml"))
     pf_defaults = _yaml(os.path.join(ROLES_DIR, "preflight", "defaults", "main.yml"))
+    rs_defaults = _yaml(os.path.join(ROLES_DIR, "rdma_stack", "defaults", "main.yml"))
     # The role defaults live in a throw-away role's defaults, so that they have a role default's
     # precedence (an inventory value wins over them, as on a real run).
     role = tmp_path / "roles" / "render"
@@ -247,7 +248,8 @@ def _renderer(tmp_path, inventory, host, msg):
         "rolling_upgrade_rdma_validate": ru_defaults["rolling_upgrade_rdma_validate"],
         "rolling_upgrade_validate_root": ru_defaults["rolling_upgrade_validate_root"],
         "preflight_expected_gpus": pf_defaults["preflight_expected_gpus"],
-        "preflight_sysfs_root": pf_defaults["preflight_sysfs_root"]}))
+        "preflight_sysfs_root": pf_defaults["preflight_sysfs_root"],
+        "rdma_stack_sysfs_root": rs_defaults["rdma_stack_sysfs_root"]}))
     (role / "tasks" / "main.yml").write_text(yaml.safe_dump(
         [{"name": "render", "ansible.builtin.debug": {"msg": msg}}]))
     play = [{"hosts": host, "connection": "local", "gather_facts": False, "roles": ["render"]}]
@@ -303,11 +305,13 @@ def test_lab_inventory_states_the_node_once(tmp_path):
     del consumers["health_gate"]  # the lab runs no API server, so no health gate
     render = _renderer(tmp_path, "lab", "gpufleet-lab-1", dict(
         consumers, preflight="{{ preflight_expected_gpus }}", preflight_root="{{ preflight_sysfs_root }}",
+        rdma_stack_root="{{ rdma_stack_sysfs_root }}",
         upgrade_root="{{ rolling_upgrade_validate_root }}",
         validate_root="{{ gpufleet_validate_root | default(lookup('gpufleet.cluster.gpufleet_tier', 'gpufleet_sysfs_root')) }}"))
     msg = render()
     assert msg["preflight"] == 8
-    assert msg["preflight_root"] == msg["upgrade_root"] == msg["validate_root"] == "/opt/gpufleet-sim/root"
+    roots = {msg[key] for key in ("preflight_root", "rdma_stack_root", "upgrade_root", "validate_root")}
+    assert roots == {"/opt/gpufleet-sim/root"}
     for name in consumers:
         assert msg[name]["gpu"].pop("enabled", True) is True, name
         assert msg[name]["gpu"] == {"expected_count": 8, "expected_driver_version": "580", "xid_source": "none"}, name
