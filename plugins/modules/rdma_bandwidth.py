@@ -189,7 +189,10 @@ unit:
   type: str
   sample: Gb/sec
 rows:
-  description: Every result row, converted to Gb/s (one per message size with O(all_sizes)); per-port reports (C(-O --report-per-port)) add C(bw_port1_gbps), C(msg_rate_port1_mpps), C(bw_port2_gbps), C(msg_rate_port2_mpps).
+  description:
+    - Every result row, converted to Gb/s (one per message size with O(all_sizes)).
+    - Per-port reports (C(-O --report-per-port)) add C(bw_port1_gbps), C(msg_rate_port1_mpps),
+      C(bw_port2_gbps), C(msg_rate_port2_mpps).
   returned: always
   type: list
   elements: dict
