@@ -18,12 +18,12 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import math
 import os
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import FAIL, PASS, SKIP, WARN, summarize, worst
+from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import is_finite_number
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.fleet_report import (
     check_group, json_safe, problems_first, text)
 
@@ -45,10 +45,6 @@ def environment():
                                   undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True,
                                   keep_trailing_newline=True)
     return _ENV["env"]
-
-
-def _finite(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _observed(check):
@@ -100,7 +96,7 @@ def _cell(sender, receiver, value, rail, minimum, top):
     where = "%s -> %s%s" % (sender, receiver, " on %s" % rail if rail else "")
     if value is None:
         return {"css": "none", "style": None, "title": "%s: not measured" % where, "label": "\u2013", "low": False}
-    if not _finite(value):
+    if not is_finite_number(value):
         reading = json_safe(value)
         return {"css": "bad", "style": None, "title": "%s: invalid reading %s" % (where, reading),
                 "label": reading, "low": True}
@@ -136,9 +132,9 @@ def _heatmap_table(name, hosts, gbps, rail, minimum, top):
 
 def _heatmap(matrix):
     hosts, minimum = matrix["hosts"], matrix.get("min_gbps")
-    values = [v for row in matrix["gbps"] for v in row if _finite(v)]
+    values = [v for row in matrix["gbps"] for v in row if is_finite_number(v)]
     per_rail = matrix.get("per_rail") or {}
-    values += [v for rows in per_rail.values() for row in rows for v in row if _finite(v)]
+    values += [v for rows in per_rail.values() for row in rows for v in row if is_finite_number(v)]
     top = max(values) if values else 0
     tables = [_heatmap_table("all rails, worst rail per pair" if per_rail else None, hosts, matrix["gbps"],
                              None, minimum, top)]
