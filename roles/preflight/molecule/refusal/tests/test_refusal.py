@@ -2,7 +2,7 @@
 
 import re
 
-HEADER = re.compile(r"^preflight found 6 problem\(s\) on \S+; fix them and re-run:$")
+HEADER = re.compile(r"^preflight found 7 problem\(s\) on \S+; fix them and re-run:$")
 
 
 def lines(host):
@@ -12,7 +12,7 @@ def lines(host):
 def test_one_message_lists_all_problems(host):
     found = lines(host)
     assert HEADER.match(found[0]), found[0]
-    assert len([line for line in found if line.startswith("- ")]) == 6
+    assert len([line for line in found if line.startswith("- ")]) == 7
 
 
 def test_gpu_count_names_the_input(host):
@@ -57,3 +57,13 @@ def test_secure_boot_with_dkms(host):
         "kernel modules (nvidia, OFED) the kernel will refuse to load; use "
         "preflight_driver_source=precompiled (signed modules), enroll a MOK key for DKMS signing "
         "and set preflight_mok_signing=true, or disable Secure Boot in the firmware" in lines(host))
+
+
+def test_compatibility_matrix_refusal(host):
+    assert (
+        "- compatibility open-modules-driver-branch: kernel_modules=open requires driver >= 515, "
+        "but driver=470 (from nvidia_driver_branch). "
+        "NVIDIA ships the open flavour of its kernel modules starting with the 515 driver release series; "
+        "an older branch has only the proprietary modules. (source: "
+        "https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/kernel-modules.html)"
+        in lines(host))

@@ -1,0 +1,261 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The compatibility matrix: load ``compatibility.yml`` (next to this file), compare versions,
+gather a host's facts and list the refused combinations.
+
+The rules are data (``compatibility.yml``); this module is their only interpreter. Used by the
+filters ``gpufleet.cluster.compatibility_facts`` and ``compatibility_problems`` (role preflight,
+per node) and by the inventory check of ``playbooks/site.yml`` (``inventory_check.py``).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+import re
+
+import yaml
+
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils.gpufleet_tier import TIER, tier_default
+
+MATRIX_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "compatibility.yml")
+COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+VALUE_OPS = ("eq", "ne", "in", "not_in")
+VERSION_OPS = ("version_ge", "version_lt")
+HEX_OPS = ("hex_any_ge", "hex_any_in", "hex_all_ge")
+OPS = VALUE_OPS + VERSION_OPS + HEX_OPS
+_OP_TEXT = {"eq": "=", "ne": "!=", "in": "in", "not_in": "not in", "version_ge": ">=", "version_lt": "<",
+            "hex_any_ge": "has one >=", "hex_any_in": "has one of", "hex_all_ge": "all >="}
+
+# leading epoch ("1:"), "v", then the dotted numbers; whatever follows (-1, -27-amd64, ~rc1) is not
+# part of the compared version
+_VERSION = re.compile(r"^\s*(?:\d+:)?[vV]?(\d+(?:\.\d+)*)")
+_MATRIX = {}
+
+
+class MatrixError(ValueError):
+    """compatibility.yml is malformed, or a value cannot be compared."""
+
+
+def parse_version(value):
+    """``value`` as a tuple of ints: "580" -> (580,), "v3.32.0" -> (3, 32, 0),
+    "2.1.4-1" -> (2, 1, 4), "6.1.0-27-amd64" -> (6, 1, 0), "1:1.7.24~ds1-1" -> (1, 7, 24)."""
+    if isinstance(value, bool) or value is None:
+        raise MatrixError("not a version: %r" % (value,))
+    if isinstance(value, (int, float)):
+        value = repr(value)
+    match = _VERSION.match(str(value))
+    if not match:
+        raise MatrixError("not a version: %r" % (value,))
+    return tuple(int(part) for part in match.group(1).split("."))
+
+
+def compare_versions(left, right):
+    """-1, 0 or 1; missing trailing parts count as 0 ("1.36" == "1.36.0")."""
+    a, b = parse_version(left), parse_version(right)
+    width = max(len(a), len(b))
+    a, b = a + (0,) * (width - len(a)), b + (0,) * (width - len(b))
+    return (a > b) - (a < b)
+
+
+def _hex(value):
+    try:
+        return int(str(value), 16)
+    except ValueError:
+        raise MatrixError("not a PCI device id: %r" % (value,))
+
+
+def _check_clause(fact, clause, where):
+    if not isinstance(clause, dict) or len(clause) != 1:
+        raise MatrixError("%s: clause on %s must be one {operator: operand}, got %r" % (where, fact, clause))
+    op, operand = next(iter(clause.items()))
+    if op not in OPS:
+        raise MatrixError("%s: unknown operator %r on %s (known: %s)" % (where, op, fact, ", ".join(OPS)))
+    if op in ("in", "not_in", "hex_any_in") and not isinstance(operand, list):
+        raise MatrixError("%s: %s on %s needs a list" % (where, op, fact))
+    if op in VERSION_OPS:
+        parse_version(operand)
+    if op in ("hex_any_ge", "hex_all_ge"):
+        _hex(operand)
+    if op == "hex_any_in":
+        [_hex(item) for item in operand]
+
+
+def validate_matrix(matrix):
+    """Raise MatrixError naming the first malformed part of ``matrix``; return it otherwise."""
+    if not isinstance(matrix, dict) or not isinstance(matrix.get("facts"), dict) \
+            or not isinstance(matrix.get("rules"), list):
+        raise MatrixError("compatibility.yml must be a mapping with 'facts' (mapping) and 'rules' (list)")
+    for name, spec in matrix["facts"].items():
+        if not isinstance(spec, dict) or not spec.get("description"):
+            raise MatrixError("fact %s: needs a description" % name)
+        if not (spec.get("variables") or spec.get("node")):
+            raise MatrixError("fact %s: needs variables (site choice) or node (node fact)" % name)
+        default = spec.get("default")
+        if default is not None and not (isinstance(default, dict) and (
+                set(default) == {"tier"} or set(default) == {"role", "variable"})):
+            raise MatrixError("fact %s: default must be {tier: name} or {role: r, variable: v}" % name)
+    seen = set()
+    for rule in matrix["rules"]:
+        rid = rule.get("id") if isinstance(rule, dict) else None
+        if not rid or rid in seen:
+            raise MatrixError("rule %r: needs a unique id" % (rid,))
+        seen.add(rid)
+        for key in ("description", "when", "require", "reason", "sources"):
+            if not rule.get(key):
+                raise MatrixError("rule %s: needs %s" % (rid, key))
+        for url in rule["sources"]:
+            if not str(url).startswith("https://"):
+                raise MatrixError("rule %s: source %r is not an https URL" % (rid, url))
+        for part in ("when", "require"):
+            if not isinstance(rule[part], dict):
+                raise MatrixError("rule %s: %s must be a mapping fact -> clause" % (rid, part))
+            for fact, clause in rule[part].items():
+                if fact not in matrix["facts"]:
+                    raise MatrixError("rule %s: %s names unknown fact %s" % (rid, part, fact))
+                _check_clause(fact, clause, "rule %s" % rid)
+    return matrix
+
+
+def load_matrix(path=MATRIX_PATH):
+    """The parsed and validated matrix (cached per path)."""
+    if path not in _MATRIX:
+        with open(path) as handle:
+            _MATRIX[path] = validate_matrix(yaml.safe_load(handle))
+    return _MATRIX[path]
+
+
+def role_default(role, variable, root=COLLECTION_ROOT):
+    """Literal default of ``variable`` in roles/<role>/defaults/main.yml, or None (absent, empty, or a
+    template, which only the role itself can evaluate)."""
+    path = os.path.join(root, "roles", role, "defaults", "main.yml")
+    try:
+        with open(path) as handle:
+            defaults = yaml.safe_load(handle) or {}
+    except OSError:
+        return None
+    value = defaults.get(variable)
+    if value is None or value == "" or (isinstance(value, str) and "{{" in value):
+        return None
+    return value
+
+
+def _empty(value):
+    return value is None or (isinstance(value, str) and value.strip() == "")
+
+
+def facts_from_vars(variables, matrix=None, root=COLLECTION_ROOT):
+    """The site's choices as matrix facts: name -> {value, origin} for every fact that has
+    ``variables``; ``variables`` is a host's variables (e.g. hostvars[host]). Unknown facts are
+    left out."""
+    matrix = matrix or load_matrix()
+    out = {}
+    for name, spec in matrix["facts"].items():
+        for var in spec.get("variables") or []:
+            try:
+                value = variables[var] if var in variables else None
+            except Exception:  # an undefined template inside the variable: treat as unset
+                value = None
+            if not _empty(value):
+                out[name] = {"value": value, "origin": var}
+                break
+        else:
+            default = spec.get("default") or {}
+            value, origin = None, None
+            if "tier" in default and default["tier"] in TIER:
+                value, origin = tier_default(default["tier"]), "%s, tier default" % default["tier"]
+            elif "role" in default:
+                value = role_default(default["role"], default["variable"], root)
+                origin = "%s, default of role %s" % (default["variable"], default["role"])
+            if not _empty(value):
+                out[name] = {"value": value, "origin": origin}
+    return out
+
+
+def _normalise(facts):
+    """Accept name -> value or name -> {value, origin}; return name -> (value, origin)."""
+    out = {}
+    for name, item in (facts or {}).items():
+        if isinstance(item, dict) and "value" in item:
+            value, origin = item["value"], item.get("origin")
+        else:
+            value, origin = item, None
+        if not _empty(value):
+            out[name] = (value, origin)
+    return out
+
+
+def _holds(value, clause):
+    op, operand = next(iter(clause.items()))
+    if op == "eq":
+        return str(value) == str(operand)
+    if op == "ne":
+        return str(value) != str(operand)
+    if op == "in":
+        return str(value) in [str(item) for item in operand]
+    if op == "not_in":
+        return str(value) not in [str(item) for item in operand]
+    if op == "version_ge":
+        return compare_versions(value, operand) >= 0
+    if op == "version_lt":
+        return compare_versions(value, operand) < 0
+    ids = [_hex(item) for item in (value if isinstance(value, list) else [value])]
+    if op == "hex_any_ge":
+        return any(item >= _hex(operand) for item in ids)
+    if op == "hex_any_in":
+        return any(item in [_hex(x) for x in operand] for item in ids)
+    return all(item >= _hex(operand) for item in ids)  # hex_all_ge
+
+
+def _clause_text(fact, clause):
+    op, operand = next(iter(clause.items()))
+    if isinstance(operand, list):
+        operand = ", ".join(str(item) for item in operand)
+    return "%s %s %s" % (fact, _OP_TEXT[op], operand)
+
+
+def _fact_text(fact, known):
+    value, origin = known[fact]
+    if isinstance(value, list):
+        value = ", ".join(str(item) for item in value) or "none"
+    return "%s=%s (from %s)" % (fact, value, origin) if origin else "%s=%s" % (fact, value)
+
+
+def evaluate(facts, matrix=None):
+    """Every rule whose ``when`` holds and whose ``require`` does not, as a list of problems:
+    {id, message, reason, sources, when, require}. Rules needing an unknown fact are skipped; a fact
+    value that cannot be compared (e.g. driver "latest") is a problem of its own."""
+    matrix = matrix or load_matrix()
+    known = _normalise(facts)
+    problems = []
+    for rule in matrix["rules"]:
+        needed = list(rule["when"]) + list(rule["require"])
+        if any(fact not in known for fact in needed):
+            continue
+        try:
+            applies = all(_holds(known[f][0], c) for f, c in rule["when"].items())
+            failed = [f for f, c in rule["require"].items() if not _holds(known[f][0], c)] if applies else []
+        except MatrixError as exc:
+            problems.append({
+                "id": rule["id"], "reason": str(exc), "sources": list(rule["sources"]),
+                "message": "%s: cannot compare %s: %s" % (
+                    rule["id"], "; ".join(_fact_text(f, known) for f in needed), exc)})
+            continue
+        if not failed:
+            continue
+        chosen = "; ".join(_fact_text(f, known) for f in rule["when"])
+        wanted = " and ".join(_clause_text(f, rule["require"][f]) for f in failed)
+        got = "; ".join(_fact_text(f, known) for f in failed)
+        problems.append({
+            "id": rule["id"],
+            "when": chosen,
+            "require": wanted,
+            "reason": " ".join(rule["reason"].split()),
+            "sources": list(rule["sources"]),
+            "message": "%s: %s requires %s, but %s. %s (source: %s)" % (
+                rule["id"], chosen, wanted, got, " ".join(rule["reason"].split()), rule["sources"][0]),
+        })
+    return problems

@@ -1,0 +1,87 @@
+"""playbooks/site.yml checks the whole inventory in its first play (localhost, nothing gathered)
+and stops before any host is contacted, listing every problem in one message."""
+
+import os
+import subprocess
+
+import pytest
+import yaml
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ANSIBLE_PLAYBOOK = os.path.join(REPO, ".venv", "bin", "ansible-playbook")
+VENV_PYTHON = os.path.join(REPO, ".venv", "bin", "python")
+
+pytestmark = pytest.mark.skipif(not os.path.exists(ANSIBLE_PLAYBOOK), reason="run `make setup` first")
+
+SHA = "sha256:" + "0123456789abcdef" * 4
+
+
+def _inventory(tmp_path, all_vars, host_vars=None):
+    """hosts.yml + group_vars/all.yml + host_vars: cp1 (control plane), gpu1 and gpu2 (GPU+RDMA)."""
+    hosts = {"all": {
+        "vars": {"ansible_connection": "local", "ansible_python_interpreter": VENV_PYTHON},
+        "children": {
+            "kube_control_plane": {"hosts": {"cp1": None}},
+            "kube_node": {"children": {"gpu_nodes": None, "rdma_nodes": None}},
+            "gpu_nodes": {"hosts": {"gpu1": None, "gpu2": None}},
+            "rdma_nodes": {"hosts": {"gpu1": None, "gpu2": None}},
+        }}}
+    (tmp_path / "group_vars").mkdir()
+    (tmp_path / "host_vars").mkdir()
+    (tmp_path / "hosts.yml").write_text(yaml.safe_dump(hosts))
+    (tmp_path / "group_vars" / "all.yml").write_text(yaml.safe_dump(all_vars))
+    for host, values in (host_vars or {}).items():
+        (tmp_path / "host_vars" / ("%s.yml" % host)).write_text(yaml.safe_dump(values))
+    return str(tmp_path / "hosts.yml")
+
+
+def _run(inventory, *extra):
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_STDOUT_CALLBACK="default", GPUFLEET_REPORT_DIR=os.path.dirname(inventory))
+    return subprocess.run([ANSIBLE_PLAYBOOK, "-i", inventory, os.path.join(REPO, "playbooks", "site.yml")]
+                          + list(extra), cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+                          check=False)
+
+
+def test_broken_inventory_stops_before_any_host_listing_every_problem(tmp_path):
+    inventory = _inventory(tmp_path, {
+        "nvidia_driver_branch": "470",                            # refused by the matrix (open modules)
+        "kubernetes_cni_calico_manifest_checksum": "",            # required, empty
+        "kubernetes_addons_mpi_operator_manifest_checksum": SHA,
+        "gpufleet_link_layer": "infiniband",                      # not InfiniBand/Ethernet/any
+        "gpufleet_gpu_cuont": 8,                                  # typo
+    }, {"gpu2": {"gpudirect_mode": "dmabuf", "nvidia_driver_kernel_modules": "proprietary"}})
+    proc = _run(inventory)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out
+    assert "The inventory has 5 problem(s); no host was changed. Fix them and re-run:" in out
+    expected = [
+        "- kubernetes_cni_calico_manifest_checksum is required (the Calico manifest is downloaded) and must "
+        "be sha256:<64 hex digits>, got ''",
+        "- gpufleet_link_layer must be InfiniBand, Ethernet or any, got 'infiniband' [cp1, gpu1, gpu2]",
+        "- unknown variable gpufleet_gpu_cuont (did you mean gpufleet_gpu_count?) [cp1, gpu1, gpu2]",
+        "- compatibility open-modules-driver-branch: kernel_modules=open (from nvidia_driver_kernel_modules, "
+        "default of role nvidia_driver) requires driver >= 515, but driver=470 (from nvidia_driver_branch).",
+        "- compatibility dmabuf-open-modules: gpudirect_mode=dmabuf (from gpudirect_mode) requires "
+        "kernel_modules = open, but kernel_modules=proprietary (from nvidia_driver_kernel_modules).",
+    ]
+    for line in expected:
+        assert line in out, line + "\n---\n" + out
+    # the first play failed and no other play started: no host was contacted
+    assert "PLAY [Check the inventory before any host changes]" in out
+    assert out.count("PLAY [") == 1, out
+    assert "cp1" not in out.split("PLAY RECAP")[1], out
+
+
+def test_good_inventory_passes_the_check(tmp_path):
+    inventory = _inventory(tmp_path, {
+        "kubernetes_cni_calico_manifest_checksum": SHA,
+        "kubernetes_addons_mpi_operator_manifest_checksum": SHA,
+        "gpufleet_gpu_count": 8,
+        "gpufleet_phases": ["report"],
+    })
+    proc = _run(inventory)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert "gpufleet site run, phases: report" in out
+    assert "PLAY [Workers reachable (up to the failure threshold)]" in out

@@ -1,0 +1,232 @@
+"""The compatibility matrix (plugins/plugin_utils/compatibility.yml): version comparison, every
+rule refusing its impossible combination and accepting a possible one, facts read from variables
+and role defaults, the filters, and docs/compatibility.md generated from the data."""
+
+import copy
+import importlib.util
+import os
+
+import pytest
+from conftest import REPO
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.gpufleet.cluster.plugins.filter import compatibility as filters
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils import compatibility
+
+MATRIX = compatibility.load_matrix()
+
+
+@pytest.mark.parametrize("text, parsed", [
+    ("580", (580,)),
+    ("580.95.05", (580, 95, 5)),
+    ("1.36", (1, 36)),
+    ("v3.32.0", (3, 32, 0)),
+    ("2.1.4-1", (2, 1, 4)),
+    ("6.1.0-27-amd64", (6, 1, 0)),
+    ("1:1.7.24~ds1-1", (1, 7, 24)),
+    ("5.15.0-1063-nvidia", (5, 15, 0)),
+    # field 3 of `containerd --version`: upstream 2.x build, Debian 12's package (build machine)
+    ("v2.1.4", (2, 1, 4)),
+    ("1.6.20~ds1", (1, 6, 20)),
+    (580, (580,)),
+    (1.36, (1, 36)),
+])
+def test_parse_version(text, parsed):
+    assert compatibility.parse_version(text) == parsed
+
+
+@pytest.mark.parametrize("text", ["latest", "", None, True, "x1.2"])
+def test_parse_version_refuses_non_versions(text):
+    with pytest.raises(compatibility.MatrixError, match="not a version"):
+        compatibility.parse_version(text)
+
+
+@pytest.mark.parametrize("left, right, result", [
+    ("580", "580.95.05", -1),
+    ("1.36", "1.36.0", 0),
+    ("1.35.4", "1.36", -1),
+    ("v3.32.0", "3.28.2", 1),
+    ("2.1.4-1", "2.0", 1),
+    ("1.7.28-1", "2.0", -1),
+    ("6.1.0-27-amd64", "5.12", 1),
+    ("5.10.0-28-amd64", "5.12", -1),
+    ("1.17.8-1", "1.17.4", 1),
+    ("1.17.3-1", "1.17.4", -1),
+])
+def test_compare_versions(left, right, result):
+    assert compatibility.compare_versions(left, right) == result
+
+
+# Rule by rule: (facts refused, facts accepted). Every rule of the matrix must be listed.
+CASES = {
+    "open-modules-driver-branch": (
+        {"kernel_modules": "open", "driver": "470.256.02"},
+        {"kernel_modules": "open", "driver": "515"}),
+    "open-modules-turing": (
+        {"kernel_modules": "open", "gpu_device_ids": ["0x2330", "0x1db4"]},  # H100 + V100
+        {"kernel_modules": "open", "gpu_device_ids": ["0x1e02", "0x2330"]}),  # TITAN RTX (Turing), H100
+    "blackwell-open-modules": (
+        {"gpu_device_ids": ["0x2901"] * 8, "kernel_modules": "proprietary"},  # B200
+        {"gpu_device_ids": ["0x2330"] * 8, "kernel_modules": "proprietary"}),  # H100 may stay proprietary
+    "grace-hopper-open-modules": (
+        {"gpu_device_ids": ["0x2342"], "kernel_modules": "proprietary"},
+        {"gpu_device_ids": ["0x2342"], "kernel_modules": "open"}),
+    "dmabuf-open-modules": (
+        {"gpudirect_mode": "dmabuf", "kernel_modules": "proprietary"},
+        {"gpudirect_mode": "dmabuf", "kernel_modules": "open"}),
+    "dmabuf-kernel": (
+        {"gpudirect_mode": "dmabuf", "kernel": "5.10.0-28-amd64"},
+        {"gpudirect_mode": "dmabuf", "kernel": "6.1.0-27-amd64"}),
+    "peermem-driver-branch": (
+        {"gpudirect_mode": "peermem", "driver": "460.106.00"},
+        {"gpudirect_mode": "peermem", "driver": "470"}),
+    "kubernetes-containerd-2": (
+        {"kubernetes": "1.36.1", "containerd": "1.7.28-1"},
+        {"kubernetes": "1.35.4", "containerd": "1.7.28-1"}),
+    "kubernetes-cgroup-v2": (
+        {"kubernetes": "v1.35.0", "cgroup": "v1"},
+        {"kubernetes": "1.34.3", "cgroup": "v1"}),
+    "containerd-2-toolkit": (
+        {"containerd": "2.1.4-1", "container_toolkit": "1.17.3-1"},
+        {"containerd": "2.1.4-1", "container_toolkit": "1.19.0-1"}),
+}
+
+
+def test_every_rule_has_cases():
+    assert sorted(CASES) == sorted(rule["id"] for rule in MATRIX["rules"])
+
+
+@pytest.mark.parametrize("rule_id", sorted(CASES))
+def test_rule_refuses(rule_id):
+    refused, _ = CASES[rule_id]
+    problems = compatibility.evaluate(refused)
+    assert [p["id"] for p in problems] == [rule_id]
+    rule = next(r for r in MATRIX["rules"] if r["id"] == rule_id)
+    message = problems[0]["message"]
+    # both sides named with their values, the reason and the first source
+    for fact, value in refused.items():
+        shown = ", ".join(value) if isinstance(value, list) else value
+        assert "%s=%s" % (fact, shown) in message, message
+    assert " ".join(rule["reason"].split()) in message
+    assert message.endswith("(source: %s)" % rule["sources"][0])
+    assert problems[0]["sources"] == rule["sources"]
+
+
+@pytest.mark.parametrize("rule_id", sorted(CASES))
+def test_rule_accepts(rule_id):
+    _, accepted = CASES[rule_id]
+    assert compatibility.evaluate(accepted) == []
+
+
+@pytest.mark.parametrize("rule_id", sorted(CASES))
+def test_rule_not_evaluated_without_its_facts(rule_id):
+    refused, _ = CASES[rule_id]
+    for fact in refused:
+        partial = {k: v for k, v in refused.items() if k != fact}
+        assert compatibility.evaluate(partial) == []
+
+
+def test_message_names_the_origin_of_each_side():
+    facts = {"gpudirect_mode": {"value": "dmabuf", "origin": "gpudirect_mode"},
+             "kernel": {"value": "5.4.0-150-generic", "origin": "running kernel"}}
+    (problem,) = compatibility.evaluate(facts)
+    assert problem["message"].startswith(
+        "dmabuf-kernel: gpudirect_mode=dmabuf (from gpudirect_mode) requires kernel >= 5.12, "
+        "but kernel=5.4.0-150-generic (from running kernel). ")
+
+
+def test_uncomparable_value_is_a_problem():
+    (problem,) = compatibility.evaluate({"kernel_modules": "open", "driver": "latest"})
+    assert problem["id"] == "open-modules-driver-branch"
+    assert "cannot compare" in problem["message"] and "'latest'" in problem["message"]
+
+
+def test_several_rules_at_once():
+    facts = {"gpudirect_mode": "dmabuf", "kernel_modules": "proprietary", "kernel": "5.4.0-1-generic",
+             "gpu_device_ids": ["0x2901"]}
+    assert sorted(p["id"] for p in compatibility.evaluate(facts)) == [
+        "blackwell-open-modules", "dmabuf-kernel", "dmabuf-open-modules"]
+
+
+def test_role_defaults_are_compatible():
+    """The collection's own defaults (on a Turing+ node with a current kernel, cgroup v2) pass."""
+    facts = compatibility.facts_from_vars({})
+    facts.update({"kernel": "6.1.0-27-amd64", "cgroup": "v2", "gpu_device_ids": ["0x2330"]})
+    assert compatibility.evaluate(facts) == []
+
+
+def test_facts_from_vars_first_variable_set_wins_else_role_default():
+    facts = compatibility.facts_from_vars({"nvidia_driver_version": "", "nvidia_driver_branch": "535",
+                                           "kubernetes_version": "1.33.2"})
+    assert facts["driver"] == {"value": "535", "origin": "nvidia_driver_branch"}
+    assert facts["kubernetes"] == {"value": "1.33.2", "origin": "kubernetes_version"}
+    assert facts["kernel_modules"]["origin"] == "nvidia_driver_kernel_modules, default of role nvidia_driver"
+    assert facts["kernel_modules"]["value"] == compatibility.role_default("nvidia_driver",
+                                                                          "nvidia_driver_kernel_modules")
+    facts = compatibility.facts_from_vars({"nvidia_driver_version": "580.95.05", "nvidia_driver_branch": "535"})
+    assert facts["driver"] == {"value": "580.95.05", "origin": "nvidia_driver_version"}
+    # node facts are never read from variables
+    assert "kernel" not in compatibility.facts_from_vars({"kernel": "5.4"})
+
+
+def test_role_default_skips_templates_and_missing(tmp_path):
+    defaults = tmp_path / "roles" / "r" / "defaults"
+    defaults.mkdir(parents=True)
+    (defaults / "main.yml").write_text("a: '1.2'\nb: \"{{ x }}\"\nc: ''\n")
+    assert compatibility.role_default("r", "a", root=str(tmp_path)) == "1.2"
+    assert compatibility.role_default("r", "b", root=str(tmp_path)) is None
+    assert compatibility.role_default("r", "c", root=str(tmp_path)) is None
+    assert compatibility.role_default("r", "d", root=str(tmp_path)) is None
+    assert compatibility.role_default("missing", "a", root=str(tmp_path)) is None
+
+
+@pytest.mark.parametrize("mutate, error", [
+    (lambda m: m["rules"].append(copy.deepcopy(m["rules"][0])), "unique id"),
+    (lambda m: m["rules"][0].pop("sources"), "needs sources"),
+    (lambda m: m["rules"][0].update(sources=["http://example.com"]), "not an https URL"),
+    (lambda m: m["rules"][0]["when"].update(nonsense={"eq": 1}), "unknown fact nonsense"),
+    (lambda m: m["rules"][0]["require"].update(driver={"version_gt": "1"}), "unknown operator"),
+    (lambda m: m["rules"][0]["require"].update(driver={"version_ge": "abc"}), "not a version"),
+    (lambda m: m["rules"][0]["require"].update(driver={"in": "580"}), "needs a list"),
+    (lambda m: m["facts"]["driver"].pop("description"), "needs a description"),
+    (lambda m: m["facts"]["driver"].update(default={"role": "x"}), "default must be"),
+])
+def test_validate_matrix_names_the_mistake(mutate, error):
+    broken = copy.deepcopy(MATRIX)
+    mutate(broken)
+    with pytest.raises(compatibility.MatrixError, match=error):
+        compatibility.validate_matrix(broken)
+
+
+def test_filters():
+    problems = filters.compatibility_problems({"gpudirect_mode": "dmabuf", "kernel": "5.4.0"})
+    assert [p["id"] for p in problems] == ["dmabuf-kernel"]
+    with pytest.raises(AnsibleFilterError, match="unknown fact"):
+        filters.compatibility_problems({"kernal": "5.4"})
+    with pytest.raises(AnsibleFilterError, match="must be a mapping"):
+        filters.compatibility_problems(["kernel"])
+    assert filters.compatibility_facts({"gpudirect_mode": "dmabuf"})["gpudirect_mode"]["value"] == "dmabuf"
+    with pytest.raises(AnsibleFilterError, match="host's variables"):
+        filters.compatibility_facts("nope")
+
+
+def _generator():
+    spec = importlib.util.spec_from_file_location("gen_compat_doc", os.path.join(REPO, "scripts", "gen-compat-doc.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_committed_doc_is_generated_from_the_matrix():
+    generator = _generator()
+    with open(os.path.join(REPO, "docs", "compatibility.md")) as handle:
+        committed = handle.read()
+    assert committed == generator.render(MATRIX), "run: python3 scripts/gen-compat-doc.py"
+
+
+def test_doc_lists_every_rule_and_source():
+    text = _generator().render(MATRIX)
+    for rule in MATRIX["rules"]:
+        assert "`%s`" % rule["id"] in text
+        for url in rule["sources"]:
+            assert "<%s>" % url in text
