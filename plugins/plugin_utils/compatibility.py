@@ -34,6 +34,7 @@ _OP_TEXT = {"eq": "=", "ne": "!=", "in": "in", "not_in": "not in", "version_ge":
 # part of the compared version
 _VERSION = re.compile(r"^\s*(?:\d+:)?[vV]?(\d+(?:\.\d+)*)")
 _MATRIX = {}
+_DEFAULTS = {}
 
 
 class MatrixError(ValueError):
@@ -132,12 +133,13 @@ def role_default(role, variable, root=COLLECTION_ROOT):
     """Literal default of ``variable`` in roles/<role>/defaults/main.yml, or None (absent, empty, or a
     template, which only the role itself can evaluate)."""
     path = os.path.join(root, "roles", role, "defaults", "main.yml")
-    try:
-        with open(path) as handle:
-            defaults = yaml.safe_load(handle) or {}
-    except OSError:
-        return None
-    value = defaults.get(variable)
+    if path not in _DEFAULTS:  # read once per run: the inventory check asks for every host
+        try:
+            with open(path) as handle:
+                _DEFAULTS[path] = yaml.safe_load(handle) or {}
+        except OSError:
+            _DEFAULTS[path] = {}
+    value = _DEFAULTS[path].get(variable)
     if value is None or value == "" or (isinstance(value, str) and "{{" in value):
         return None
     return value
