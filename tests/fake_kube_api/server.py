@@ -13,6 +13,9 @@ to cordon, drain, taint and release a node, and nothing else:
   pod is gone; 429 TooManyRequests when a PodDisruptionBudget matching the pod's labels has
   status.disruptionsAllowed 0; 500 when more than one budget matches, as the real server answers)
 - poddisruptionbudgets: list and get
+- optimistic concurrency: a patch whose metadata.resourceVersion is not the stored one is refused
+  with 409 Conflict, as the real server does; `interleave()` makes another writer change a node
+  between a client's read and its patch
 
 The model is deliberately simple: a deleted or evicted pod disappears at once, unless it was
 added with stuck=True (it then only gets metadata.deletionTimestamp, like a pod held by a
@@ -290,6 +293,7 @@ class FakeKubeAPI:
         self.namespaces = {"default", "kube-system"}
         self.requests = []
         self._resource_version = 1000
+        self._interleaved = {}
         self._httpd = None
         self._thread = None
 
@@ -416,6 +420,24 @@ class FakeKubeAPI:
             }
             self.pdbs[(namespace, name)] = pdb
             return copy.deepcopy(pdb)
+
+    def interleave(self, node, writer, times=1, content_type=None):
+        """A concurrent writer: before each of the next `times` PATCH requests to `node`, call
+        `writer(api)` (e.g. another controller adding its taint). It lands between the client's read
+        and its write, so a patch that carries the resourceVersion it read gets 409 Conflict, and a
+        patch without one overwrites what the writer did (the lost update this double can show).
+        content_type: only before patches of that type (e.g. the merge patches of the taint write,
+        not the strategic-merge cordon of k8s_drain)."""
+        with self.lock:
+            self._interleaved[node] = [writer, times, content_type]
+
+    def _run_interleaved(self, node, content_type):
+        with self.lock:
+            entry = self._interleaved.get(node)
+            if not entry or entry[1] <= 0 or entry[2] not in (None, content_type):
+                return
+            entry[1] -= 1
+            entry[0](self)
 
     def node(self, name):
         with self.lock:
@@ -715,6 +737,7 @@ class _Handler(BaseHTTPRequestHandler):
                             raise api._not_found("nodes", name)
                         return 200, copy.deepcopy(api.nodes[name])
                 if method == "PATCH":
+                    api._run_interleaved(name, content_type)
                     return 200, api.patch_node(name, content_type, body)
             if rest == ["pods"] and method == "GET":
                 return 200, api.list_pods(None, query)

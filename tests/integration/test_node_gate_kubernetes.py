@@ -38,6 +38,10 @@ REASON = "validation failed: gpu.ecc.volatile_uncorrectable:gpu3 rdma.port.state
 # non-alphanumerics. (node_gate used "_" before the two sanitisers were made one.)
 REASON_VALUE = "validation-failed-gpu.ecc.volatile_uncorrectable-gpu3-rdma.port"
 
+MAINTENANCE_TAINT = {"key": "example.com/maintenance", "value": "true", "effect": "NoSchedule"}
+STATE_ANNOTATION = "gpufleet.io/upgrade-state"
+STATE_VALUE = json.dumps({"state": "cordoned", "run_id": "20261122T210000Z"})
+
 pytestmark = [
     pytest.mark.skipif(not os.path.exists(ANSIBLE_PLAYBOOK), reason="run `make setup` first"),
     pytest.mark.skipif(not HAS_K8S_CLIENT, reason="the Python kubernetes client is not installed (make setup)"),
@@ -66,6 +70,16 @@ SCENARIOS = {
         {"action": "release"},
     ],
     "gpu-status": [{"action": "status"}, {"action": "status", "node_name": "gpu-node-404"}],
+    # optimistic concurrency: another controller writes the Node between our read and our write
+    "gpu-race-taint": [{"action": "taint", "reason": REASON}],
+    "gpu-race-release": [{"action": "release"}],
+    "gpu-race-forever": [{"action": "taint", "reason": REASON}],
+    # durable state of rolling_upgrade: set, set again (no change), remove
+    "gpu-annotate": [
+        {"action": "annotate", "annotations": {STATE_ANNOTATION: STATE_VALUE}},
+        {"action": "annotate", "annotations": {STATE_ANNOTATION: STATE_VALUE}},
+        {"action": "annotate", "annotations": {STATE_ANNOTATION: None}},
+    ],
     # the health gate: a failing check taints, the same result again changes nothing, passing
     # checks untaint, no result at all taints again (fail closed)
     "gpu-health": [
@@ -99,6 +113,23 @@ def build_cluster(api):
     api.patch_node("gpu-taint", "application/merge-patch+json",
                    {"metadata": {"annotations": {"example.com/owner": "team-a"}}, "spec": {"taints": [FOREIGN_TAINT]}})
     api.patch_node("gpu-health", "application/merge-patch+json", {"spec": {"taints": [FOREIGN_TAINT]}})
+    def other_controller_taints(api, node="gpu-race-taint"):
+        taints = api.node(node)["spec"].get("taints", [])
+        api.patch_node(node, "application/merge-patch+json", {"spec": {"taints": taints + [MAINTENANCE_TAINT]}})
+
+    def other_controller_annotates(api):
+        count = int(api.node("gpu-race-forever")["metadata"].get("annotations", {}).get("example.com/writes", "0"))
+        api.patch_node("gpu-race-forever", "application/merge-patch+json",
+                       {"metadata": {"annotations": {"example.com/writes": str(count + 1)}}})
+
+    api.interleave("gpu-race-taint", other_controller_taints, content_type="application/merge-patch+json")
+    api.patch_node("gpu-race-release", "application/merge-patch+json", {
+        "metadata": {"annotations": {REASON_ANNOTATION: REASON}},
+        "spec": {"unschedulable": True, "taints": [{"key": TAINT_KEY, "value": REASON_VALUE, "effect": "NoSchedule"}]}})
+    api.interleave("gpu-race-release", lambda api: other_controller_taints(api, "gpu-race-release"),
+                   content_type="application/merge-patch+json")
+    api.interleave("gpu-race-forever", other_controller_annotates, times=100,
+                   content_type="application/merge-patch+json")
     api.patch_node("gpu-status", "application/merge-patch+json", {
         "metadata": {"annotations": {REASON_ANNOTATION: "validation failed: gpu.count:node"}},
         "spec": {"unschedulable": True, "taints": [
@@ -188,7 +219,7 @@ def evictions(api, pod, status=None):
 
 def test_only_the_expected_hosts_failed(run):
     failed = sorted(host for host in SCENARIOS if run.failed(host))
-    assert failed == ["gpu-bare", "gpu-pdb", "gpu-status", "gpu-stuck"], run.output
+    assert failed == ["gpu-bare", "gpu-pdb", "gpu-race-forever", "gpu-status", "gpu-stuck"], run.output
     assert all(r["status"] != 401 for r in run.api.requests)
 
 
@@ -299,6 +330,8 @@ def test_status_reads_without_writing(run):
         "reason": "validation failed: gpu.count:node",
         "taints": [{"key": TAINT_KEY, "value": "gpu.count", "effect": "NoSchedule"},
                    {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}],
+        "annotations": {REASON_ANNOTATION: "validation failed: gpu.count:node"},
+        "resource_version": api.node("gpu-status")["metadata"]["resourceVersion"],
     }
 
 
@@ -328,3 +361,59 @@ def test_health_gate_taints_on_failure_untaints_on_pass_and_fails_closed(run):
     node = api.node("gpu-health")
     assert node["metadata"]["labels"]["gpufleet.io/failed-check"] == "gate.no_results"
     assert "unschedulable" not in node["spec"]
+
+
+def test_taint_write_is_redone_after_a_conflict_and_keeps_the_other_controllers_taint(run):
+    api = run.api
+    ours = {"key": TAINT_KEY, "value": REASON_VALUE, "effect": "NoSchedule"}
+    merges = [r for r in api.recorded("PATCH", "/api/v1/nodes/gpu-race-taint")
+              if r["content_type"] == "application/merge-patch+json"]
+    # our write refused (the other controller wrote after our read), our write redone; the other
+    # controller writes in-process (FakeKubeAPI.interleave), so only our requests are recorded
+    assert [r["status"] for r in merges] == [409, 200], run.output
+    ours_sent = [r for r in merges if r["body"]["metadata"].get("resourceVersion")]
+    assert len(ours_sent) == 2
+    assert ours_sent[0]["body"]["spec"]["taints"] == [ours]  # computed from the stale read
+    assert ours_sent[1]["body"]["spec"]["taints"] == [MAINTENANCE_TAINT, ours]
+    assert int(ours_sent[1]["body"]["metadata"]["resourceVersion"]) > int(ours_sent[0]["body"]["metadata"]["resourceVersion"])
+    node = api.node("gpu-race-taint")
+    assert node["spec"]["taints"] == [MAINTENANCE_TAINT, ours]
+    assert node["spec"]["unschedulable"] is True
+    assert run.status("gpu-race-taint")["taints"] == [MAINTENANCE_TAINT, ours]
+
+
+def test_release_after_a_conflict_removes_only_our_taint(run):
+    api = run.api
+    statuses = [r["status"] for r in api.recorded("PATCH", "/api/v1/nodes/gpu-race-release")
+                if r["content_type"] == "application/merge-patch+json"]
+    assert statuses == [409, 200], run.output
+    node = api.node("gpu-race-release")
+    assert node["spec"]["taints"] == [MAINTENANCE_TAINT]
+    assert REASON_ANNOTATION not in node["metadata"].get("annotations", {})
+    assert "unschedulable" not in node["spec"]
+
+
+def test_a_write_that_keeps_conflicting_fails_after_the_retries(run):
+    api = run.api
+    message = run.failure.get("gpu-race-forever", "")
+    assert "taint of gpu-race-forever was refused 5 times with 409 Conflict" in message, run.output
+    ours = [r for r in api.recorded("PATCH", "/api/v1/nodes/gpu-race-forever")
+            if r["content_type"] == "application/merge-patch+json" and r["body"]["metadata"].get("resourceVersion")]
+    assert [r["status"] for r in ours] == [409] * 5
+    node = api.node("gpu-race-forever")
+    assert "taints" not in node["spec"]  # nothing of ours was written
+    assert node["metadata"]["annotations"]["example.com/writes"] == "5"
+
+
+def test_annotate_sets_keeps_and_removes_the_state_annotation(run):
+    api = run.api
+    assert run.changed("gpu-annotate") == [1, 0, 1], run.output
+    first, again, removed = (step["status"] for step in run.steps["gpu-annotate"])
+    assert first["annotations"][STATE_ANNOTATION] == STATE_VALUE
+    assert again["annotations"] == first["annotations"]
+    assert STATE_ANNOTATION not in removed["annotations"]
+    merges = patches(api, "gpu-annotate", "application/merge-patch+json")
+    assert len(merges) == 2  # the repeat sends nothing
+    assert "spec" not in merges[0]["body"]  # an annotation write never touches the taints
+    assert merges[1]["body"]["metadata"]["annotations"] == {STATE_ANNOTATION: None}
+    assert api.node("gpu-annotate")["metadata"]["labels"]["kubernetes.io/hostname"] == "gpu-annotate"
