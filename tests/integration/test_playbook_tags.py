@@ -1,0 +1,83 @@
+"""Tags of site.yml, node.yml and kubernetes.yml (docs/tags.md): one per phase, one per role,
+the inventory check and worker reachability tagged always. Read from `ansible-playbook --list-tags`
+and `--list-tasks --tags ...`, the way an admin sees them."""
+
+import os
+import re
+import subprocess
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ANSIBLE_PLAYBOOK = os.path.join(REPO, ".venv", "bin", "ansible-playbook")
+
+pytestmark = pytest.mark.skipif(not os.path.exists(ANSIBLE_PLAYBOOK), reason="run `make setup` first")
+
+NODE_ROLES = ["preflight", "node_pinning", "nvidia_driver", "rdma_stack", "gpudirect", "container_runtime"]
+KUBERNETES_ROLES = ["kubernetes_prereqs", "kubernetes_control_plane", "kubernetes_worker", "kubernetes_cni",
+                    "kubernetes_addons", "node_gate"]
+
+
+def _ansible(playbook, *args):
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    proc = subprocess.run([ANSIBLE_PLAYBOOK, "-i", os.path.join(REPO, "inventories", "example", "hosts.yml"),
+                           os.path.join(REPO, "playbooks", playbook)] + list(args),
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+def _all_tags(playbook):
+    """The union of the task tags of every play."""
+    return sorted({tag for tags in _play_tags(playbook).values() for tag in tags})
+
+
+def _play_tags(playbook):
+    """{play name: sorted task tags} from --list-tags."""
+    plays = {}
+    current = None
+    for line in _ansible(playbook, "--list-tags").splitlines():
+        play = re.match(r"\s+play #\d+ \([^)]*\): (.*?)\tTAGS: ", line)
+        if play:
+            current = play.group(1)
+            continue
+        task = re.match(r"\s+TASK TAGS: \[(.*)\]", line)
+        if task and current:
+            plays[current] = sorted(t.strip() for t in task.group(1).split(",") if t.strip())
+    return plays
+
+
+def test_site_lists_a_tag_per_phase_and_role():
+    tags = _all_tags("site.yml")
+    assert tags == sorted(["always", "node", "kubernetes", "validate", "report"] + NODE_ROLES + KUBERNETES_ROLES)
+
+
+def test_site_inventory_check_and_reachability_always_run():
+    plays = _play_tags("site.yml")
+    assert plays["Check the inventory before any host changes"] == ["always"]
+    assert plays["Workers reachable (up to the failure threshold)"] == ["always"]
+    assert plays["Node stack (GPU driver, RDMA, GPUDirect, container runtime)"] == sorted(["node"] + NODE_ROLES)
+    assert plays["Validate GPU and RDMA readiness"] == ["validate"]
+
+
+def test_node_and_kubernetes_playbooks_tag_each_role():
+    assert _play_tags("node.yml") == {
+        "Node stack (GPU driver, RDMA, GPUDirect, container runtime)": sorted(["node"] + NODE_ROLES)}
+    plays = _play_tags("kubernetes.yml")
+    assert plays["Node prerequisites for kubeadm"] == ["kubernetes", "kubernetes_prereqs"]
+    assert plays["Control plane"] == ["kubernetes", "kubernetes_control_plane"]
+    assert plays["Workers"] == ["kubernetes", "kubernetes_worker"]
+    assert plays["Pod network"] == ["kubernetes", "kubernetes_cni"]
+    assert plays["Device plugins, Multus, RDMA networks, MPI operator"] == ["kubernetes", "kubernetes_addons"]
+    assert plays["Label nodes and gate unhealthy ones"] == ["kubernetes", "node_gate"]
+
+
+def test_selecting_a_role_tag_selects_only_that_role_and_the_always_plays():
+    out = _ansible("site.yml", "--list-tasks", "--tags", "nvidia_driver")
+    tasks = re.findall(r"^\s{6}(\S.*?)\tTAGS: ", out, re.M)
+    assert "Install the NVIDIA driver" in tasks
+    assert "Gather the facts the node roles use" in tasks
+    assert "Check the inventory (groups, checksums, gpufleet_* variables, compatibility matrix)" in tasks
+    for other in ("Install the RDMA stack", "Join the worker", "Install the add-ons",
+                  "Validate the node (GPU health and RDMA readiness in one module run)"):
+        assert other not in tasks, out
