@@ -153,6 +153,7 @@ done
 
 # Remember the durations for the ordering of the next run.
 for k in "${!duration[@]}"; do last[$k]="${duration[$k]}"; done
+mkdir -p "$(dirname "$times_file")"
 for k in "${!last[@]}"; do echo "$k ${last[$k]}"; done | sort >"$times_file"
 
 echo
@@ -161,6 +162,13 @@ for k in "${keys[@]}"; do printf '  %-34s %5s s\n' "$k" "${duration[$k]:-?}"; do
 echo "molecule: time per step, summed over scenarios"
 for k in "${keys[@]}"; do step_times "$log_dir/${k//\//_}.log" "$(stat -c %Y "$log_dir/${k//\//_}.log")"; done |
   tr ',' '\n' | awk '{ sum[$1] += $2 } END { for (s in sum) printf "  %-12s %5d s\n", s, sum[s] }'
+# A digest of each failure last, where a truncated CI log still shows it: the failing step and
+# the error lines of its log (the whole log was printed when the scenario failed).
+for k in "${failures[@]}"; do
+  echo "molecule: digest of $k"
+  cut -d' ' -f2- "$log_dir/${k//\//_}.log" |
+    grep -E '^(fatal:|failed:|ERROR|CRITICAL|\[ERROR\]|E +|.* Executed: Failed)' | tail -n 25 | cut -c1-400 | sed 's/^/  | /'
+done
 echo "molecule: ${failures[*]:-no failures}"
 echo "molecule: $passed passed, $failed failed, ${#keys[@]} scenarios, $jobs_max at a time, wall time $(( $(date +%s) - t0 )) s"
 [[ "$failed" -eq 0 ]]
