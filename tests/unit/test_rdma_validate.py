@@ -483,6 +483,7 @@ def _module(name):
 
 # The argument_spec each module hands to AnsibleModule.
 ARGSPECS = {
+    "containerd_dropin": lambda: _module("containerd_dropin").ARGUMENT_SPEC,
     "gpu_facts": lambda: GPU_FACTS_ARGSPEC,
     "gpu_health": lambda: module_argspec(GPU),
     "mlx5_facts": lambda: MLX5_FACTS_ARGSPEC,
