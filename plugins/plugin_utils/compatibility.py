@@ -129,9 +129,7 @@ def load_matrix(path=MATRIX_PATH):
     return _MATRIX[path]
 
 
-def role_default(role, variable, root=COLLECTION_ROOT):
-    """Literal default of ``variable`` in roles/<role>/defaults/main.yml, or None (absent, empty, or a
-    template, which only the role itself can evaluate)."""
+def _role_defaults(role, root):
     path = os.path.join(root, "roles", role, "defaults", "main.yml")
     if path not in _DEFAULTS:  # read once per run: the inventory check asks for every host
         try:
@@ -139,10 +137,54 @@ def role_default(role, variable, root=COLLECTION_ROOT):
                 _DEFAULTS[path] = yaml.safe_load(handle) or {}
         except OSError:
             _DEFAULTS[path] = {}
-    value = _DEFAULTS[path].get(variable)
+    return _DEFAULTS[path]
+
+
+def role_default(role, variable, root=COLLECTION_ROOT):
+    """Literal default of ``variable`` in roles/<role>/defaults/main.yml, or None (absent, empty, or a
+    template: see role_value)."""
+    value = _role_defaults(role, root).get(variable)
     if value is None or value == "" or (isinstance(value, str) and "{{" in value):
         return None
     return value
+
+
+def _get(variables, name):
+    try:
+        return variables[name] if name in variables else None
+    except Exception:  # an undefined template inside the variable: treat as unset
+        return None
+
+
+def role_value(variables, role, variable, root=COLLECTION_ROOT):
+    """What role ``role`` will use for ``variable`` on a host: the host's value (``variables``, e.g.
+    hostvars[host]) when set, else the role's default, templated with the host's values of the
+    other names it references (e.g. a checksum default that depends on the version variable).
+    Raises MatrixError when a templated default cannot be evaluated."""
+    value = _get(variables, variable)
+    if value is not None:
+        return value
+    defaults = _role_defaults(role, root)
+    value = defaults.get(variable)
+    if not (isinstance(value, str) and "{{" in value):
+        return value
+    names = set(re.findall(r"\b[a-z_][a-z0-9_]*\b", value))
+    scope = dict(defaults)
+    for name in names:
+        host_value = _get(variables, name)
+        if host_value is not None:
+            scope[name] = host_value
+    try:
+        from ansible.parsing.dataloader import DataLoader
+        from ansible.template import Templar
+        try:
+            from ansible.template import trust_as_template  # ansible-core >= 2.19
+        except ImportError:  # older cores template every string
+            def trust_as_template(text):
+                return text
+        return Templar(loader=DataLoader(), variables=scope).template(trust_as_template(value))
+    except Exception as exc:
+        raise MatrixError("cannot evaluate the default of %s (role %s): %s" % (variable, role, exc))
 
 
 def _empty(value):

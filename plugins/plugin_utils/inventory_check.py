@@ -69,11 +69,12 @@ def _get(variables, name, default=None):
 
 
 def _setting(variables, name, role):
-    """The host's value of a role input, else the role's literal default."""
-    value = _get(variables, name)
-    if value is None:
-        value = compatibility.role_default(role, name)
-    return value
+    """What the role will use on the host (its value, else the role's default); None when the
+    default cannot be evaluated."""
+    try:
+        return compatibility.role_value(variables, role, name)
+    except compatibility.MatrixError:
+        return None
 
 
 def _is_int(value):
@@ -152,7 +153,10 @@ def unknown_key_problems(variables):
 
 
 def _checksum_problem(variables, name, role, pattern, need):
-    value = _setting(variables, name, role)
+    try:
+        value = compatibility.role_value(variables, role, name)
+    except compatibility.MatrixError as exc:
+        return "%s is required (%s): %s" % (name, need, exc)
     if value is None or not pattern.match(str(value)):
         return "%s is required (%s) and must be %s, got %r" % (
             name, need, "sha256:<64 hex digits>" if pattern is SHA256_PREFIXED else "64 hex digits",

@@ -230,3 +230,22 @@ def test_doc_lists_every_rule_and_source():
         assert "`%s`" % rule["id"] in text
         for url in rule["sources"]:
             assert "<%s>" % url in text
+
+
+def test_role_value_templates_a_default_with_the_hosts_values(tmp_path):
+    """A checksum default that depends on the version variable (as kubernetes_cni's does)."""
+    defaults = tmp_path / "roles" / "r" / "defaults"
+    defaults.mkdir(parents=True)
+    digest = "sha256:" + "a1" * 32
+    (defaults / "main.yml").write_text(
+        "ver: v3.32.1\n"
+        "sum: >-\n  {{ '%s'\n     if ver == 'v3.32.1' else '' }}\n"
+        "broken: \"{{ ver | no_such_filter }}\"\n" % digest)
+    root = str(tmp_path)
+    assert compatibility.role_value({}, "r", "sum", root=root) == digest
+    assert compatibility.role_value({"ver": "v3.28.2"}, "r", "sum", root=root) == ""
+    assert compatibility.role_value({"sum": "sha256:" + "b" * 64}, "r", "sum", root=root) == "sha256:" + "b" * 64
+    assert compatibility.role_value({}, "r", "ver", root=root) == "v3.32.1"
+    assert compatibility.role_value({}, "r", "missing", root=root) is None
+    with pytest.raises(compatibility.MatrixError, match="cannot evaluate the default of broken"):
+        compatibility.role_value({}, "r", "broken", root=root)
