@@ -132,13 +132,21 @@ INT_LIMIT = 2 ** 63
 
 
 def safe_text(value):
-    """str that encodes to UTF-8: bytes decoded with replacement, lone surrogates (undecodable
-    bytes of file names, os.fsdecode) escaped as ``\\udcXX`` text."""
+    """str that encodes to UTF-8, the one spelling of undecodable text in every result: bytes,
+    and the surrogate-escaped bytes of file names (``os.listdir``, ``os.readlink``,
+    ``os.fsdecode``), become ``\\xNN`` escapes of the original bytes; other lone surrogates
+    ``\\udNNN``; any other str is returned unchanged."""
+    if value is None:
+        return None
     if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
+        return value.decode("utf-8", "backslashreplace")
     try:
         value.encode("utf-8")
         return value
+    except UnicodeEncodeError:
+        pass
+    try:
+        return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
     except UnicodeEncodeError:
         return value.encode("utf-8", "backslashreplace").decode("utf-8")
 

@@ -32,6 +32,8 @@ import os
 import re
 import stat
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import safe_text  # noqa: F401 (re-exported)
+
 # Values sysfs prints when an attribute exists but has no meaningful content.
 PLACEHOLDERS = frozenset(["N/A (no PMA)", "N/A", "(null)"])
 # sysfs attributes are at most a page; 64 KiB leaves room for procfs tables.
@@ -42,23 +44,6 @@ _INT_PATTERNS = {
     0: re.compile(r"^(?:[+-]?[0-9]{1,20}|0[xX][0-9a-fA-F]{1,16})$"),
 }
 _INT64_MAX = 2 ** 64
-
-
-def safe_text(name):
-    """``name`` as valid UTF-8 text: surrogate-escaped bytes (from ``os.listdir``,
-    ``os.readlink``) become ``\\xNN`` escapes, other lone surrogates ``\\udNNN``; any other
-    str is returned unchanged."""
-    if name is None:
-        return None
-    try:
-        name.encode("utf-8")
-        return name
-    except UnicodeEncodeError:
-        pass
-    try:
-        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-    except UnicodeEncodeError:
-        return name.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def open_regular(path, max_bytes):
