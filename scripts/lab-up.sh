@@ -58,6 +58,6 @@ ansible-playbook -i inventories/lab/hosts.yml playbooks/lab.yml ${ANSIBLE_ARGS:-
 echo
 echo "lab-up: SIMULATION lab (fixture sysfs + fake NVML; gpufleet-lab-3 is unhealthy on purpose)."
 echo "lab-up: fleet report: $GPUFLEET_REPORT_DIR/fleet-report.html"
-echo "lab-up: try: ansible-playbook -i inventories/lab/hosts.yml playbooks/fabric-test.yml"
+echo "lab-up: try: ansible-playbook -i inventories/lab/hosts.yml playbooks/fabric_test.yml"
 echo "lab-up:      ansible-playbook -i inventories/lab/hosts.yml playbooks/rolling-upgrade.yml"
 exit "$rc"

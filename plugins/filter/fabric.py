@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Fabric test planning and result filters (playbooks/fabric-test.yml).
+"""Fabric test planning and result filters (playbooks/fabric_test.yml).
 
 ``fabric_plan`` pairs hosts (ring or all-pairs, per rail) and schedules the pairs in rounds in
 which no host takes part in two tests of the same rail; ``fabric_matrix`` turns measurements into

@@ -93,7 +93,7 @@ options:
       - Name of the fabric link this run measures, for example C(gpu01->gpu02/mlx5_0).
       - Set, the check is C(rdma.fabric.link) with this target instead of C(rdma.bandwidth) on
         C(<device>/<port>), so that every pair a host measured keeps its own check.
-        C(playbooks/fabric-test.yml) sets it and later replaces the check with the link's verdict
+        C(playbooks/fabric_test.yml) sets it and later replaces the check with the link's verdict
         on both ends (see C(gpufleet.cluster.fabric_verdicts)).
     type: str
   executable:

@@ -1,4 +1,4 @@
-"""Pair planning and result shaping of plugins/filter/fabric.py (playbooks/fabric-test.yml)."""
+"""Pair planning and result shaping of plugins/filter/fabric.py (playbooks/fabric_test.yml)."""
 
 import itertools
 import json

@@ -1,0 +1,133 @@
+"""The collection as users get it: `ansible-galaxy collection build` holds only the collection
+(galaxy.yml build_ignore), the tarball installs into a temporary path, and from a directory outside
+any checkout `ansible-playbook gpufleet.cluster.validate` runs on simulated nodes (fixture sysfs,
+fake NVML) and writes the fleet report once the callback is enabled the documented way."""
+
+import json
+import os
+import subprocess
+import tarfile
+
+import pytest
+import yaml
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BIN = os.path.join(REPO, ".venv", "bin")
+PYTHON = os.path.join(BIN, "python")
+NODES = os.path.join(REPO, "tests", "fixtures", "nodes")
+NVML = os.path.join(REPO, "tests", "fixtures", "nvml")
+
+pytestmark = pytest.mark.skipif(not os.path.exists(os.path.join(BIN, "ansible-galaxy")),
+                                reason="run `make setup` first")
+
+
+def _env(collections):
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("ANSIBLE_", "GPUFLEET_")) and key not in ("PYTHONPATH",)}
+    env.update(ANSIBLE_COLLECTIONS_PATH=str(collections), ANSIBLE_NOCOLOR="1",
+               PATH=BIN + os.pathsep + env.get("PATH", ""))
+    return env
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    base = tmp_path_factory.mktemp("collection")
+    subprocess.run([os.path.join(BIN, "ansible-galaxy"), "collection", "build", "--output-path", str(base), REPO],
+                   check=True, capture_output=True, text=True, timeout=300, cwd=REPO)
+    tarballs = [name for name in os.listdir(str(base)) if name.endswith(".tar.gz")]
+    assert tarballs == ["gpufleet-cluster-0.1.0.tar.gz"], tarballs
+    tarball = base / tarballs[0]
+    collections = base / "collections"
+    proc = subprocess.run([os.path.join(BIN, "ansible-galaxy"), "collection", "install", "--no-deps",
+                           "-p", str(collections), str(tarball)],
+                          check=False, capture_output=True, text=True, timeout=300, cwd=str(base),
+                          env=_env(collections))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # the only gpufleet.cluster Ansible sees is the installed one (not the checkout's .collections)
+    proc = subprocess.run([os.path.join(BIN, "ansible-galaxy"), "collection", "list", "gpufleet.cluster"],
+                          check=False, capture_output=True, text=True, timeout=120, cwd=str(base),
+                          env=_env(collections))
+    assert proc.stdout.count("gpufleet.cluster") == 1 and str(collections) in proc.stdout, proc.stdout
+    return tarball, collections
+
+
+def test_tarball_holds_only_the_collection(installed):
+    tarball, _ = installed
+    with tarfile.open(str(tarball)) as archive:
+        names = archive.getnames()
+    tops = {name.split("/")[0] for name in names}
+    assert tops == {"MANIFEST.json", "FILES.json", "README.md", "LICENSE", "CHANGELOG.md", "meta", "plugins",
+                    "roles", "playbooks", "docs"}, tops
+    for name in names:
+        assert "/molecule" not in name and "__pycache__" not in name and not name.endswith(".pyc"), name
+        assert not name.startswith(("roles/lab_sim", "playbooks/lab.yml")), name
+    for needed in ("plugins/modules/node_validate.py", "plugins/callback/fleet_report.py",
+                   "plugins/plugin_utils/templates/fleet_report.html.j2", "playbooks/validate.yml",
+                   "playbooks/site.yml", "playbooks/fabric_test.yml", "playbooks/k8s_validate.yml",
+                   "roles/nvidia_driver/meta/argument_specs.yml"):
+        assert needed in names, needed
+
+
+def _site(tmp_path):
+    """An admin's directory outside the checkout: inventory of two simulated DGX H100 nodes."""
+    site = tmp_path / "site"
+    site.mkdir()
+    node = {"gpufleet_validate_root": os.path.join(NODES, "dgx-h100"), "gpufleet_validate_gpu": {"xid_source": "none"}}
+    hosts = {
+        "node-ok": dict(node, gpufleet_validate_environment={
+            "PYTHONPATH": os.path.join(REPO, "tests", "fake_nvml"),
+            "GPUFLEET_FAKE_NVML_SCENARIO": os.path.join(NVML, "h100-healthy.json")}),
+        "node-ecc": dict(node, gpufleet_validate_environment={
+            "PYTHONPATH": os.path.join(REPO, "tests", "fake_nvml"),
+            "GPUFLEET_FAKE_NVML_SCENARIO": os.path.join(NVML, "h100-ecc-volatile-uncorrectable.json")}),
+    }
+    inventory = {"all": {"vars": {"ansible_connection": "local", "ansible_python_interpreter": PYTHON,
+                                  "gpufleet_validate_fail_on": "never", "gpufleet_gpu_count": 8,
+                                  "gpufleet_driver_branch": "580", "gpufleet_expected_hcas": 9},
+                         "hosts": hosts}}
+    (site / "hosts.yml").write_text(yaml.safe_dump(inventory))
+    return site
+
+
+def _playbook(site, collections, *argv, **extra_env):
+    env = _env(collections)
+    env.update(extra_env)
+    return subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", "hosts.yml"] + list(argv),
+                          cwd=str(site), env=env, capture_output=True, text=True, timeout=600, check=False)
+
+
+def test_validate_by_fqcn_from_outside_a_checkout_writes_the_report(installed, tmp_path):
+    _, collections = installed
+    site = _site(tmp_path)
+    proc = _playbook(site, collections, "gpufleet.cluster.validate",
+                     ANSIBLE_CALLBACKS_ENABLED="gpufleet.cluster.fleet_report")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert "FLEET REPORT" in out, out
+    report = json.loads((site / "reports" / "fleet-report.json").read_text())
+    assert list(report["hosts"]) == ["node-ecc", "node-ok"], report["hosts"].keys()
+    assert report["hosts"]["node-ok"]["healthy"] is True
+    failed = [c["id"] for c in report["hosts"]["node-ecc"]["checks"] if c["status"] == "fail"]
+    assert failed == ["gpu.ecc.volatile_uncorrectable"], failed
+    assert (site / "reports" / "fleet-report.html").is_file() and (site / "reports" / "junit.xml").is_file()
+    assert "Fleet report (callback gpufleet.cluster.fleet_report, written when the run ends): %s/fleet-report.html" % (
+        site / "reports") in out, out
+
+
+def test_without_the_callback_the_run_says_how_to_enable_it(installed, tmp_path):
+    _, collections = installed
+    site = _site(tmp_path)
+    proc = _playbook(site, collections, "gpufleet.cluster.validate")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert "NO fleet report: the callback gpufleet.cluster.fleet_report is not enabled" in out, out
+    assert "ANSIBLE_CALLBACKS_ENABLED=gpufleet.cluster.fleet_report" in out
+    assert not (site / "reports").exists()
+
+
+def test_every_playbook_resolves_by_fqcn(installed, tmp_path):
+    _, collections = installed
+    site = _site(tmp_path)
+    for name in ("site", "node", "kubernetes", "validate", "fabric_test", "k8s_validate", "mirror"):
+        proc = _playbook(site, collections, "--syntax-check", "gpufleet.cluster." + name)
+        assert proc.returncode == 0, name + "\n" + proc.stdout + proc.stderr
