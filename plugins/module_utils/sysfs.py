@@ -203,6 +203,21 @@ class SysfsReader(object):
         except (OSError, ValueError):
             return None
 
+    def real_parts(self, rel):
+        """Components of the fully resolved path of ``rel`` relative to root
+        (``['sys', 'devices', 'pci0000:00', '0000:00:01.0', ...]``), or None when it is missing
+        or resolves outside root. Names come back as valid UTF-8 text (see ``listdir``)."""
+        full = self.path(rel)
+        try:
+            if not os.path.exists(full) or not self._inside(full):
+                return None
+            relative = os.path.relpath(os.path.realpath(full), self._root_real)
+        except (OSError, ValueError):
+            return None
+        if relative == os.curdir or relative.startswith(os.pardir):
+            return None
+        return [self._display(part) for part in relative.split(os.sep)]
+
 
 def validate_root(root):
     """Return an error message when ``root`` cannot serve as a filesystem root, else None."""

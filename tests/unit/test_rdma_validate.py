@@ -38,6 +38,7 @@ RDMA_VALIDATE_ARGSPEC = RDMA_OPTIONS
 def rdma_validate_module_argspec():
     return module_argspec(RDMA)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import SysfsReader
+from ansible_collections.gpufleet.cluster.plugins.module_utils.topology import TOPOLOGY_FACTS_ARGSPEC
 
 NODES = os.path.join(FIXTURES, "nodes")
 SPEC_IDS = {"rdma.modules", "rdma.driver", "rdma.devices", "rdma.port.state", "rdma.port.phys_state",
@@ -492,6 +493,7 @@ ARGSPECS = {
     "rdma_validate": rdma_validate_module_argspec,
     "record_checks": record_checks_argspec,
     # add_file_common_args=True
+    "topology_facts": lambda: TOPOLOGY_FACTS_ARGSPEC,
     "toml_merge": lambda: dict(_module("toml_merge").ARGUMENT_SPEC, **FILE_COMMON_ARGUMENTS),
 }
 
