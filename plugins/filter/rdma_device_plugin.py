@@ -83,13 +83,42 @@ def classify_rails(facts):
     return rails, roce, unselectable
 
 
+def classify_numa(facts):
+    """``{numa_node: (netdevs, link types)}`` over all nodes: every selectable device (IB and RoCE)
+    goes to the pool of its NUMA node. A selectable device without a NUMA node fails: placing it
+    in a guessed pool would hand pods a far HCA."""
+    pools = {}
+    for node in _as_fact_list(facts):
+        if not isinstance(node, dict):
+            raise AnsibleFilterError("rdma_shared_device_config: a node's mlx5 facts is not a dict")
+        for device in sorted(node.get("devices") or [], key=_pci_key):
+            layer = _link_layer(device)
+            netdevs = [n for n in device.get("netdevs") or [] if n]
+            if layer is None or not netdevs:
+                continue
+            numa = device.get("numa_node")
+            if not isinstance(numa, int) or isinstance(numa, bool) or numa < 0:
+                raise AnsibleFilterError(
+                    "rdma_shared_device_config: pool_by=numa but RDMA device %s (%s) has no NUMA node "
+                    "(numa_node %r); use pool_by=rail on this node" % (device.get("name") or "?",
+                                                                       device.get("pci_address"), numa))
+            names, types = pools.setdefault(numa, ([], []))
+            _add(names, netdevs)
+            _add(types, [LINK_TYPES[layer]])
+    return pools
+
+
 def rdma_shared_device_config(facts, rdma_hca_max=1000, ib_resource_prefix="ib_rail",
                               roce_resource_name="roce", periodic_update_interval=300,
-                              drivers=None):
-    """The plugin's ``config.json`` dict: one resource per InfiniBand rail plus one for RoCE."""
+                              drivers=None, pool_by="rail", numa_resource_prefix="rdma_numa"):
+    """The plugin's ``config.json`` dict: one resource per InfiniBand rail plus one for RoCE, or
+    (``pool_by='numa'``) one resource per NUMA node."""
+    if pool_by not in ("rail", "numa"):
+        raise AnsibleFilterError("rdma_shared_device_config: option pool_by=%r must be rail or numa" % (pool_by,))
     for option, value in (("ib_resource_prefix", ib_resource_prefix),
-                          ("roce_resource_name", roce_resource_name)):
-        if not _RESOURCE_NAME.match(str(value) + ("0" if option == "ib_resource_prefix" else "")):
+                          ("roce_resource_name", roce_resource_name),
+                          ("numa_resource_prefix", numa_resource_prefix)):
+        if not _RESOURCE_NAME.match(str(value) + ("0" if option.endswith("_prefix") else "")):
             raise AnsibleFilterError("rdma_shared_device_config: option %s=%r is not a valid resource "
                                      "name ([A-Za-z0-9_], at most 63 characters)" % (option, value))
     try:
@@ -99,6 +128,14 @@ def rdma_shared_device_config(facts, rdma_hca_max=1000, ib_resource_prefix="ib_r
     if hca_max < 1:
         raise AnsibleFilterError("rdma_shared_device_config: option rdma_hca_max must be >= 1")
     drivers = list(drivers) if drivers else ["mlx5_core"]
+    if pool_by == "numa":
+        pools = classify_numa(facts)
+        return {"periodicUpdateInterval": int(periodic_update_interval), "configList": [{
+            "resourceName": "%s%d" % (numa_resource_prefix, numa),
+            "rdmaHcaMax": hca_max,
+            "selectors": {"vendors": [MELLANOX_VENDOR], "drivers": drivers,
+                          "ifNames": pools[numa][0], "linkTypes": pools[numa][1]},
+        } for numa in sorted(pools)]}
     rails, roce, _unselectable = classify_rails(facts)
     config_list = []
     for index in sorted(rails):

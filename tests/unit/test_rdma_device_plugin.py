@@ -117,3 +117,38 @@ def test_bad_options_name_the_option(kwargs, message):
 def test_bad_input():
     with pytest.raises(AnsibleFilterError, match="expected mlx5 facts"):
         rdma_shared_device_config("mlx5_0")
+
+
+def test_numa_pools_dgx_h100():
+    config = rdma_shared_device_config(facts("dgx-h100"), pool_by="numa")
+    res = resources(config)
+    assert sorted(res) == ["rdma_numa0", "rdma_numa1"]
+    assert res["rdma_numa0"]["selectors"]["ifNames"] == ["ibp26s0", "ibp60s0", "ibp77s0", "ibp94s0"]
+    assert res["rdma_numa0"]["selectors"]["linkTypes"] == ["infiniband"]
+    # socket 1, in PCI bus order: four IB HCAs and the RoCE LAG at 0000:aa:00.0 (the first PF's netdev and bond0)
+    numa1 = res["rdma_numa1"]["selectors"]
+    assert [n for n in numa1["ifNames"] if n.startswith("ibp")] == ["ibp156s0", "ibp188s0", "ibp204s0", "ibp220s0"]
+    assert set(numa1["ifNames"]) - {"ibp156s0", "ibp188s0", "ibp204s0", "ibp220s0"} == {
+        "enp170s0f0np0", "bond0"}
+    assert len(numa1["ifNames"]) == 6
+    assert numa1["linkTypes"] == ["infiniband", "ether"]
+    assert res["rdma_numa1"]["rdmaHcaMax"] == 1000 and numa1["vendors"] == ["15b3"]
+    # default stays per rail
+    assert "ib_rail0" in resources(rdma_shared_device_config(facts("dgx-h100")))
+
+
+def test_numa_pools_custom_prefix_and_two_sockets():
+    config = rdma_shared_device_config(facts("pcie-2s"), pool_by="numa", numa_resource_prefix="hca_socket")
+    assert [(e["resourceName"], e["selectors"]["ifNames"]) for e in config["configList"]] == [
+        ("hca_socket0", ["ibp66s0"]), ("hca_socket1", ["ibp130s0"])]
+
+
+def test_numa_pools_fail_closed_without_numa_node():
+    node = facts("dgx-h100")
+    node["devices"][0]["numa_node"] = None
+    with pytest.raises(AnsibleFilterError, match=r"pool_by=numa but RDMA device mlx5_0 \(0000:1a:00.0\) has no NUMA"):
+        rdma_shared_device_config(node, pool_by="numa")
+    with pytest.raises(AnsibleFilterError, match="pool_by='socket' must be rail or numa"):
+        rdma_shared_device_config(node, pool_by="socket")
+    with pytest.raises(AnsibleFilterError, match="numa_resource_prefix"):
+        rdma_shared_device_config(node, pool_by="numa", numa_resource_prefix="bad-name")
