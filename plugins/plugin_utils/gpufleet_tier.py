@@ -32,6 +32,9 @@ TIER = {
     "gpufleet_link_layer": (None, "link layer of the RDMA ports: InfiniBand, Ethernet or any"),
     "gpufleet_min_rate_gbps": (None, "minimum active rate of an RDMA port, Gb/s"),
     "gpufleet_peermem": (None, "GPUDirect RDMA through nvidia-peermem is required"),
+    "gpufleet_kubernetes_version": (
+        "1.36.4", "Kubernetes version X.Y.Z (or X.Y: newest patch) of the cluster: apt repository and pin "
+        "of kubelet/kubeadm/kubectl, kubeadm's kubernetesVersion"),
 }
 
 # Which node_validate option each node expectation feeds (family, option).

@@ -14,7 +14,7 @@ import pytest
 import yaml
 from conftest import FIXTURES, REPO
 
-K8S_VERSION = "1.31.0"
+K8S_VERSION = "1.36.0"
 RENDER_PLAYBOOK = os.path.join(REPO, "tests", "integration", "playbooks", "render_k8s.yml")
 NO_SCHEMA_KINDS = {"NetworkAttachmentDefinition", "MPIJob"}
 
@@ -122,7 +122,7 @@ def test_nccl_mpijob_structure(rendered):
     kubernetes_validate.validate(pod, K8S_VERSION, strict=True)
 
 
-@pytest.mark.parametrize("version,api", [("1.31.4", "kubeadm.k8s.io/v1beta4"), ("1.30.5", "kubeadm.k8s.io/v1beta3")])
+@pytest.mark.parametrize("version,api", [("1.36.4", "kubeadm.k8s.io/v1beta4"), ("1.30.5", "kubeadm.k8s.io/v1beta3")])
 def test_kubeadm_config(rendered, version, api):
     path = os.path.join(str(rendered), "kubeadm", "kubeadm-config-%s.yaml" % version)
     docs = {doc["kind"]: doc for doc in documents(path)}

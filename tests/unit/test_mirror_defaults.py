@@ -28,7 +28,7 @@ FACTS = {
 # computes from the base URL (its key URL derives from it).
 EXTRA = {"rdma_stack_version": "2.9.1",
          "__kubernetes_prereqs_repository_url":
-             "{{ kubernetes_prereqs_repository_base_url | regex_replace('/+$', '') }}/v1.31/deb/"}
+             "{{ kubernetes_prereqs_repository_base_url | regex_replace('/+$', '') }}/v1.36/deb/"}
 IMAGE_NAME = re.compile(r"(_image|_image_repository)$")
 URL_NAME = re.compile(r"(_url|_mirror)$")
 DOWNLOAD = re.compile(r"(https?|ftp)://")
@@ -140,9 +140,9 @@ def test_without_a_mirror_the_defaults_are_upstream(upstream):
     assert deb["kubernetes_prereqs_repository_base_url"] == "https://pkgs.k8s.io/core:/stable:"
     assert deb["nvidia_driver_debian_mirror"] == "http://deb.debian.org/debian"
     assert deb["kubernetes_control_plane_image_repository"] == "registry.k8s.io"
-    assert deb["kubernetes_addons_nvidia_device_plugin_image"] == "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"
+    assert deb["kubernetes_addons_nvidia_device_plugin_image"] == "nvcr.io/nvidia/k8s-device-plugin:v0.20.0"
     assert deb["kubernetes_cni_calico_manifest_url"] == (
-        "https://raw.githubusercontent.com/projectcalico/calico/v3.28.2/manifests/calico.yaml")
+        "https://raw.githubusercontent.com/projectcalico/calico/v3.32.1/manifests/calico.yaml")
     assert deb["__nvidia_driver_cuda_repo_default_url"] == (
         "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/")
     assert ubuntu["__nvidia_driver_cuda_repo_default_key_url"] == (

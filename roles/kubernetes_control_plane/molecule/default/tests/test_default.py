@@ -16,7 +16,7 @@ def test_kubeadm_config_rendered(host):
     assert set(docs) == {"InitConfiguration", "ClusterConfiguration", "KubeletConfiguration"}
     cluster = docs["ClusterConfiguration"]
     assert cluster["apiVersion"] == "kubeadm.k8s.io/v1beta4"
-    assert cluster["kubernetesVersion"] == "v1.31.4"
+    assert cluster["kubernetesVersion"] == "v1.36.4"
     assert cluster["controlPlaneEndpoint"] == "k8s-api.molecule.test:6443"
     assert cluster["networking"]["podSubnet"] == "10.244.0.0/16"
     assert docs["InitConfiguration"]["nodeRegistration"]["criSocket"] == "unix:///run/containerd/containerd.sock"

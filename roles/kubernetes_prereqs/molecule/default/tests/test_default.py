@@ -44,7 +44,7 @@ def test_deb822_source(host):
                   if line and not line.startswith("#"))
     assert fields == {
         "Types": "deb",
-        "URIs": "https://pkgs.k8s.io/core:/stable:/v1.31/deb/",
+        "URIs": "https://pkgs.k8s.io/core:/stable:/v1.36/deb/",
         "Suites": "/",
         "Signed-By": "/etc/apt/keyrings/kubernetes-apt-keyring.asc",
         "X-Repolib-Name": "kubernetes",
@@ -78,7 +78,7 @@ def test_version_pin(host):
     pref = host.file("/etc/apt/preferences.d/kubernetes")
     fields = dict(line.split(": ", 1) for line in pref.content_string.splitlines()
                   if line and not line.startswith("#"))
-    assert fields == {"Package": "kubelet kubeadm kubectl", "Pin": "version 1.31.4-*", "Pin-Priority": "1001"}
+    assert fields == {"Package": "kubelet kubeadm kubectl", "Pin": "version 1.36.4-*", "Pin-Priority": "1001"}
 
 
 def test_report_of_what_was_not_applied(host):
