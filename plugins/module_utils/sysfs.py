@@ -106,6 +106,7 @@ class SysfsReader(object):
         self._cache = {}
         self._dir_cache = {}
         self._raw = {}  # escaped name shown to callers -> name on disk
+        self._real = {}  # directory -> its realpath (a run reads many files of one directory)
 
     def path(self, rel):
         """Absolute path of ``rel`` (e.g. ``sys/module/mlx5_core``) below root."""
@@ -119,10 +120,22 @@ class SysfsReader(object):
         if self._root_real == os.sep:
             return True
         try:
-            real = os.path.realpath(full)
+            real = self._realpath(full)
         except (OSError, ValueError):
             return False
         return real == self._root_real or real.startswith(self._root_real + os.sep)
+
+    def _realpath(self, full):
+        """os.path.realpath(full), with the realpath of each parent directory resolved once:
+        realpath(parent/name) is realpath(parent)/name unless name is a symlink or a dot entry."""
+        parent, name = os.path.split(full)
+        if not parent or name in ("", ".", ".."):
+            return os.path.realpath(full)
+        real_parent = self._real.get(parent)
+        if real_parent is None:
+            real_parent = self._real[parent] = os.path.realpath(parent)
+        candidate = os.path.join(real_parent, name)
+        return os.path.realpath(candidate) if os.path.islink(candidate) else candidate
 
     def _display(self, name):
         shown = safe_text(name)

@@ -1,0 +1,426 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The node health agent: node_validate's checks on a timer, with hysteresis (docs/contracts.md,
+"Node health agent").
+
+One check engine: a cycle is ``validation.node_payload`` over ``families.FAMILIES``, exactly what
+the module ``node_validate`` runs, with the options the role ``node_health_agent`` took from the
+lookup ``gpufleet.cluster.node_validate_options``. Nothing here imports Ansible: the role copies
+this file and the module_utils it needs to ``/opt/gpufleet/agent`` and a systemd timer runs
+``gpufleet-health-agent`` (Type=oneshot) every ``node_health_agent_interval`` seconds.
+
+Each cycle writes atomically (temporary file in the same directory, fsync, rename):
+``<state_dir>/health.json`` (the result), ``<state_dir>/agent-state.json`` (hysteresis counters)
+and ``<textfile_dir>/gpufleet.prom`` (node_exporter textfile collector), and prints one line per
+state change on stdout (the journal under systemd). Bad settings, a missing textfile directory
+or an unreachable API server are reported in the journal; the last good result is kept and the
+program returns 0 so that the timer keeps running.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import sys
+import time
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import FAIL, WARN, json_safe
+
+AGENT_NAME = "gpufleet-health-agent"
+CONDITION_TYPE = "GpufleetHealthy"
+DEFAULT_CONFIG = "/etc/gpufleet/agent.json"
+DEFAULT_STATE_DIR = "/var/lib/gpufleet"
+DEFAULT_FAIL_AFTER = 3
+DEFAULT_RECOVER_AFTER = 2
+SLURM_REASON_PREFIX = "gpufleet:"
+
+# Checks whose failure cannot clear by itself: the node turns unhealthy on the first failing
+# cycle (docs/contracts.md, "Node health agent"). A GPU fallen off the bus (gpu.count, gpu.xid
+# with XID 79), a lost GPU or one needing a reset (gpu.lost, gpu.recovery_action), uncorrectable
+# memory errors and their consequences (gpu.ecc.volatile_uncorrectable, gpu.row_remap,
+# gpu.retired_pages) and fatal XIDs (gpu.xid).
+IMMEDIATE_CHECKS = (
+    "gpu.count", "gpu.lost", "gpu.recovery_action", "gpu.xid", "gpu.ecc.volatile_uncorrectable",
+    "gpu.row_remap", "gpu.retired_pages",
+)
+
+
+class AgentError(Exception):
+    """A problem the agent reports in the journal (bad settings, unwritable file, API error)."""
+
+
+def known_check_ids():
+    """Every check id node_validate can return (gpu family, then rdma family)."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils import gpu_checks, rdma_checks
+
+    ids = list(gpu_checks.CHECK_IDS)
+    for table in (rdma_checks.NODE_CHECKS_FIRST, rdma_checks.DEVICE_CHECKS, rdma_checks.PORT_CHECKS,
+                  rdma_checks.NODE_CHECKS_LAST):
+        ids.extend(name for name, _ in table)
+    return ids
+
+
+# -- settings ----------------------------------------------------------------------------------------
+def _positive_int(value, name, errors):
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        errors.append("%s must be an integer >= 1, got %r" % (name, value))
+        return False
+    return True
+
+
+def hysteresis_settings(config):
+    """({fail_after, recover_after, immediate: set, per_check: {id: {fail_after, recover_after}}},
+    [errors]) from the agent configuration; each error names the setting."""
+    errors = []
+    raw = config.get("hysteresis") or {}
+    if not isinstance(raw, dict):
+        return None, ["hysteresis must be a dict, got %s" % type(raw).__name__]
+    known = set(known_check_ids())
+    settings = {"fail_after": raw.get("fail_after", DEFAULT_FAIL_AFTER),
+                "recover_after": raw.get("recover_after", DEFAULT_RECOVER_AFTER),
+                "immediate": raw.get("immediate", list(IMMEDIATE_CHECKS)),
+                "per_check": raw.get("per_check") or {}}
+    _positive_int(settings["fail_after"], "hysteresis.fail_after", errors)
+    _positive_int(settings["recover_after"], "hysteresis.recover_after", errors)
+    if not isinstance(settings["immediate"], list):
+        errors.append("hysteresis.immediate must be a list of check ids, got %r" % (settings["immediate"],))
+        settings["immediate"] = []
+    for check_id in settings["immediate"]:
+        if check_id not in known:
+            errors.append("hysteresis.immediate: unknown check id %r (known: %s)" % (check_id, ", ".join(sorted(known))))
+    if not isinstance(settings["per_check"], dict):
+        errors.append("hysteresis.per_check must be a dict {check id: {fail_after, recover_after}}")
+        settings["per_check"] = {}
+    for check_id, values in settings["per_check"].items():
+        if check_id not in known:
+            errors.append("hysteresis.per_check: unknown check id %r (known: %s)" % (check_id, ", ".join(sorted(known))))
+            continue
+        if not isinstance(values, dict) or set(values) - {"fail_after", "recover_after"}:
+            errors.append("hysteresis.per_check.%s must be a dict with fail_after and/or recover_after, got %r"
+                          % (check_id, values))
+            continue
+        for key in values:
+            _positive_int(values[key], "hysteresis.per_check.%s.%s" % (check_id, key), errors)
+    settings["immediate"] = set(settings["immediate"])
+    return (None if errors else settings), errors
+
+
+def thresholds(settings, check_id):
+    """(fail_after, recover_after) for ``check_id``."""
+    own = settings["per_check"].get(check_id) or {}
+    fail_after = 1 if check_id in settings["immediate"] else settings["fail_after"]
+    return own.get("fail_after", fail_after), own.get("recover_after", settings["recover_after"])
+
+
+# -- hysteresis -------------------------------------------------------------------------------------
+def _key(check):
+    return "%s|%s" % (check["id"], check["target"])
+
+
+def step(state, checks, settings, fail_on="fail", now=None):
+    """One cycle of hysteresis: (new state, events).
+
+    ``state``: ``{"checks": {"id|target": {failing, fails, passes, flaps, raw, since, message}},
+    "healthy": bool, "cycle": int}`` (empty for the first cycle). A check counts as failing in a
+    cycle when its status is ``fail`` (``fail_on: warn``: also ``warn``). It turns failing after
+    ``fail_after`` consecutive failing cycles (1 for the immediate checks) and back after
+    ``recover_after`` consecutive other cycles. A flap is a change of the raw outcome between two
+    cycles. The node is healthy when no check is failing. Events are journal lines."""
+    now = time.time() if now is None else now
+    bad = (FAIL,) if fail_on == "fail" else (FAIL, WARN)
+    old = (state or {}).get("checks") or {}
+    new, events = {}, []
+    for check in checks:
+        key = _key(check)
+        raw = check["status"] in bad
+        entry = dict(old.get(key) or {"failing": False, "fails": 0, "passes": 0, "flaps": 0, "raw": raw,
+                                      "since": now})
+        if key in old and entry.get("raw") != raw:
+            entry["flaps"] = entry.get("flaps", 0) + 1
+        entry["raw"] = raw
+        entry["fails"] = entry.get("fails", 0) + 1 if raw else 0
+        entry["passes"] = 0 if raw else entry.get("passes", 0) + 1
+        entry["message"] = check.get("message", "")
+        entry["status"] = check["status"]
+        fail_after, recover_after = thresholds(settings, check["id"])
+        if not entry["failing"] and raw and entry["fails"] >= fail_after:
+            entry["failing"], entry["since"] = True, now
+            events.append("check %s[%s] unhealthy after %d failing cycle(s): %s"
+                          % (check["id"], check["target"], entry["fails"], entry["message"]))
+        elif entry["failing"] and not raw and entry["passes"] >= recover_after:
+            entry["failing"], entry["since"] = False, now
+            events.append("check %s[%s] healthy again after %d passing cycle(s): %s"
+                          % (check["id"], check["target"], entry["passes"], entry["message"]))
+        new[key] = entry
+    for key, entry in old.items():
+        if key not in new and entry.get("failing"):
+            check_id, target = key.split("|", 1)
+            events.append("check %s[%s] no longer reported (was failing): dropped" % (check_id, target))
+    failing = failing_checks({"checks": new}, checks)
+    healthy = not failing
+    was = (state or {}).get("healthy")
+    if was is None or was != healthy:
+        if healthy:
+            events.append("node healthy" + ("" if was is None else " again"))
+        else:
+            first = failing[0]
+            events.append("node unhealthy: %s[%s]: %s%s" % (
+                first["id"], first["target"], first["message"],
+                " (+%d more)" % (len(failing) - 1) if len(failing) > 1 else ""))
+    return {"checks": new, "healthy": healthy, "cycle": (state or {}).get("cycle", 0) + 1,
+            "updated": now}, events
+
+
+def failing_checks(state, checks):
+    """The checks (in report order) that are failing after hysteresis, status forced to fail."""
+    entries = state.get("checks") or {}
+    out = []
+    for check in checks:
+        entry = entries.get(_key(check))
+        if entry and entry.get("failing"):
+            out.append({"id": check["id"], "target": check["target"], "status": FAIL,
+                        "message": entry.get("message", check.get("message", ""))})
+    return out
+
+
+# -- files ------------------------------------------------------------------------------------------
+def atomic_write(path, text, mode=0o644):
+    """Write ``text`` to ``path`` so that a reader sees the old or the new content, never a part:
+    a temporary file in the same directory, fsync, rename. The directory must exist."""
+    directory = os.path.dirname(path) or "."
+    if not os.path.isdir(directory):
+        raise AgentError("directory %s does not exist: %s not written" % (directory, path))
+    # no tempfile module: its import costs more CPU than the rest of the write (one cycle <= 50 ms)
+    tmp = os.path.join(directory, ".%s.%d.%s" % (os.path.basename(path), os.getpid(), os.urandom(4).hex()))
+    handle = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        with os.fdopen(handle, "w") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def read_json(path, default=None):
+    """The JSON document at ``path``; ``default`` when missing; AgentError when unreadable."""
+    try:
+        with open(path) as handle:
+            return json.load(handle)
+    except FileNotFoundError:
+        return default
+    except (OSError, ValueError) as exc:
+        raise AgentError("%s is unreadable: %s" % (path, exc))
+
+
+def _label(value):
+    return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+STATUS_VALUES = {"pass": 0, "skip": 0, "warn": 1, "fail": 2}
+
+
+def prometheus_text(result, state, started, duration):
+    """The textfile: per check and target its status (0 pass/skip, 1 warn, 2 fail) and flaps, the
+    node's health after hysteresis, the last run's timestamp and duration."""
+    lines = [
+        "# HELP gpufleet_check_status Status of a gpufleet check in the last cycle (0 pass or skip, 1 warn, 2 fail).",
+        "# TYPE gpufleet_check_status gauge",
+    ]
+    entries = state.get("checks") or {}
+    for check in result["checks"]:
+        lines.append('gpufleet_check_status{id="%s",target="%s",status="%s"} %d' % (
+            _label(check["id"]), _label(check["target"]), _label(check["status"]), STATUS_VALUES[check["status"]]))
+    lines += ["# HELP gpufleet_check_failing 1 when the check is failing after hysteresis.",
+              "# TYPE gpufleet_check_failing gauge"]
+    for check in result["checks"]:
+        entry = entries.get(_key(check)) or {}
+        lines.append('gpufleet_check_failing{id="%s",target="%s"} %d' % (
+            _label(check["id"]), _label(check["target"]), 1 if entry.get("failing") else 0))
+    lines += ["# HELP gpufleet_check_flaps_total Changes of a check's outcome between two cycles.",
+              "# TYPE gpufleet_check_flaps_total counter"]
+    for check in result["checks"]:
+        entry = entries.get(_key(check)) or {}
+        lines.append('gpufleet_check_flaps_total{id="%s",target="%s"} %d' % (
+            _label(check["id"]), _label(check["target"]), entry.get("flaps", 0)))
+    lines += [
+        "# HELP gpufleet_node_healthy 1 when no check is failing after hysteresis.",
+        "# TYPE gpufleet_node_healthy gauge",
+        "gpufleet_node_healthy %d" % (1 if state.get("healthy") else 0),
+        "# HELP gpufleet_agent_last_run_timestamp_seconds End of the agent's last cycle (Unix time).",
+        "# TYPE gpufleet_agent_last_run_timestamp_seconds gauge",
+        "gpufleet_agent_last_run_timestamp_seconds %.3f" % (started + duration),
+        "# HELP gpufleet_agent_run_duration_seconds Wall time of the agent's last cycle.",
+        "# TYPE gpufleet_agent_run_duration_seconds gauge",
+        "gpufleet_agent_run_duration_seconds %.6f" % duration,
+    ]
+    return "\n".join(lines) + "\n"
+
+
+# -- one cycle --------------------------------------------------------------------------------------
+def node_params(config):
+    """node_validate's parameters from the agent configuration: ``root``, ``fail_on``, ``gpu``, ``rdma``."""
+    options = config.get("node_validate") or {}
+    if not isinstance(options, dict):
+        raise AgentError("node_validate must be a dict of node_validate options, got %s" % type(options).__name__)
+    params = {"root": options.get("root") or "/", "fail_on": options.get("fail_on") or "fail"}
+    for family in ("gpu", "rdma"):
+        value = options.get(family)
+        if value is not None and not isinstance(value, dict):
+            raise AgentError("node_validate.%s must be a dict of that family's options, got %s"
+                             % (family, type(value).__name__))
+        params[family] = dict(value or {})
+    return params
+
+
+def run_checks(params, runner=None, nvml=None, now=None, reader=None):
+    """node_validate's payload for ``params`` (the one check engine); AgentError on option errors."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.families import FAMILIES
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import node_payload
+
+    if runner is None:
+        from ansible_collections.gpufleet.cluster.plugins.module_utils.runner import SubprocessRunner
+
+        runner = SubprocessRunner()
+    payload, errors = node_payload(FAMILIES, params, time.perf_counter(), runner=runner, nvml=nvml, now=now,
+                                   reader=reader)
+    if errors:
+        raise AgentError("node_validate options: " + "; ".join(errors))
+    return payload
+
+
+class Agent(object):
+    """One agent cycle (``cycle``) with its configuration; ``log`` prints a journal line."""
+
+    def __init__(self, config, log=None, runner=None, nvml=None, kube=None, slurm=None, clock=time.time):
+        self.config = config
+        self.log = log or (lambda line: print(line, flush=True))
+        self.runner = runner
+        self.nvml = nvml
+        self.kube = kube
+        self.slurm = slurm
+        self.clock = clock
+        self.state_dir = config.get("state_dir") or DEFAULT_STATE_DIR
+        self.textfile_dir = config.get("textfile_dir")
+        self.node = config.get("node_name") or os.uname()[1]
+
+    @property
+    def health_path(self):
+        return os.path.join(self.state_dir, "health.json")
+
+    @property
+    def state_path(self):
+        return os.path.join(self.state_dir, "agent-state.json")
+
+    def cycle(self):
+        """Run one cycle; returns 0 (also after a reported problem: the last good result is kept)."""
+        started = self.clock()
+        cpu = time.process_time()
+        try:
+            settings, errors = hysteresis_settings(self.config)
+            if errors:
+                raise AgentError("bad hysteresis settings, last good result kept: " + "; ".join(errors))
+            params = node_params(self.config)
+            fail_on = "warn" if params["fail_on"] == "warn" else "fail"
+            state = read_json(self.state_path, {}) or {}
+            payload = run_checks(params, runner=self.runner, nvml=self.nvml, now=started)
+            checks = payload["checks"]
+            state, events = step(state, checks, settings, fail_on=fail_on, now=started)
+        except AgentError as exc:
+            self.log("%s: %s" % (AGENT_NAME, exc))
+            return 0
+        except Exception as exc:  # never crash the timer loop; the traceback goes to the journal
+            import traceback
+
+            self.log("%s: cycle failed, last good result kept: %r\n%s" % (AGENT_NAME, exc, traceback.format_exc()))
+            return 0
+        for event in events:
+            self.log("%s: %s" % (AGENT_NAME, event))
+        failing = failing_checks(state, checks)
+        duration = self.clock() - started
+        result = dict(json_safe(payload))
+        result.update({
+            "node": self.node, "generated_at": started, "cycle": state["cycle"],
+            "agent": {"healthy": state["healthy"], "failing": failing,
+                      "cpu_ms": round((time.process_time() - cpu) * 1000.0, 1)},
+        })
+        state["failing"] = failing
+        try:
+            atomic_write(self.state_path, json.dumps(state, sort_keys=True))
+            atomic_write(self.health_path, json.dumps(result, sort_keys=True, allow_nan=False))
+        except (AgentError, OSError) as exc:
+            self.log("%s: state not written, last good result kept: %s" % (AGENT_NAME, exc))
+            return 0
+        if self.textfile_dir:
+            try:
+                atomic_write(os.path.join(self.textfile_dir, "gpufleet.prom"),
+                             prometheus_text(result, state, started, duration))
+            except (AgentError, OSError) as exc:
+                self.log("%s: metrics not written (node_exporter textfile collector): %s" % (AGENT_NAME, exc))
+        for name, publisher in (("kubernetes", self.kube), ("slurm", self.slurm)):
+            if publisher is None:
+                continue
+            try:
+                for line in publisher.publish(state["healthy"], failing) or []:
+                    self.log("%s: %s: %s" % (AGENT_NAME, name, line))
+            except Exception as exc:  # an unreachable API server or slurmctld is reported, never fatal
+                self.log("%s: %s: not updated: %s" % (AGENT_NAME, name, exc))
+        return 0
+
+
+def summary_message(failing, limit=1024):
+    """``id[target]: message (+N more)`` for the first failing check, cut to ``limit`` characters."""
+    if not failing:
+        return "all gpufleet checks pass"
+    first = failing[0]
+    text = "%s[%s]: %s" % (first["id"], first["target"], first["message"])
+    if len(failing) > 1:
+        text += " (+%d more)" % (len(failing) - 1)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def load_config(path):
+    config = read_json(path)
+    if config is None:
+        raise AgentError("configuration %s does not exist (installed by role node_health_agent)" % path)
+    if not isinstance(config, dict):
+        raise AgentError("configuration %s must be a JSON object" % path)
+    return config
+
+
+def build_agent(config):
+    """The Agent with the publishers its configuration turns on."""
+    kube = slurm = None
+    if (config.get("kubernetes") or {}).get("enabled"):
+        from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_kube import KubePublisher
+
+        kube = KubePublisher.from_config(config)
+    if (config.get("slurm") or {}).get("enabled"):
+        from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_slurm import SlurmPublisher
+
+        slurm = SlurmPublisher.from_config(config)
+    return Agent(config, kube=kube, slurm=slurm)
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    path = argv[0] if argv else os.environ.get("GPUFLEET_AGENT_CONFIG", DEFAULT_CONFIG)
+    try:
+        config = load_config(path)
+        agent = build_agent(config)
+    except AgentError as exc:
+        print("%s: %s; last good result kept" % (AGENT_NAME, exc), flush=True)
+        return 0
+    except Exception as exc:  # never crash the timer loop
+        print("%s: cannot start, last good result kept: %r" % (AGENT_NAME, exc), flush=True)
+        return 0
+    return agent.cycle()
