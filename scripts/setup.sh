@@ -15,3 +15,10 @@ fi
 "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
 "$VENV/bin/python" -m pip install -q -r requirements.txt
 "$VENV/bin/ansible" --version | sed -n 1p
+# promtool (Debian package prometheus) for the agent's alert rule tests (tests/unit/test_agent_rules.py).
+# Optional: without it that test is skipped with the reason.
+if ! command -v promtool >/dev/null 2>&1 && [[ "$(id -u)" -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
+  echo "setup: installing promtool (Debian package prometheus, no recommends)" >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null \
+    || echo "setup: prometheus not installed; the promtool rule tests will be skipped" >&2
+fi

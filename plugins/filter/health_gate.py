@@ -6,7 +6,8 @@
 ``health_gate_patch`` is the one place that decides the gate's taint: its key (tier variable
 gpufleet_gate_taint_key), effect, value (``k8s_label_value``, the one sanitiser) and which
 statuses hold a node back (``fail_on``). Role node_gate (actions taint, release, health) and
-role rolling_upgrade use it; the result model is in docs/contracts.md.
+role rolling_upgrade use it, and so does the node health agent (plugins/module_utils/agent_kube.py,
+which imports this file on nodes without Ansible); the result model is in docs/contracts.md.
 
 Documentation: health_gate_patch.yml, gpufleet_node_labels.yml, k8s_label_value.yml.
 """
@@ -17,7 +18,13 @@ __metaclass__ = type
 
 import re
 
-from ansible.errors import AnsibleFilterError
+try:
+    from ansible.errors import AnsibleFilterError
+except ImportError:  # the node health agent imports this filter on nodes without Ansible
+
+    class AnsibleFilterError(ValueError):
+        pass
+
 
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.gpufleet_tier import tier_default
 

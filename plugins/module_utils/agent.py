@@ -411,9 +411,62 @@ def build_agent(config):
     return Agent(config, kube=kube, slurm=slurm)
 
 
+def config_errors(config):
+    """Every problem of a configuration, without running a check (``--check-config``)."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.families import FAMILIES
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import node_plan
+
+    errors = list(hysteresis_settings(config)[1])
+    try:
+        params = node_params(config)
+    except AgentError as exc:
+        return errors + [str(exc)]
+    errors.extend("node_validate options: %s" % error for error in node_plan(FAMILIES, params)[1])
+    if params["fail_on"] not in ("fail", "warn"):
+        errors.append("node_validate.fail_on must be fail or warn, got %r" % (params["fail_on"],))
+    for name in ("kubernetes", "slurm"):
+        if not isinstance(config.get(name) or {}, dict):
+            errors.append("%s must be a dict" % name)
+    return errors
+
+
+def slurm_health_check(config, log=None):
+    """Slurm HealthCheckProgram mode: drain or resume the node from the last result (health.json)."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_slurm import SlurmPublisher
+
+    log = log or (lambda line: print(line, flush=True))
+    path = os.path.join(config.get("state_dir") or DEFAULT_STATE_DIR, "health.json")
+    result = read_json(path)
+    if not result or not isinstance(result.get("agent"), dict):
+        log("%s: slurm: no agent result in %s yet: node left as it is" % (AGENT_NAME, path))
+        return 0
+    publisher = SlurmPublisher.from_config(config)
+    for line in publisher.publish(result["agent"].get("healthy"), result["agent"].get("failing") or []):
+        log("%s: slurm: %s" % (AGENT_NAME, line))
+    return 0
+
+
 def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--slurm-health-check" in argv:
+        argv.remove("--slurm-health-check")
+        try:
+            return slurm_health_check(load_config(argv[0] if argv else DEFAULT_CONFIG))
+        except AgentError as exc:
+            print("%s: slurm: %s" % (AGENT_NAME, exc), flush=True)
+            return 0
+    check_only = "--check-config" in argv
+    if check_only:
+        argv.remove("--check-config")
     path = argv[0] if argv else os.environ.get("GPUFLEET_AGENT_CONFIG", DEFAULT_CONFIG)
+    if check_only:
+        try:
+            errors = config_errors(load_config(path))
+        except AgentError as exc:
+            errors = [str(exc)]
+        for error in errors:
+            print("%s: %s: %s" % (AGENT_NAME, path, error), flush=True)
+        return 1 if errors else 0
     try:
         config = load_config(path)
         agent = build_agent(config)

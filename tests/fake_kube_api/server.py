@@ -5,6 +5,8 @@ to cordon, drain, taint and release a node, and nothing else:
 
 - discovery: /version, /api, /api/v1, /apis, /apis/policy/v1 (APIVersions, APIGroupList,
   APIResourceList with nodes, pods, pods/eviction, poddisruptionbudgets)
+- nodes/<name>/status: get, patch (only status changes; strategic merge merges status.conditions
+  by type, as the real server does for NodeStatus)
 - nodes: list, get, patch (application/strategic-merge-patch+json as CoreV1Api.patch_node sends
   it, application/merge-patch+json as the k8s module sends it with merge_type merge,
   application/json-patch+json); taints and annotations are validated like the real server does
@@ -549,6 +551,31 @@ class FakeKubeAPI:
             self.nodes[name] = patched
             return copy.deepcopy(patched)
 
+    def patch_node_status(self, name, content_type, body):
+        with self.lock:
+            if name not in self.nodes:
+                raise self._not_found("nodes", name)
+            if not isinstance(body, dict):
+                raise ApiError(400, "BadRequest", "patch must be a JSON object")
+            current = self.nodes[name]
+            status = (body.get("status") or {}) if isinstance(body.get("status"), dict) else {}
+            conditions = status.get("conditions")
+            if content_type == "application/strategic-merge-patch+json" and isinstance(conditions, list):
+                merged = [dict(c) for c in current.get("status", {}).get("conditions") or []]
+                for condition in conditions:
+                    for index, old in enumerate(merged):
+                        if old.get("type") == condition.get("type"):
+                            merged[index] = dict(old, **condition)
+                            break
+                    else:
+                        merged.append(dict(condition))
+                status = dict(status, conditions=merged)
+            meta = {"resourceVersion": (body.get("metadata") or {}).get("resourceVersion")}
+            only_status = {"status": status, "metadata": {k: v for k, v in meta.items() if v}}
+            kind = content_type if content_type != "application/strategic-merge-patch+json" else \
+                "application/merge-patch+json"
+            return self.patch_node(name, kind, only_status)
+
     def _pdbs_for(self, pod):
         namespace = pod["metadata"]["namespace"]
         return [pdb for (ns, _), pdb in sorted(self.pdbs.items())
@@ -729,6 +756,18 @@ class _Handler(BaseHTTPRequestHandler):
                     items = [_list_item(n) for _, n in sorted(api.nodes.items())
                              if _label_selector_matches(labels, n["metadata"].get("labels"))]
                     return 200, _list("NodeList", "v1", items, api._resource_version)
+            if len(rest) == 3 and rest[0] == "nodes" and rest[2] == "status":
+                # the status subresource: only status changes (spec and metadata other than
+                # resourceVersion are ignored, as by the real server); strategic merge merges
+                # status.conditions by type (patchMergeKey), as NodeStatus declares
+                name = rest[1]
+                if method == "GET":
+                    with api.lock:
+                        if name not in api.nodes:
+                            raise api._not_found("nodes", name)
+                        return 200, copy.deepcopy(api.nodes[name])
+                if method == "PATCH":
+                    return 200, api.patch_node_status(name, content_type, body)
             if len(rest) == 2 and rest[0] == "nodes":
                 name = rest[1]
                 if method == "GET":

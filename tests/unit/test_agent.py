@@ -253,3 +253,15 @@ def test_the_agent_imports_no_ansible(tmp_path):
             "print([m for m in sys.modules if m == 'ansible' or m.startswith('ansible.')])")
     out = subprocess.run([sys.executable, "-I", "-c", code, COLLECTIONS], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_check_config_names_every_problem(tmp_path, capsys):
+    path = tmp_path / "agent.json"
+    path.write_text(json.dumps({"node_validate": {"root": DGX, "gpu": {"expected_count": -1}},
+                                "hysteresis": {"immediate": ["gpu.xidd"]}}))
+    assert agent.main(["--check-config", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "hysteresis.immediate: unknown check id 'gpu.xidd'" in out
+    assert "node_validate options: option gpu.expected_count" in out
+    path.write_text(json.dumps({"node_validate": {"root": DGX}}))
+    assert agent.main(["--check-config", str(path)]) == 0

@@ -1,0 +1,72 @@
+"""Role node_health_agent: the files it copies are the import closure of the agent (nothing
+missing on the node, nothing extra), and its defaults are the agent's."""
+
+import ast
+import os
+
+import yaml
+from ansible_collections.gpufleet.cluster.plugins.module_utils import agent
+from conftest import REPO
+
+ROLE = os.path.join(REPO, "roles", "node_health_agent")
+PREFIX = "ansible_collections.gpufleet.cluster.plugins."
+
+
+def imports(rel):
+    """Collection files (relative to plugins/) that plugins/<rel> imports, at any depth."""
+    with open(os.path.join(REPO, "plugins", rel)) as handle:
+        tree = ast.parse(handle.read())
+    found = set()
+    for node in ast.walk(tree):
+        names = []
+        if isinstance(node, ast.ImportFrom) and node.module:
+            if node.module == PREFIX + "module_utils":  # from ...module_utils import gpu_checks
+                names = [PREFIX + "module_utils." + alias.name for alias in node.names]
+            else:
+                names = [node.module]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        for name in names:
+            if name.startswith(PREFIX):
+                found.add(name[len(PREFIX):].replace(".", "/") + ".py")
+    return found
+
+
+def closure(start):
+    seen, todo = set(), list(start)
+    while todo:
+        rel = todo.pop()
+        if rel in seen:
+            continue
+        seen.add(rel)
+        todo.extend(imports(rel))
+    return seen
+
+
+def role_vars():
+    with open(os.path.join(ROLE, "vars", "main.yml")) as handle:
+        return yaml.safe_load(handle)
+
+
+def test_the_role_copies_exactly_the_agents_import_closure():
+    copied = set(role_vars()["__node_health_agent_files"])
+    publishers = [rel for rel in copied if rel.startswith("module_utils/agent_")]
+    assert closure(["module_utils/agent.py"] + publishers) == copied
+
+
+def test_the_agent_imports_no_ansible_outside_lazy_paths():
+    for rel in role_vars()["__node_health_agent_files"]:
+        with open(os.path.join(REPO, "plugins", rel)) as handle:
+            tree = ast.parse(handle.read())
+        top = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+        for node in top:
+            module = node.module if isinstance(node, ast.ImportFrom) else node.names[0].name
+            assert not (module or "").startswith("ansible.") and module != "ansible", (rel, module)
+
+
+def test_role_defaults_are_the_agents():
+    with open(os.path.join(ROLE, "defaults", "main.yml")) as handle:
+        defaults = yaml.safe_load(handle)
+    assert tuple(defaults["node_health_agent_immediate"]) == agent.IMMEDIATE_CHECKS
+    assert defaults["node_health_agent_fail_after"] == agent.DEFAULT_FAIL_AFTER
+    assert defaults["node_health_agent_recover_after"] == agent.DEFAULT_RECOVER_AFTER
