@@ -1,0 +1,62 @@
+"""playbooks/fleet_status.yml: the fleet report from the agents' health.json files (written by a
+real agent cycle on the DGX H100 fixture with the fake NVML), no check re-run; a stale or missing
+result fails the host (host.validation)."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ANSIBLE_PLAYBOOK = os.path.join(REPO, ".venv", "bin", "ansible-playbook")
+sys.path[:0] = [os.path.join(REPO, ".collections"), os.path.join(REPO, "tests"), os.path.join(REPO, "tests", "unit")]
+
+pytestmark = pytest.mark.skipif(not os.path.exists(ANSIBLE_PLAYBOOK), reason="run `make setup` first")
+
+
+def agent_result(tmp_path, name, scenario):
+    from ansible_collections.gpufleet.cluster.plugins.module_utils import agent
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.nvml import NvmlAdapter
+    from nvml_scenarios import NODES, fake_with
+    from runners import ScriptedRunner
+
+    state = tmp_path / name
+    state.mkdir()
+    config = {"node_name": name, "state_dir": str(state),
+              "node_validate": {"root": os.path.join(NODES, "dgx-h100"),
+                                "gpu": {"expected_count": 8, "xid_source": "none"}, "rdma": {"expected_devices": 9}}}
+    agent.Agent(config, log=lambda line: None, runner=ScriptedRunner(), nvml=NvmlAdapter(fake_with(scenario))).cycle()
+    return state / "health.json"
+
+
+def test_fleet_status_reports_the_published_results(tmp_path):
+    healthy = agent_result(tmp_path, "node-a", "h100-healthy")
+    broken = agent_result(tmp_path, "node-b", "h100-gpu-fell-off-bus")
+    stale = agent_result(tmp_path, "node-c", "h100-healthy")
+    data = json.loads(stale.read_text())
+    data["generated_at"] = time.time() - 3600
+    stale.write_text(json.dumps(data))
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(json.dumps({"all": {
+        "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable},
+        "hosts": {"node-a": {"gpufleet_status_file": str(healthy)}, "node-b": {"gpufleet_status_file": str(broken)},
+                  "node-c": {"gpufleet_status_file": str(stale)},
+                  "node-d": {"gpufleet_status_file": str(tmp_path / "missing.json")}}}}))
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), GPUFLEET_REPORT_DIR=str(tmp_path / "reports"))
+    proc = subprocess.run([ANSIBLE_PLAYBOOK, "-i", str(inventory), os.path.join(REPO, "playbooks", "fleet_status.yml")],
+                          check=False, env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0  # node-b, node-c, node-d fail
+    report = json.loads((tmp_path / "reports" / "fleet-report.json").read_text())
+    hosts = report["hosts"]
+    assert hosts["node-a"]["healthy"] is True
+    assert hosts["node-a"]["summary"] == json.loads(healthy.read_text())["summary"]
+    assert hosts["node-b"]["healthy"] is False
+    assert any(c["id"] == "gpu.count" and c["status"] == "fail" for c in hosts["node-b"]["checks"])
+    for name in ("node-c", "node-d"):
+        assert hosts[name]["healthy"] is False
+        assert hosts[name]["checks"][0]["id"] == "host.validation", hosts[name]
+    assert "s old (more than 300 s)" in json.dumps(hosts["node-c"]["checks"])
+    assert report["totals"]["hosts"] == 4 and report["totals"]["unhealthy"] == 3
