@@ -46,6 +46,10 @@ SITE_VARIABLES = {
     "gpufleet_node_validation": "result of playbooks/validate.yml (registered)",
     "gpufleet_sim_root": "lab: simulated sysfs root",
     "gpufleet_sim_environment": "lab: fake NVML environment",
+    "gpufleet_status_hosts": "hosts of playbooks/fleet_status.yml",
+    "gpufleet_status_file": "the node health agent's result read by playbooks/fleet_status.yml",
+    "gpufleet_status_max_age": "seconds after which playbooks/fleet_status.yml calls a result stale",
+    "gpufleet_status_fail_on": "fail_on of playbooks/fleet_status.yml",
 }
 
 SHA256_PREFIXED = re.compile(r"^sha256:[0-9a-fA-F]{64}$")

@@ -168,6 +168,9 @@ def test_filter_wraps_the_check():
 PLUGIN_NAMES = {os.path.splitext(os.path.basename(p))[0] for p in
                 glob.glob(os.path.join(REPO, "plugins", "filter", "*.yml"))
                 + glob.glob(os.path.join(REPO, "plugins", "lookup", "*.py"))}
+# Prometheus metric names of the node health agent (its alert rules name them), not variables.
+with open(os.path.join(REPO, "plugins", "module_utils", "agent.py")) as _handle:
+    PLUGIN_NAMES |= set(re.findall(r"# TYPE (gpufleet_[a-z0-9_]+) ", _handle.read()))
 
 
 def _variables_read_in_repo():
