@@ -17,7 +17,7 @@ to cordon, drain, taint and release a node, and nothing else:
 - poddisruptionbudgets: list and get
 - optimistic concurrency: a patch whose metadata.resourceVersion is not the stored one is refused
   with 409 Conflict, as the real server does; `interleave()` makes another writer change a node
-  between a client's read and its patch
+  between a client's read and its patch; `outage()` makes it answer 503 for a node mid-run
 
 The model is deliberately simple: a deleted or evicted pod disappears at once, unless it was
 added with stuck=True (it then only gets metadata.deletionTimestamp, like a pod held by a
@@ -296,6 +296,7 @@ class FakeKubeAPI:
         self.requests = []
         self._resource_version = 1000
         self._interleaved = {}
+        self._outages = {}
         self._httpd = None
         self._thread = None
 
@@ -440,6 +441,30 @@ class FakeKubeAPI:
                 return
             entry[1] -= 1
             entry[0](self)
+
+    def outage(self, node, after_patches=0):
+        """The API server becomes unavailable for `node` once `after_patches` more PATCH requests
+        to it have been answered: from then on every request naming the node (its URL, or a
+        fieldSelector/labelSelector mentioning it) gets 503 ServiceUnavailable, until
+        `end_outage(node)`. Models an API server that goes away in the middle of a run."""
+        with self.lock:
+            self._outages[node] = {"patches_left": after_patches}
+
+    def end_outage(self, node):
+        with self.lock:
+            self._outages.pop(node, None)
+
+    def _check_outage(self, method, path, query):
+        with self.lock:
+            for node, outage in self._outages.items():
+                mentioned = path.endswith("/nodes/" + node) or any(node in str(v).split("=")[-1:] for v in query.values())
+                if not mentioned:
+                    continue
+                if outage["patches_left"] > 0:
+                    if method == "PATCH":
+                        outage["patches_left"] -= 1
+                    continue
+                raise ApiError(503, "ServiceUnavailable", "the server is currently unable to handle the request")
 
     def node(self, name):
         with self.lock:
@@ -706,6 +731,7 @@ class _Handler(BaseHTTPRequestHandler):
             record["body"] = body
             if self.headers.get("Authorization") != "Bearer %s" % self.api.token:
                 raise ApiError(401, "Unauthorized", "Unauthorized")
+            self.api._check_outage(method, path, query)
             code, answer = self._route(method, path, query, content_type, body)
         except ApiError as exc:
             code, answer = exc.code, exc.status()

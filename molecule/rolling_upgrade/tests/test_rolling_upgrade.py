@@ -1,8 +1,10 @@
 """Verify the health-gated rolling upgrade in the lab (gate backend "lab": marker files).
 
-node1 and node3 passed validation: released (no cordon/taint markers) and recorded as upgraded.
-node2's simulated GPU turned unhealthy during the upgrade: still cordoned, tainted with the
-failing check id, not recorded as upgraded, and named with its reason in the run summary.
+Runs after converge and idempotence. Converge: node1 and node3 passed validation: released (no
+cordon/taint markers), recorded as upgraded and "admitted" in their state file; node2's simulated
+GPU turned unhealthy during the upgrade: still cordoned, tainted with the failing check id, state
+"held" with the step and reason, not recorded as upgraded. The idempotence run left them alone and
+has its own run directory (the converge run's records are kept).
 """
 
 import json
@@ -13,9 +15,13 @@ import yaml
 
 GATE = "/var/lib/gpufleet/gate"
 APPLIED = "/var/lib/gpufleet/upgrade/applied.json"
+STATE = "/var/lib/gpufleet/upgrade-state.json"
+ANNOTATION = "gpufleet.io/upgrade-state"
+BLACKLIST = "/etc/apt/apt.conf.d/51gpufleet-unattended-upgrades"
 FAILING_CHECK = "gpu.ecc.volatile_uncorrectable"
-SUMMARY_DIR = os.path.join(os.environ["GPUFLEET_REPORT_DIR"], "rolling-upgrade")
-FINGERPRINT = {"components": [], "target": {"driver": "580.95.05"}}
+RUNS_DIR = os.path.join(os.environ["GPUFLEET_REPORT_DIR"], "upgrades")
+FINGERPRINT = {"components": ["kubernetes"], "target": {"kubernetes": "1.31.2-lab"}}
+NODES = ["rolling-upgrade-node1", "rolling-upgrade-node2", "rolling-upgrade-node3"]
 
 
 def _host(name):
@@ -24,8 +30,25 @@ def _host(name):
     return testinfra.get_host("docker://" + name)
 
 
+def _runs():
+    return sorted(d for d in os.listdir(RUNS_DIR) if d != "latest")
+
+
+def _summary(run):
+    with open(os.path.join(RUNS_DIR, run, "summary.json")) as handle:
+        return json.load(handle)
+
+
+def _state(host):
+    return json.loads(host.file(STATE).content_string)
+
+
+def _annotation(host):
+    return json.loads(json.loads(host.file(GATE + "/annotations.json").content_string)["annotations"][ANNOTATION])
+
+
 @pytest.mark.parametrize("name", ["rolling-upgrade-node1", "rolling-upgrade-node3"])
-def test_healthy_nodes_are_released(name):
+def test_healthy_nodes_are_released_and_admitted(name):
     host = _host(name)
     assert not host.file(GATE + "/cordoned").exists
     assert not host.file(GATE + "/drained").exists
@@ -33,9 +56,18 @@ def test_healthy_nodes_are_released(name):
     applied = host.file(APPLIED)
     assert applied.exists
     assert json.loads(applied.content_string) == FINGERPRINT
+    state = _state(host)
+    assert state["state"] == "admitted"
+    assert state["run_id"] == _runs()[0]  # the converge run; idempotence did not touch the node
+    assert state["components"] == ["kubernetes"] and state["target"] == FINGERPRINT["target"]
+    assert state["step"] == "" and state["reason"] == ""
+    assert "versions_before" in state and "versions_after" in state
+    assert _annotation(host) == state  # the (simulated) Node annotation carries the same record
+    assert host.file(BLACKLIST).exists  # holds lifted for the upgrade and put back
+    assert json.loads(host.file("/var/lib/gpufleet/lab-upgraded-to.json").content_string) == FINGERPRINT["target"]
 
 
-def test_faulty_node_stays_cordoned_and_tainted():
+def test_faulty_node_stays_cordoned_and_tainted_with_a_held_record():
     host = _host("rolling-upgrade-node2")
     cordoned = host.file(GATE + "/cordoned")
     assert cordoned.exists
@@ -47,6 +79,13 @@ def test_faulty_node_stays_cordoned_and_tainted():
     assert taint["value"] == FAILING_CHECK
     assert taint["reason"] == "validation failed: %s:gpu3" % FAILING_CHECK
     assert not host.file(APPLIED).exists
+    state = _state(host)
+    assert state["state"] == "held"
+    assert state["step"] == "validate"
+    assert state["reason"] == "validation failed: %s:gpu3" % FAILING_CHECK
+    assert state["failed_checks"] == [FAILING_CHECK + ":gpu3"]
+    assert _annotation(host) == state
+    assert host.file(BLACKLIST).exists
 
 
 def test_fault_was_injected_only_on_node2():
@@ -57,21 +96,39 @@ def test_fault_was_injected_only_on_node2():
         assert target.endswith("h100-healthy.json")
 
 
-def test_summary_names_upgraded_and_held_nodes():
-    with open(os.path.join(SUMMARY_DIR, "summary.json")) as handle:
-        summary = json.load(handle)
+def test_every_run_keeps_its_directory_and_latest_is_the_last():
+    runs = _runs()
+    assert len(runs) == 2, runs  # converge and idempotence (check mode writes no report)
+    assert os.readlink(os.path.join(RUNS_DIR, "latest")) == runs[-1]
+    for run in runs:
+        summary = _summary(run)
+        assert summary["run_id"] == run
+        assert sorted(os.listdir(os.path.join(RUNS_DIR, run, "nodes"))) == [n + ".json" for n in NODES]
+
+
+def test_converge_summary_names_upgraded_and_held_nodes():
+    summary = _summary(_runs()[0])
     assert summary["simulated"] is True
     assert summary["counts"] == {"upgraded": 2, "current": 0, "held": 1, "skipped": 0, "not_reached": 0}
+    assert summary["stopped"] == ""
     outcomes = {node["node"]: node for node in summary["nodes"]}
     assert outcomes["rolling-upgrade-node1"]["outcome"] == "upgraded"
+    assert outcomes["rolling-upgrade-node1"]["state"] == "admitted"
     assert outcomes["rolling-upgrade-node3"]["outcome"] == "upgraded"
     held = outcomes["rolling-upgrade-node2"]
-    assert held["outcome"] == "held"
+    assert held["outcome"] == "held" and held["state"] == "held" and held["step"] == "validate"
     assert held["failed_checks"] == [FAILING_CHECK + ":gpu3"]
-    with open(os.path.join(SUMMARY_DIR, "summary.md")) as handle:
+    with open(os.path.join(RUNS_DIR, _runs()[0], "summary.md")) as handle:
         text = handle.read()
     assert "SIMULATION" in text
     held_section = text.split("## Held back")[1].split("##")[0]
-    assert "rolling-upgrade-node2: validation failed: %s:gpu3" % FAILING_CHECK in held_section
+    assert "rolling-upgrade-node2: validation failed: %s:gpu3 (step: validate)" % FAILING_CHECK in held_section
     upgraded_section = text.split("## Upgraded")[1].split("##")[0]
     assert "rolling-upgrade-node1" in upgraded_section and "rolling-upgrade-node3" in upgraded_section
+
+
+def test_idempotence_run_left_every_node_alone():
+    summary = _summary(_runs()[1])
+    assert summary["counts"] == {"upgraded": 0, "current": 2, "held": 1, "skipped": 0, "not_reached": 0}
+    outcomes = {node["node"]: node for node in summary["nodes"]}
+    assert outcomes["rolling-upgrade-node2"]["reason"].startswith("held back by an earlier run: validation failed")

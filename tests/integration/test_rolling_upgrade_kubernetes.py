@@ -1,0 +1,198 @@
+"""playbooks/rolling-upgrade.yml with the kubernetes gate backend against the API double.
+
+The nodes are local-connection hosts whose state files live in a temporary directory; the gate is
+the in-process double of the API server (tests/fake_kube_api). Validation and holds are off (no
+GPU, no HCA, no node_pinning on the test machine) and there is nothing to upgrade: what is tested
+is the fault handling around the gate.
+
+Run 1 (all nodes in one batch, no stop threshold):
+- ok: admitted, state annotation "admitted"; another controller adds its taint between our read
+  and our first write (409): its taint survives.
+- pdb: a PodDisruptionBudget blocks the eviction: the drain times out, the node is held with
+  step "drain", tainted, state "held" on the node and in the annotation.
+- outage: the API server stops answering for this node right after its "cordoned" state was
+  written: the drain fails and so does the taint; the host fails with the node cordoned and the
+  record "cordoned".
+- foreign: cordoned by someone else before the run, no gpufleet record: skipped and reported.
+Run 2 (API back): outage is recognised as gpufleet's cordon and carried on to "admitted"; pdb stays
+held; ok is current; foreign still skipped.
+"""
+
+import json
+import os
+import subprocess
+
+import pytest
+
+try:
+    import kubernetes  # noqa: F401
+
+    HAS_K8S_CLIENT = True
+except ImportError:
+    HAS_K8S_CLIENT = False
+
+from fake_kube_api import FakeKubeAPI
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PLAYBOOK = os.path.join(REPO, "playbooks", "rolling-upgrade.yml")
+ANSIBLE_PLAYBOOK = os.path.join(REPO, ".venv", "bin", "ansible-playbook")
+VENV_PYTHON = os.path.join(REPO, ".venv", "bin", "python")
+TAINT_KEY = "gpufleet.io/unhealthy"
+STATE_ANNOTATION = "gpufleet.io/upgrade-state"
+OTHER_TAINT = {"key": "example.com/maintenance", "value": "true", "effect": "NoSchedule"}
+NODES = ["ru-ok", "ru-pdb", "ru-outage", "ru-foreign"]
+
+pytestmark = [
+    pytest.mark.skipif(not os.path.exists(ANSIBLE_PLAYBOOK), reason="run `make setup` first"),
+    pytest.mark.skipif(not HAS_K8S_CLIENT, reason="the Python kubernetes client is not installed (make setup)"),
+]
+
+
+def _run(tmp, run_id):
+    env = dict(os.environ)
+    env.update({
+        "ANSIBLE_CONFIG": os.path.join(REPO, "ansible.cfg"),
+        "GPUFLEET_REPORT_DIR": str(tmp / "reports"),
+        "TMPDIR": str(tmp),
+    })
+    extra = {"rolling_upgrade_serial": 4, "rolling_upgrade_max_fail_percentage": 100,
+             "rolling_upgrade_run_id": run_id}
+    return subprocess.run([ANSIBLE_PLAYBOOK, "-i", str(tmp / "hosts.yml"), PLAYBOOK, "-e", json.dumps(extra)],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=False)
+
+
+def _file_state(tmp, node):
+    path = tmp / "nodes" / node / "upgrade-state.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _annotation(api, node):
+    text = api.node(node)["metadata"].get("annotations", {}).get(STATE_ANNOTATION)
+    return json.loads(text) if text else None
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("rolling_upgrade_kubernetes")
+    api = FakeKubeAPI().start()
+    try:
+        for node in NODES:
+            api.add_node(node)
+        api.add_pod("web-1", "ru-ok", labels={"app": "web"})
+        api.add_pod("db-0", "ru-pdb", namespace="data", owner_kind="StatefulSet", labels={"app": "db"})
+        api.add_pdb("db", {"app": "db"}, namespace="data", disruptions_allowed=0)
+        api.add_pod("train-0", "ru-outage", namespace="ml", owner_kind="Job")
+        api.patch_node("ru-foreign", "application/merge-patch+json", {"spec": {"unschedulable": True}})
+
+        def other_controller(api):
+            taints = api.node("ru-ok")["spec"].get("taints", [])
+            api.patch_node("ru-ok", "application/merge-patch+json", {"spec": {"taints": taints + [OTHER_TAINT]}})
+
+        api.interleave("ru-ok", other_controller, content_type="application/merge-patch+json")
+        # planned (annotation), cordon, cordoned (annotation): then the API server goes away
+        api.outage("ru-outage", after_patches=3)
+        kubeconfig = api.kubeconfig(tmp / "kubeconfig")
+        inventory = {"all": {
+            "vars": {"ansible_connection": "local", "ansible_python_interpreter": VENV_PYTHON},
+            "hosts": {"localhost": {}},
+            "children": {"kube_node": {
+                "vars": {
+                    "node_gate_api_host": "localhost", "node_gate_python": VENV_PYTHON,
+                    "node_gate_kubeconfig": kubeconfig,
+                    "rolling_upgrade_gate_backend": "kubernetes",
+                    "rolling_upgrade_drain_timeout": 3,
+                    "rolling_upgrade_manage_holds": False,
+                    "rolling_upgrade_validate_gpu": False,
+                    "rolling_upgrade_validate_rdma": False,
+                    "rolling_upgrade_target": {"driver": "580.95.05"},
+                    "rolling_upgrade_state_file": str(tmp / "nodes") + "/{{ inventory_hostname }}/upgrade-state.json",
+                    "rolling_upgrade_state_dir": str(tmp / "nodes") + "/{{ inventory_hostname }}/upgrade",
+                    "rolling_upgrade_fail_held_nodes": False,
+                },
+                "hosts": {node: {} for node in NODES}}},
+        }}
+        (tmp / "hosts.yml").write_text(json.dumps(inventory))
+        first = _run(tmp, "run-1")
+        after_first = {node: {"file": _file_state(tmp, node), "annotation": _annotation(api, node),
+                              "node": api.node(node)} for node in NODES}
+        api.end_outage("ru-outage")
+        second = _run(tmp, "run-2")
+        after_second = {node: {"file": _file_state(tmp, node), "annotation": _annotation(api, node),
+                               "node": api.node(node)} for node in NODES}
+        summaries = {}
+        for run_id in ("run-1", "run-2"):
+            with open(tmp / "reports" / "upgrades" / run_id / "summary.json") as handle:
+                summaries[run_id] = json.load(handle)
+        yield {"api": api, "first": first, "second": second, "after_first": after_first,
+               "after_second": after_second, "summaries": summaries, "tmp": tmp}
+    finally:
+        api.stop()
+
+
+def _outcomes(summary):
+    return {n["node"]: n for n in summary["nodes"]}
+
+
+def test_first_run_fails_only_the_node_whose_api_went_away(runs):
+    out = runs["first"].stdout + runs["first"].stderr
+    assert runs["first"].returncode != 0, out
+    assert "ru-outage" in out and "ServiceUnavailable" in out
+    recap = out[out.rindex("PLAY RECAP"):]
+    for node in ("ru-ok", "ru-pdb", "ru-foreign"):
+        line = [ln for ln in recap.splitlines() if ln.startswith(node)][0]
+        assert "failed=0" in line, line
+
+
+def test_admitted_node_keeps_the_other_controllers_taint(runs):
+    state = runs["after_first"]["ru-ok"]
+    assert state["file"]["state"] == "admitted" and state["annotation"] == state["file"]
+    assert state["node"]["spec"]["taints"] == [OTHER_TAINT]
+    assert "unschedulable" not in state["node"]["spec"]
+    statuses = [r["status"] for r in runs["api"].recorded("PATCH", "/api/v1/nodes/ru-ok")
+                if r["content_type"] == "application/merge-patch+json"]
+    assert statuses[:2] == [409, 200]
+    assert runs["api"].pod_names("ru-ok") == []
+
+
+def test_pdb_blocked_drain_holds_the_node_with_the_step(runs):
+    state = runs["after_first"]["ru-pdb"]
+    assert state["file"]["state"] == "held" and state["file"]["step"] == "drain"
+    assert "disruption budget" in state["file"]["reason"]
+    assert state["annotation"] == state["file"]
+    node = state["node"]
+    assert node["spec"]["unschedulable"] is True
+    assert [t["key"] for t in node["spec"]["taints"]] == [TAINT_KEY]
+    assert node["spec"]["taints"][0]["value"] == "upgrade-failed"
+    assert runs["api"].pod_names("ru-pdb") == ["data/db-0"]
+
+
+def test_api_outage_leaves_a_cordoned_record(runs):
+    state = runs["after_first"]["ru-outage"]
+    assert state["file"]["state"] == "cordoned"
+    assert state["annotation"]["state"] == "cordoned"
+    assert state["node"]["spec"]["unschedulable"] is True and "taints" not in state["node"]["spec"]
+    assert "ru-outage" in runs["summaries"]["run-1"]["not_reached"]
+
+
+def test_foreign_cordon_is_left_alone_and_reported(runs):
+    for run_id in ("run-1", "run-2"):
+        record = _outcomes(runs["summaries"][run_id])["ru-foreign"]
+        assert record["outcome"] == "skipped" and "someone else" in record["reason"]
+    assert runs["after_second"]["ru-foreign"]["file"] is None
+    assert runs["after_second"]["ru-foreign"]["annotation"] is None
+
+
+def test_second_run_carries_the_interrupted_node_on(runs):
+    out = runs["second"].stdout + runs["second"].stderr
+    assert runs["second"].returncode == 0, out
+    state = runs["after_second"]["ru-outage"]
+    assert state["file"]["state"] == "admitted"
+    assert state["file"]["resumed_from"] == {"run_id": "run-1", "state": "cordoned"}
+    assert state["annotation"] == state["file"]
+    assert "unschedulable" not in state["node"]["spec"]
+    assert runs["api"].pod_names("ru-outage") == []
+    outcomes = _outcomes(runs["summaries"]["run-2"])
+    assert outcomes["ru-outage"]["outcome"] == "upgraded"
+    assert outcomes["ru-pdb"]["outcome"] == "held"
+    assert outcomes["ru-ok"]["outcome"] == "current"
+    assert runs["after_second"]["ru-pdb"]["file"]["state"] == "held"
