@@ -446,8 +446,37 @@ def slurm_health_check(config, log=None):
     return 0
 
 
+NPD_OK, NPD_NONOK, NPD_UNKNOWN = 0, 1, 2
+
+
+def npd_status(result, now, max_age=300, max_length=80):
+    """(exit code, message) for a node-problem-detector custom plugin: 0 healthy, 1 unhealthy
+    (message: the first failing check), 2 unknown (no result, or older than ``max_age`` s). The
+    message is cut to ``max_length`` characters (NPD's ``max_output_length``, default 80)."""
+    agent = (result or {}).get("agent")
+    if not isinstance(agent, dict):
+        code, message = NPD_UNKNOWN, "gpufleet: no agent result yet"
+    elif now - float(result.get("generated_at") or 0) > max_age:
+        code, message = NPD_UNKNOWN, "gpufleet: agent result %d s old" % (now - float(result.get("generated_at") or 0))
+    elif agent.get("healthy"):
+        code, message = NPD_OK, "gpufleet: all checks pass"
+    else:
+        code, message = NPD_NONOK, "gpufleet: " + summary_message(agent.get("failing") or [])
+    return code, message[:max_length]
+
+
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
+    if "--npd" in argv:
+        argv.remove("--npd")
+        try:
+            config = load_config(argv[0] if argv else DEFAULT_CONFIG)
+            result = read_json(os.path.join(config.get("state_dir") or DEFAULT_STATE_DIR, "health.json"))
+            code, message = npd_status(result, time.time(), max_age=(config.get("npd") or {}).get("max_age", 300))
+        except AgentError as exc:
+            code, message = NPD_UNKNOWN, ("gpufleet: %s" % exc)[:80]
+        print(message, flush=True)
+        return code
     if "--slurm-health-check" in argv:
         argv.remove("--slurm-health-check")
         try:

@@ -265,3 +265,27 @@ def test_check_config_names_every_problem(tmp_path, capsys):
     assert "node_validate options: option gpu.expected_count" in out
     path.write_text(json.dumps({"node_validate": {"root": DGX}}))
     assert agent.main(["--check-config", str(path)]) == 0
+
+
+# -- node-problem-detector custom plugin contract (exit 0 OK, 1 NonOK, 2 Unknown; message <= 80) --------
+def test_npd_plugin_contract():
+    failing = [{"id": "gpu.count", "target": "node", "status": "fail",
+                "message": "7 GPUs in NVML, 8 on the PCI bus: a GPU fell off the bus (XID 79) " * 3}]
+    assert agent.npd_status({"generated_at": 100.0, "agent": {"healthy": True, "failing": []}}, 130.0) == (
+        0, "gpufleet: all checks pass")
+    code, message = agent.npd_status({"generated_at": 100.0, "agent": {"healthy": False, "failing": failing}}, 130.0)
+    assert code == 1 and message.startswith("gpufleet: gpu.count[node]: 7 GPUs") and len(message) == 80
+    assert agent.npd_status(None, 130.0) == (2, "gpufleet: no agent result yet")
+    assert agent.npd_status({"generated_at": 100.0, "agent": {"healthy": True}}, 1000.0) == (
+        2, "gpufleet: agent result 900 s old")
+
+
+def test_npd_mode_from_the_command_line(tmp_path, capsys):
+    instance, _ = make_agent(tmp_path, scenario="h100-gpu-fell-off-bus")
+    instance.clock = __import__("time").time
+    instance.cycle()
+    path = tmp_path / "agent.json"
+    path.write_text(json.dumps(instance.config))
+    assert agent.main(["--npd", str(path)]) == 1
+    assert capsys.readouterr().out.startswith("gpufleet: gpu.count[node]")
+    assert agent.main(["--npd", str(tmp_path / "missing.json")]) == 2

@@ -70,3 +70,17 @@ def test_role_defaults_are_the_agents():
     assert tuple(defaults["node_health_agent_immediate"]) == agent.IMMEDIATE_CHECKS
     assert defaults["node_health_agent_fail_after"] == agent.DEFAULT_FAIL_AFTER
     assert defaults["node_health_agent_recover_after"] == agent.DEFAULT_RECOVER_AFTER
+
+
+def test_npd_monitor_config_follows_the_custom_plugin_format():
+    """Fields of node-problem-detector's config/custom-plugin-monitor.json and CustomRule
+    (pkg/custompluginmonitor/types/types.go: path, args, timeout); message length 80 as npd_status cuts."""
+    import json
+
+    with open(os.path.join(ROLE, "files", "npd", "gpufleet-health-monitor.json")) as handle:
+        config = json.load(handle)
+    assert config["plugin"] == "custom" and config["pluginConfig"]["max_output_length"] == 80
+    rule = config["rules"][0]
+    assert rule["type"] == "permanent" and rule["condition"] == config["conditions"][0]["type"]
+    assert rule["path"] == "/opt/gpufleet/agent/gpufleet-health-agent" and rule["args"][0] == "--npd"
+    assert set(rule) <= {"type", "condition", "reason", "path", "args", "timeout", "invoke_interval"}
