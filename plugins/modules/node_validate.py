@@ -138,6 +138,29 @@ options:
         description: See O(gpufleet.cluster.rdma_validate#module:max_link_downed).
         type: int
         default: 10
+  tuning:
+    description:
+      - The tuning family (drift of OS tuning from what was configured, C(tuning.*) checks). Every check
+        is opt-in; an option left unset adds no check. A reading that is impossible fails its check.
+    type: dict
+    suboptions:
+      enabled:
+        description: V(false) does not run the tuning family.
+        type: bool
+        default: true
+      hugepages_2m:
+        description:
+          - 2 MiB huge pages the node should have (C(/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages)).
+          - Fewer fail C(tuning.hugepages) (target C(2048kB)), more warn.
+        type: int
+      hugepages_1g:
+        description: 1 GiB huge pages the node should have (C(hugepages-1048576kB)); as O(tuning.hugepages_2m).
+        type: int
+      tuned_profile:
+        description:
+          - The tuned profile that should be active, as tuned records it in C(/etc/tuned/active_profile)
+            (C(tuning.tuned_profile)); several merged profiles separated by one space.
+        type: str
 notes:
   - C(ofed_info) is searched on E(PATH) only when O(root=/), as in M(gpufleet.cluster.mlx5_facts).
   - With O(root) other than C(/) and C(gpu.xid_source=auto), XIDs are read from the log files below

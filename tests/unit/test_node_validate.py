@@ -7,7 +7,7 @@ import os
 
 import pytest
 from ansible_collections.gpufleet.cluster.plugins.module_utils import perftest, sysfs
-from ansible_collections.gpufleet.cluster.plugins.module_utils.families import FAMILIES, GPU, RDMA
+from ansible_collections.gpufleet.cluster.plugins.module_utils.families import FAMILIES, GPU
 from ansible_collections.gpufleet.cluster.plugins.module_utils.mlx5 import gather_mlx5_facts
 from ansible_collections.gpufleet.cluster.plugins.module_utils.nvml import NvmlAdapter
 from ansible_collections.gpufleet.cluster.plugins.module_utils.rdma_checks import validate_rdma
@@ -111,7 +111,8 @@ def test_no_gpu_no_hca_readiness_text():
     payload = node_validate("empty", {}, {})
     assert payload["summary"]["pass"] == 0 and payload["healthy"] is True
     assert payload["msg"] == ("gpu: skip (no NVIDIA GPU on the PCI bus); "
-                              "rdma: skip (no RDMA devices; mlx5_core not loaded)")
+                              "rdma: skip (no RDMA devices; mlx5_core not loaded); "
+                              "tuning: skip (no checks)")
 
 
 def test_readiness_names_the_first_failure_and_counts_the_rest():
@@ -246,8 +247,8 @@ def test_all_errors_reported_at_once_and_bad_root():
 
 def test_nested_specs_are_the_single_modules_options():
     spec = node_argspec(FAMILIES)
-    assert set(spec) == {"root", "fail_on", "gpu", "rdma"}
-    for family in (GPU, RDMA):
+    assert set(spec) == {"root", "fail_on", "gpu", "rdma", "tuning"}
+    for family in FAMILIES:
         nested = spec[family.name]
         assert nested["type"] == "dict" and nested["apply_defaults"] is True
         assert nested["options"] == dict(family.options, enabled={"type": "bool", "default": True})
