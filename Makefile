@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-$(shell sha256sum requirements.txt | cut -c1-12)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: setup validate lab lab-down bench test lint unit integration fuzz molecule docker image clean
+.PHONY: setup validate lab lab-down bench test lint sanity unit integration fuzz molecule docker image clean
 
 setup: $(STAMP)
 
@@ -33,6 +33,9 @@ bench: setup
 ## Everything CI runs: lint, unit + integration tests, molecule scenarios.
 test: setup
 	bash scripts/test.sh
+
+sanity: setup
+	bash scripts/sanity.sh
 
 lint: setup
 	bash scripts/lint.sh

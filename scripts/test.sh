@@ -26,6 +26,7 @@ step() {
 
 step "lint" bash scripts/lint.sh
 step "pytest (unit + integration)" pytest -q tests
+step "ansible-test sanity" bash scripts/sanity.sh
 if [[ "${GPUFLEET_SKIP_MOLECULE:-0}" != "1" ]]; then
   step "molecule" bash scripts/molecule-all.sh
 fi

@@ -132,7 +132,7 @@ def _minimum(min_gbps, what):
 
 
 def _grid(names, index, measurements, device=None, all_rails=True):
-    grid = [[None] * len(names) for _ in names]
+    grid = [[None] * len(names) for _name in names]
     for item in measurements:
         if not all_rails and item.get("device") != device:
             continue

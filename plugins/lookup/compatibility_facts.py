@@ -7,7 +7,7 @@ __metaclass__ = type
 
 DOCUMENTATION = r"""
 name: compatibility_facts
-author: gpufleet maintainers
+author: gpufleet contributors (@gpufleet)
 version_added: 0.3.0
 short_description: The chosen versions in scope, as facts of the compatibility matrix
 description:

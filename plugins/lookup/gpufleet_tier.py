@@ -7,7 +7,7 @@ __metaclass__ = type
 
 DOCUMENTATION = r"""
 name: gpufleet_tier
-author: gpufleet maintainers
+author: gpufleet contributors (@gpufleet)
 version_added: 0.2.0
 short_description: Value of a gpufleet_* tier variable, or its default
 description:

@@ -7,7 +7,7 @@ __metaclass__ = type
 
 DOCUMENTATION = r"""
 name: node_validate_options
-author: gpufleet maintainers
+author: gpufleet contributors (@gpufleet)
 version_added: 0.2.0
 short_description: node_validate options gpu and rdma from a node's gpufleet_* expectations
 description:

@@ -183,7 +183,7 @@ def check_gpu_health(facts, nvml_adapter, options, xid_lines_or_source, *, now=N
 
     info = dict(nvml_adapter.start())
     public_info = dict((k, info.get(k)) for k in ("available", "error", "driver_version",
-                                                    "cuda_driver_version"))
+                                                  "cuda_driver_version"))
     gpus = []
     device_results = CheckResults()
     nvml_count = None

@@ -184,8 +184,8 @@ class Mlx5Gatherer(object):
     def device(self, name):
         base = "%s/%s" % (IB_CLASS, name)
         numa = self.reader.read_int(base + "/device/numa_node")
-        ports = [self.port(name, port) for port in sorted(self.reader.listdir(base + "/ports"),
-                                                           key=_port_sort_key)]
+        ports = [self.port(name, port)
+                 for port in sorted(self.reader.listdir(base + "/ports"), key=_port_sort_key)]
         return {
             "name": name,
             "driver": self.reader.link_name(base + "/device/driver"),

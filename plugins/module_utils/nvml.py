@@ -111,7 +111,7 @@ class NvmlAdapter(object):
 
     def _is_nvml_error(self, exc):
         base = getattr(self.binding, "NVMLError", None)
-        return base is not None and isinstance(exc, base)
+        return base is not None and isinstance(exc, base)  # pylint: disable=isinstance-second-argument-not-valid-type
 
     # -- lifecycle -----------------------------------------------------------------------
     def start(self):
@@ -311,7 +311,7 @@ def normalize_pci_address(address):
             domain, bus, rest = "0", parts[0], parts[1]
         else:
             return text
-        device, _, function = rest.partition(".")
+        device, _dot, function = rest.partition(".")
         result = "%04x:%02x:%02x" % (int(domain, 16), int(bus, 16), int(device, 16))
         if function:
             result += ".%x" % int(function, 16)

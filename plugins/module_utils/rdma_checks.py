@@ -64,6 +64,7 @@ RDMA_OPTIONS = {
     "max_link_downed": {"type": "int", "default": 10},
 }
 
+
 def rdma_options(options=None):
     """``options`` completed with the RDMA_OPTIONS defaults (None counts as unset)."""
     result = {}

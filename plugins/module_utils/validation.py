@@ -172,21 +172,35 @@ def node_argspec(families):
     return spec
 
 
-def build_node_module(module_class, families):
+def _raw_module_params():
+    """The module's parameters as sent, before any validation ({} when they cannot be read here:
+    AnsibleModule then reads them again and reports the problem itself)."""
+    from ansible.module_utils import basic
+
+    try:
+        params = basic._load_params()  # pylint: disable=protected-access
+    except Exception:  # pylint: disable=broad-except
+        return {}
+    return params if isinstance(params, dict) else {}
+
+
+def build_node_module(module_class, families, raw_params=None):
     """``AnsibleModule`` for ``node_validate``. ansible-core (2.19) answers a scalar given for a
-    nested dict option (``gpu: false``) with "argument of type 'bool' is not iterable", naming no
-    option. So the raw parameters are looked at first (every option as ``raw``, no validation;
-    the parameters are read once and cached by ansible), and a non-dict family option fails with
-    its name and the accepted forms."""
+    nested dict option (``gpu: false``) with "argument of type 'bool' is not iterable" or
+    "dictionary requested, could not parse JSON or key=value", naming no option. So the raw
+    parameters (ansible's own reader, cached by ansible) are looked at first, and a non-dict family
+    option fails with its name and the accepted forms; otherwise the module is built with its
+    real argument spec."""
     spec = node_argspec(families)
-    raw = module_class(argument_spec=dict((name, {"type": "raw"}) for name in spec), supports_check_mode=True)
+    params = _raw_module_params() if raw_params is None else raw_params
     names = [family.name for family in families]
-    bad = [name for name in names if raw.params.get(name) is not None and not isinstance(raw.params[name], dict)]
+    bad = [name for name in names if params.get(name) is not None and not isinstance(params[name], dict)]
     if bad:
+        raw = module_class(argument_spec=dict((name, {"type": "raw"}) for name in spec), supports_check_mode=True)
         raw.fail_json(
             msg="option %s must be a dict of that family's options (use {enabled: false} to turn "
                 "the family off), got %s" % (
-                    ", ".join(bad), ", ".join(type(raw.params[name]).__name__ for name in bad)))
+                    ", ".join(bad), ", ".join(type(params[name]).__name__ for name in bad)))
     return module_class(argument_spec=spec, supports_check_mode=True)
 
 

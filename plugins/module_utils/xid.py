@@ -433,7 +433,7 @@ def _older_than(chunk, since, now):
     """Whether the first complete, dated line of ``chunk`` lies before ``since`` (with a day
     of slack for clock steps and out-of-order writers)."""
     start = chunk.find(b"\n") + 1
-    for _ in range(8):
+    for _attempt in range(8):
         end = chunk.find(b"\n", start)
         if start <= 0 or end < 0:
             return False

@@ -27,7 +27,7 @@ description:
   - With O(validate) containerd reads the result (C(containerd --config <config> config dump));
     when it refuses, both files are put back as they were.
 author:
-  - gpufleet contributors
+  - gpufleet contributors (@gpufleet)
 options:
   config:
     description: The root containerd config.

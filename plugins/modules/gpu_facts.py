@@ -19,7 +19,7 @@ description:
   - Verified against fixture trees reproducing DGX H100, GeForce workstation and nouveau hosts
     (C(tests/fixtures/nodes)); not yet on every real platform.
 version_added: 0.1.0
-author: gpufleet contributors
+author: gpufleet contributors (@gpufleet)
 extends_documentation_fragment:
   - gpufleet.cluster.validation
   - gpufleet.cluster.attributes

@@ -25,7 +25,7 @@ description:
   - Verified against a fake NVML binding and fixture trees (DGX H100, GeForce, nouveau) and with the
     real binding on a host without a driver; the rules follow NVIDIA's documentation.
 version_added: 0.1.0
-author: gpufleet contributors
+author: gpufleet contributors (@gpufleet)
 requirements:
   - nvidia-ml-py on the managed host (only needed when NVIDIA GPUs are present)
 options:

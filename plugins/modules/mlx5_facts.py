@@ -21,7 +21,7 @@ description:
   - Verified against fixture trees modelled on real sysfs (ConnectX-5/6/7, InfiniBand and RoCE);
     see C(tests/fixtures/nodes/README.md).
 author:
-  - gpufleet contributors
+  - gpufleet contributors (@gpufleet)
 options:
   root:
     description:

@@ -27,7 +27,7 @@ description:
   - Read-only; never changes the host. Verified against fixture trees and a fake NVML binding (see
     C(tests/fixtures)), and with the real nvidia-ml-py on a host without GPU or HCA.
 author:
-  - gpufleet contributors
+  - gpufleet contributors (@gpufleet)
 requirements:
   - nvidia-ml-py on the managed host (only needed when NVIDIA GPUs are present)
 options:

@@ -29,7 +29,7 @@ description:
   - Verified against recorded outputs of perftest 3.x, 4.5, 23.x and 24.x and a fake executable;
     a real measurement needs two hosts with RDMA devices.
 author:
-  - gpufleet contributors
+  - gpufleet contributors (@gpufleet)
 options:
   mode:
     description: Which side of the test to run. C(server) listens and waits for one client.
@@ -113,7 +113,7 @@ extends_documentation_fragment:
   - gpufleet.cluster.validation.fail_on
 notes:
   - Supports check mode; the test is not run and RV(cmd) holds the planned command.
-  - The test does not change the host; RV(changed) is always false.
+  - The test does not change the host; the module always returns changed=false.
 seealso:
   - name: perftest
     description: RDMA performance tests (linux-rdma/perftest).

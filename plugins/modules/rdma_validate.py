@@ -28,7 +28,7 @@ description:
     (for example C(no RDMA devices; mlx5_core not loaded)) unless O(expected_devices) is set.
   - Read-only; never changes the host. Verified against fixture trees modelled on real sysfs.
 author:
-  - gpufleet contributors
+  - gpufleet contributors (@gpufleet)
 options:
   root:
     description:

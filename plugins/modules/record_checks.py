@@ -19,7 +19,7 @@ description:
   - Validates every check (id, target, status, message) and fails naming the offending entry.
   - Never changes anything.
 author:
-  - gpufleet contributors
+  - gpufleet contributors (@gpufleet)
 options:
   checks:
     description: List of checks, each a dict with C(id), C(target), C(status) (pass, warn, fail or

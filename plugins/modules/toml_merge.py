@@ -23,7 +23,7 @@ description:
   - With O(validate) the new content is checked by a command (for example
     C(containerd --config %s config dump)) before it replaces the file.
 author:
-  - gpufleet contributors
+  - gpufleet contributors (@gpufleet)
 options:
   path:
     description: The TOML file. Created when missing if O(create=true).

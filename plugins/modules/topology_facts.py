@@ -22,7 +22,7 @@ description:
     laid out like a DGX H100 and a dual-socket PCIe server without switches (C(tests/fixtures/nodes)),
     not on hardware.
 version_added: 0.2.0
-author: gpufleet contributors
+author: gpufleet contributors (@gpufleet)
 extends_documentation_fragment:
   - gpufleet.cluster.validation
   - gpufleet.cluster.attributes

@@ -173,7 +173,7 @@ def _square(rows, size):
 
 def _worst_rail(per_rail, size):
     """Per pair the lowest measured value over the rails; a non-finite value wins (fail closed)."""
-    gbps = [[None] * size for _ in range(size)]
+    gbps = [[None] * size for _row in range(size)]
     for rows in per_rail.values():
         for i, row in enumerate(rows):
             for j, value in enumerate(row):
@@ -460,7 +460,7 @@ class FleetReport(object):
             status = FAIL if summary[FAIL] else WARN if summary[WARN] else PASS
             name = host if len(host) <= width else host[:width - 3] + "..."
             lines.append(("%-*s %5d %5d %5d %5d  %s" % (width, name, summary[FAIL], summary[WARN],
-                                                         summary[PASS], summary[SKIP], problem), status))
+                                                        summary[PASS], summary[SKIP], problem), status))
         listed = set(row[0] for row in shown)
         hidden = [row for row in rows if row[0] not in listed]
         hidden_bad = sum(1 for row in hidden if row[2][FAIL] or row[2][WARN])

@@ -114,7 +114,7 @@ def _cell(sender, receiver, value, rail, minimum, top):
 
 
 def _heatmap_table(name, hosts, gbps, rail, minimum, top):
-    rows, low_in = [], [[0, 0] for _ in hosts]
+    rows, low_in = [], [[0, 0] for _host in hosts]
     for sender, values in zip(hosts, gbps):
         cells, low, measured = [], 0, 0
         for j, (receiver, value) in enumerate(zip(hosts, values)):

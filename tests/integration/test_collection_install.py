@@ -110,8 +110,8 @@ def test_validate_by_fqcn_from_outside_a_checkout_writes_the_report(installed, t
     failed = [c["id"] for c in report["hosts"]["node-ecc"]["checks"] if c["status"] == "fail"]
     assert failed == ["gpu.ecc.volatile_uncorrectable"], failed
     assert (site / "reports" / "fleet-report.html").is_file() and (site / "reports" / "junit.xml").is_file()
-    assert "Fleet report (callback gpufleet.cluster.fleet_report, written when the run ends): %s/fleet-report.html" % (
-        site / "reports") in out, out
+    assert "reports: %s" % (site / "reports" / "fleet-report.json") in out, out
+    assert "NO fleet report" not in out
 
 
 def test_without_the_callback_the_run_says_how_to_enable_it(installed, tmp_path):
