@@ -54,12 +54,13 @@ class AgentError(Exception):
 
 def known_check_ids():
     """Every check id node_validate can return (gpu family, then rdma family)."""
-    from ansible_collections.gpufleet.cluster.plugins.module_utils import gpu_checks, rdma_checks
+    from ansible_collections.gpufleet.cluster.plugins.module_utils import gpu_checks, rdma_checks, tuning_checks
 
     ids = list(gpu_checks.CHECK_IDS)
     for table in (rdma_checks.NODE_CHECKS_FIRST, rdma_checks.DEVICE_CHECKS, rdma_checks.PORT_CHECKS,
                   rdma_checks.NODE_CHECKS_LAST):
         ids.extend(name for name, _ in table)
+    ids.extend(tuning_checks.CHECK_IDS)
     return ids
 
 
@@ -268,12 +269,15 @@ def prometheus_text(result, state, started, duration):
 
 # -- one cycle --------------------------------------------------------------------------------------
 def node_params(config):
-    """node_validate's parameters from the agent configuration: ``root``, ``fail_on``, ``gpu``, ``rdma``."""
+    """node_validate's parameters from the agent configuration: ``root``, ``fail_on`` and one dict
+    per family (``gpu``, ``rdma``, ``tuning``)."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.families import FAMILIES
+
     options = config.get("node_validate") or {}
     if not isinstance(options, dict):
         raise AgentError("node_validate must be a dict of node_validate options, got %s" % type(options).__name__)
     params = {"root": options.get("root") or "/", "fail_on": options.get("fail_on") or "fail"}
-    for family in ("gpu", "rdma"):
+    for family in (f.name for f in FAMILIES):
         value = options.get(family)
         if value is not None and not isinstance(value, dict):
             raise AgentError("node_validate.%s must be a dict of that family's options, got %s"

@@ -96,4 +96,7 @@ def run(ctx, options):
     return FamilyResult(validate_tuning(ctx.reader, options))
 
 
+# Every check id of the family (the node health agent validates its hysteresis settings against them).
+CHECK_IDS = ("tuning.hugepages", "tuning.tuned_profile")
+
 FAMILY = Family("tuning", TUNING_OPTIONS, validate_options, run)

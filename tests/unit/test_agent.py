@@ -97,7 +97,7 @@ def test_known_check_ids_are_those_of_docs_contracts():
     ids = agent.known_check_ids()
     assert "gpu.xid" in ids and "rdma.port.state" in ids and len(ids) == len(set(ids))
     for check_id in ids:
-        assert "| %s |" % check_id in text, check_id
+        assert "| %s |" % check_id in text or "| `%s` |" % check_id in text, check_id
     for check_id in agent.IMMEDIATE_CHECKS:
         assert check_id in ids
 
@@ -289,3 +289,12 @@ def test_npd_mode_from_the_command_line(tmp_path, capsys):
     assert agent.main(["--npd", str(path)]) == 1
     assert capsys.readouterr().out.startswith("gpufleet: gpu.count[node]")
     assert agent.main(["--npd", str(tmp_path / "missing.json")]) == 2
+
+
+def test_the_tuning_family_runs_in_the_agent_too(tmp_path):
+    instance, _ = make_agent(tmp_path, node_validate=dict(OPTIONS, root=DGX, tuning={"tuned_profile": "throughput-performance"}))
+    assert instance.cycle() == 0
+    health = json.loads((tmp_path / "state" / "health.json").read_text())
+    assert [c["id"] for c in health["checks"] if c["id"].startswith("tuning.")] == ["tuning.tuned_profile"]
+    settings, errors = agent.hysteresis_settings({"hysteresis": {"per_check": {"tuning.hugepages": {"fail_after": 1}}}})
+    assert errors == []
