@@ -15,6 +15,7 @@ run() {
 run yamllint -s .
 run ruff check plugins tests bench scripts
 run ansible-lint -q
+run bash scripts/changelog.sh --check   # CHANGELOG.md is generated from changelogs/fragments/
 for playbook in playbooks/*.yml; do
   run ansible-playbook --syntax-check -i inventories/example/hosts.yml "$playbook"
 done

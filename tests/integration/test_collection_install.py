@@ -56,7 +56,7 @@ def test_tarball_holds_only_the_collection(installed):
     with tarfile.open(str(tarball)) as archive:
         names = archive.getnames()
     tops = {name.split("/")[0] for name in names}
-    assert tops == {"MANIFEST.json", "FILES.json", "README.md", "LICENSE", "CHANGELOG.md", "meta", "plugins",
+    assert tops == {"MANIFEST.json", "FILES.json", "README.md", "LICENSE", "CHANGELOG.md", "changelogs", "meta", "plugins",
                     "roles", "playbooks", "docs"}, tops
     for name in names:
         assert "/molecule" not in name and "__pycache__" not in name and not name.endswith(".pyc"), name
