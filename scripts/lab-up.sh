@@ -59,5 +59,5 @@ echo
 echo "lab-up: SIMULATION lab (fixture sysfs + fake NVML; gpufleet-lab-3 is unhealthy on purpose)."
 echo "lab-up: fleet report: $GPUFLEET_REPORT_DIR/fleet-report.html"
 echo "lab-up: try: ansible-playbook -i inventories/lab/hosts.yml playbooks/fabric_test.yml"
-echo "lab-up:      ansible-playbook -i inventories/lab/hosts.yml playbooks/rolling-upgrade.yml"
+echo "lab-up:      ansible-playbook -i inventories/lab/hosts.yml playbooks/rolling_upgrade.yml"
 exit "$rc"

@@ -63,7 +63,7 @@ def test_tarball_holds_only_the_collection(installed):
         assert not name.startswith(("roles/lab_sim", "playbooks/lab.yml")), name
     for needed in ("plugins/modules/node_validate.py", "plugins/callback/fleet_report.py",
                    "plugins/plugin_utils/templates/fleet_report.html.j2", "playbooks/validate.yml",
-                   "playbooks/site.yml", "playbooks/fabric_test.yml", "playbooks/k8s_validate.yml",
+                   "playbooks/site.yml", "playbooks/fabric_test.yml", "playbooks/k8s_validate.yml", "playbooks/rolling_upgrade.yml",
                    "roles/nvidia_driver/meta/argument_specs.yml"):
         assert needed in names, needed
 
@@ -128,6 +128,6 @@ def test_without_the_callback_the_run_says_how_to_enable_it(installed, tmp_path)
 def test_every_playbook_resolves_by_fqcn(installed, tmp_path):
     _, collections = installed
     site = _site(tmp_path)
-    for name in ("site", "node", "kubernetes", "validate", "fabric_test", "k8s_validate", "mirror"):
+    for name in ("site", "node", "kubernetes", "validate", "fabric_test", "k8s_validate", "rolling_upgrade", "mirror"):
         proc = _playbook(site, collections, "--syntax-check", "gpufleet.cluster." + name)
         assert proc.returncode == 0, name + "\n" + proc.stdout + proc.stderr
