@@ -14,6 +14,8 @@ Run 1 (all nodes in one batch, no stop threshold):
   written: the drain fails and so does the taint; the host fails with the node cordoned and the
   record "cordoned".
 - foreign: cordoned by someone else before the run, no gpufleet record: skipped and reported.
+- reboot: the upgrade leaves nvidia_driver_reboot_required and rolling_upgrade_reboot is false
+  (the default): held with taint value reboot-required and a reason naming rolling_upgrade_reboot.
 Run 2 (API back): outage is recognised as gpufleet's cordon and carried on to "admitted"; pdb stays
 held; ok is current; foreign still skipped.
 """
@@ -40,7 +42,8 @@ VENV_PYTHON = os.path.join(REPO, ".venv", "bin", "python")
 TAINT_KEY = "gpufleet.io/unhealthy"
 STATE_ANNOTATION = "gpufleet.io/upgrade-state"
 OTHER_TAINT = {"key": "example.com/maintenance", "value": "true", "effect": "NoSchedule"}
-NODES = ["ru-ok", "ru-pdb", "ru-outage", "ru-foreign"]
+NODES = ["ru-ok", "ru-pdb", "ru-outage", "ru-foreign", "ru-reboot"]
+NEEDS_REBOOT = os.path.join(REPO, "tests", "integration", "tasks", "rolling_upgrade_needs_reboot.yml")
 
 pytestmark = [
     pytest.mark.skipif(not os.path.exists(ANSIBLE_PLAYBOOK), reason="run `make setup` first"),
@@ -109,7 +112,8 @@ def runs(tmp_path_factory):
                     "rolling_upgrade_state_dir": str(tmp / "nodes") + "/{{ inventory_hostname }}/upgrade",
                     "rolling_upgrade_fail_held_nodes": False,
                 },
-                "hosts": {node: {} for node in NODES}}},
+                "hosts": dict({node: {} for node in NODES},
+                              **{"ru-reboot": {"rolling_upgrade_post_upgrade_tasks": NEEDS_REBOOT}})}},
         }}
         (tmp / "hosts.yml").write_text(json.dumps(inventory))
         first = _run(tmp, "run-1")
@@ -138,7 +142,7 @@ def test_first_run_fails_only_the_node_whose_api_went_away(runs):
     assert runs["first"].returncode != 0, out
     assert "ru-outage" in out and "ServiceUnavailable" in out
     recap = out[out.rindex("PLAY RECAP"):]
-    for node in ("ru-ok", "ru-pdb", "ru-foreign"):
+    for node in ("ru-ok", "ru-pdb", "ru-foreign", "ru-reboot"):
         line = [ln for ln in recap.splitlines() if ln.startswith(node)][0]
         assert "failed=0" in line, line
 
@@ -196,3 +200,14 @@ def test_second_run_carries_the_interrupted_node_on(runs):
     assert outcomes["ru-pdb"]["outcome"] == "held"
     assert outcomes["ru-ok"]["outcome"] == "current"
     assert runs["after_second"]["ru-pdb"]["file"]["state"] == "held"
+
+
+def test_a_needed_reboot_that_is_not_allowed_holds_the_node_naming_the_variable(runs):
+    state = runs["after_first"]["ru-reboot"]
+    assert state["file"]["state"] == "held" and state["file"]["step"] == "reboot"
+    assert "nvidia_driver_reboot_required is true" in state["file"]["reason"]
+    assert "set rolling_upgrade_reboot=true" in state["file"]["reason"]
+    node = state["node"]
+    assert node["spec"]["unschedulable"] is True
+    assert node["spec"]["taints"] == [{"key": TAINT_KEY, "value": "reboot-required", "effect": "NoSchedule"}]
+    assert _outcomes(runs["summaries"]["run-2"])["ru-reboot"]["outcome"] == "held"
