@@ -52,6 +52,11 @@ SITE_VARIABLES = {
     "gpufleet_status_fail_on": "fail_on of playbooks/fleet_status.yml",
 }
 
+# Variables a release renamed: still setting the old name is a problem (the roles refuse it too).
+RENAMED = {
+    "kubernetes_version": "gpufleet_kubernetes_version",
+}
+
 SHA256_PREFIXED = re.compile(r"^sha256:[0-9a-fA-F]{64}$")
 SHA256_BARE = re.compile(r"^[0-9a-fA-F]{64}$")
 TAINT_KEY = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
@@ -156,6 +161,15 @@ def unknown_key_problems(variables):
     return out
 
 
+def renamed_problems(variables):
+    out = []
+    for old, new in sorted(RENAMED.items()):
+        value = _get(variables, old)
+        if value is not None:
+            out.append("%s was renamed to %s: set %s: %r instead" % (old, new, new, value))
+    return out
+
+
 def _checksum_problem(variables, name, role, pattern, need):
     try:
         value = compatibility.role_value(variables, role, name)
@@ -236,7 +250,7 @@ def inventory_problems(hostvars, groups, phases=None, node_roles=None, kubernete
     per_problem = {}
     for host in hosts:
         variables = hostvars[host]
-        found = tier_problems(variables) + unknown_key_problems(variables)
+        found = tier_problems(variables) + unknown_key_problems(variables) + renamed_problems(variables)
         facts = compatibility.facts_from_vars(variables, matrix=matrix)
         found += ["compatibility %s" % p["message"] for p in compatibility.evaluate(facts, matrix=matrix)]
         for problem in found:

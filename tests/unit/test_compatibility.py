@@ -12,6 +12,7 @@ from conftest import REPO
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpufleet.cluster.plugins.filter import compatibility as filters
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils import compatibility
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils.gpufleet_tier import TIER
 
 MATRIX = compatibility.load_matrix()
 
@@ -157,9 +158,12 @@ def test_role_defaults_are_compatible():
 
 def test_facts_from_vars_first_variable_set_wins_else_role_default():
     facts = compatibility.facts_from_vars({"nvidia_driver_version": "", "nvidia_driver_branch": "535",
-                                           "kubernetes_version": "1.33.2"})
+                                           "gpufleet_kubernetes_version": "1.33.2"})
     assert facts["driver"] == {"value": "535", "origin": "nvidia_driver_branch"}
-    assert facts["kubernetes"] == {"value": "1.33.2", "origin": "kubernetes_version"}
+    assert facts["kubernetes"] == {"value": "1.33.2", "origin": "gpufleet_kubernetes_version"}
+    # unset: the tier default
+    assert compatibility.facts_from_vars({})["kubernetes"] == {
+        "value": TIER["gpufleet_kubernetes_version"][0], "origin": "gpufleet_kubernetes_version, tier default"}
     assert facts["kernel_modules"]["origin"] == "nvidia_driver_kernel_modules, default of role nvidia_driver"
     assert facts["kernel_modules"]["value"] == compatibility.role_default("nvidia_driver",
                                                                           "nvidia_driver_kernel_modules")

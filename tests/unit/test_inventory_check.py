@@ -22,7 +22,7 @@ GOOD_VARS = {
     "gpufleet_link_layer": "any",
     "gpufleet_min_rate_gbps": 200,
     "gpufleet_peermem": True,
-    "kubernetes_version": "1.35.4",
+    "gpufleet_kubernetes_version": "1.35.4",
     "inventory_hostname": "x",  # magic variables are present in hostvars too
 }
 
@@ -135,6 +135,13 @@ def test_refused_versions_name_the_rule_and_the_hosts():
         "compatibility open-modules-driver-branch: kernel_modules=open (from nvidia_driver_kernel_modules, "
         "default of role nvidia_driver) requires driver >= 515, but driver=470 (from nvidia_driver_branch).")
     assert problem.endswith("[cp1, gpu1, gpu2]")
+
+
+def test_renamed_variable_is_named_with_its_new_name():
+    hostvars, groups = inventory(everywhere(kubernetes_version="1.33.2"))
+    assert inventory_check.inventory_problems(hostvars, groups) == [
+        "kubernetes_version was renamed to gpufleet_kubernetes_version: set gpufleet_kubernetes_version: "
+        "'1.33.2' instead [cp1, gpu1, gpu2]"]
 
 
 def test_every_problem_at_once():
