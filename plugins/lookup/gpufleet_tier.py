@@ -19,7 +19,8 @@ description:
     C({{ lookup('gpufleet.cluster.gpufleet_tier', 'gpufleet_kubeconfig') }}), so a role has the
     tier's defaults from a checkout, from the installed collection and when it is used on its own.
   - The default of C(gpufleet_kube_api_host) is the first host of group C(kube_control_plane),
-    else C(localhost).
+    else C(localhost); the default of C(gpufleet_kubelet) is whether the host is in group
+    C(kube_node) or C(kube_control_plane).
 options:
   _terms:
     description: Names of tier variables.
@@ -56,7 +57,8 @@ def tier_value(templar, variables, name):
     value = templar.template(variables[name]) if name in variables else None
     if value is None:
         groups = templar.template(variables["groups"]) if "groups" in variables else {}
-        value = tier_default(name, groups)
+        host = templar.template(variables["inventory_hostname"]) if "inventory_hostname" in variables else None
+        value = tier_default(name, groups, host)
     return value
 
 

@@ -20,6 +20,9 @@ TIER = {
     "gpufleet_kube_api_host": (
         None, "inventory host that runs Kubernetes API calls; unset: the first host of "
         "kube_control_plane, else localhost"),
+    "gpufleet_kubelet": (
+        None, "the node runs the kubelet (the Kubernetes rules of the compatibility matrix apply to "
+        "it); unset: the host is in kube_node or kube_control_plane"),
     "gpufleet_kubeconfig": ("/etc/kubernetes/admin.conf", "kubeconfig on gpufleet_kube_api_host"),
     "gpufleet_kube_python": (
         "/opt/gpufleet/k8s-client/bin/python",
@@ -48,13 +51,16 @@ NODE_VALIDATE_OPTIONS = {
 }
 
 
-def tier_default(name, groups=None):
-    """Default of tier variable ``name``; ``groups`` (the inventory groups) for the API host."""
+def tier_default(name, groups=None, host=None):
+    """Default of tier variable ``name``; ``groups`` (the inventory groups) and ``host`` (the
+    inventory host name) for the defaults computed from the inventory."""
     if name not in TIER:
         raise KeyError("%s is not a gpufleet_* tier variable (known: %s)" % (name, ", ".join(sorted(TIER))))
     if name == "gpufleet_kube_api_host":
         control_plane = (groups or {}).get("kube_control_plane") or []
         return control_plane[0] if control_plane else "localhost"
+    if name == "gpufleet_kubelet":
+        return host in ((groups or {}).get("kube_node") or []) + ((groups or {}).get("kube_control_plane") or [])
     return TIER[name][0]
 
 

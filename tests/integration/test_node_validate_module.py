@@ -140,7 +140,8 @@ def test_validate_yml_host_results(fleet):
     empty = results["empty"]
     assert empty["summary"]["skip"] == len(empty["checks"]) and empty["healthy"] is True
     assert empty["msg"] == ("gpu: skip (no NVIDIA GPU on the PCI bus); "
-                            "rdma: skip (no RDMA devices; mlx5_core not loaded)")
+                            "rdma: skip (no RDMA devices; mlx5_core not loaded); "
+                            "tuning: skip (no checks)")
 
     degraded = results["degraded"]
     assert degraded["failed"] is True and "rdma.port.state[mlx5_2/1]" in degraded["msg"]
