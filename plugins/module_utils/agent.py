@@ -29,6 +29,13 @@ import time
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import FAIL, WARN, json_safe
 
+
+def say(line):
+    """One journal line: the agent runs under systemd, whose journal takes its standard output."""
+    sys.stdout.write("%s\n" % line)
+    sys.stdout.flush()
+
+
 AGENT_NAME = "gpufleet-health-agent"
 CONDITION_TYPE = "GpufleetHealthy"
 DEFAULT_CONFIG = "/etc/gpufleet/agent.json"
@@ -59,7 +66,7 @@ def known_check_ids():
     ids = list(gpu_checks.CHECK_IDS)
     for table in (rdma_checks.NODE_CHECKS_FIRST, rdma_checks.DEVICE_CHECKS, rdma_checks.PORT_CHECKS,
                   rdma_checks.NODE_CHECKS_LAST):
-        ids.extend(name for name, _ in table)
+        ids.extend(name for name, _rule in table)
     ids.extend(tuning_checks.CHECK_IDS)
     return ids
 
@@ -307,7 +314,7 @@ class Agent(object):
 
     def __init__(self, config, log=None, runner=None, nvml=None, kube=None, slurm=None, clock=time.time):
         self.config = config
-        self.log = log or (lambda line: print(line, flush=True))
+        self.log = log or say
         self.runner = runner
         self.nvml = nvml
         self.kube = kube
@@ -438,7 +445,7 @@ def slurm_health_check(config, log=None):
     """Slurm HealthCheckProgram mode: drain or resume the node from the last result (health.json)."""
     from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_slurm import SlurmPublisher
 
-    log = log or (lambda line: print(line, flush=True))
+    log = log or say
     path = os.path.join(config.get("state_dir") or DEFAULT_STATE_DIR, "health.json")
     result = read_json(path)
     if not result or not isinstance(result.get("agent"), dict):
@@ -479,14 +486,14 @@ def main(argv=None):
             code, message = npd_status(result, time.time(), max_age=(config.get("npd") or {}).get("max_age", 300))
         except AgentError as exc:
             code, message = NPD_UNKNOWN, ("gpufleet: %s" % exc)[:80]
-        print(message, flush=True)
+        say(message)
         return code
     if "--slurm-health-check" in argv:
         argv.remove("--slurm-health-check")
         try:
             return slurm_health_check(load_config(argv[0] if argv else DEFAULT_CONFIG))
         except AgentError as exc:
-            print("%s: slurm: %s" % (AGENT_NAME, exc), flush=True)
+            say("%s: slurm: %s" % (AGENT_NAME, exc))
             return 0
     check_only = "--check-config" in argv
     if check_only:
@@ -498,15 +505,15 @@ def main(argv=None):
         except AgentError as exc:
             errors = [str(exc)]
         for error in errors:
-            print("%s: %s: %s" % (AGENT_NAME, path, error), flush=True)
+            say("%s: %s: %s" % (AGENT_NAME, path, error))
         return 1 if errors else 0
     try:
         config = load_config(path)
         agent = build_agent(config)
     except AgentError as exc:
-        print("%s: %s; last good result kept" % (AGENT_NAME, exc), flush=True)
+        say("%s: %s; last good result kept" % (AGENT_NAME, exc))
         return 0
     except Exception as exc:  # never crash the timer loop
-        print("%s: cannot start, last good result kept: %r" % (AGENT_NAME, exc), flush=True)
+        say("%s: cannot start, last good result kept: %r" % (AGENT_NAME, exc))
         return 0
     return agent.cycle()

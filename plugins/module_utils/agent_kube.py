@@ -84,7 +84,10 @@ class KubeClient(object):
         req = urllib.request.Request(self.server + path, data=data, method=method,
                                      headers=self._headers(content_type))
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout, context=self.context) as answer:
+            # urllib's opener, not ansible.module_utils.urls.open_url: the agent runs on the node
+            # without Ansible (only the collection's module_utils are installed with it).
+            opener = urllib.request.build_opener(urllib.request.HTTPSHandler(context=self.context))
+            with opener.open(req, timeout=self.timeout) as answer:
                 return json.loads(answer.read().decode("utf-8"))
         except urllib.error.HTTPError as exc:
             try:

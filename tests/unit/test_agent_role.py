@@ -82,5 +82,6 @@ def test_npd_monitor_config_follows_the_custom_plugin_format():
     assert config["plugin"] == "custom" and config["pluginConfig"]["max_output_length"] == 80
     rule = config["rules"][0]
     assert rule["type"] == "permanent" and rule["condition"] == config["conditions"][0]["type"]
-    assert rule["path"] == "/opt/gpufleet/agent/gpufleet-health-agent" and rule["args"][0] == "--npd"
+    assert rule["path"] == "/usr/bin/python3"
+    assert rule["args"][:3] == ["-s", "/opt/gpufleet/agent/gpufleet-health-agent", "--npd"]
     assert set(rule) <= {"type", "condition", "reason", "path", "args", "timeout", "invoke_interval"}
