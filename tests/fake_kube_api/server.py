@@ -536,6 +536,13 @@ class FakeKubeAPI:
         if "taints" in spec and not spec["taints"]:
             del spec["taints"]
 
+    def get_node(self, name):
+        """A copy of Node ``name`` (GET of the node and of its status subresource)."""
+        with self.lock:
+            if name not in self.nodes:
+                raise self._not_found("nodes", name)
+            return copy.deepcopy(self.nodes[name])
+
     def patch_node(self, name, content_type, body):
         with self.lock:
             if name not in self.nodes:
@@ -788,19 +795,13 @@ class _Handler(BaseHTTPRequestHandler):
                 # status.conditions by type (patchMergeKey), as NodeStatus declares
                 name = rest[1]
                 if method == "GET":
-                    with api.lock:
-                        if name not in api.nodes:
-                            raise api._not_found("nodes", name)
-                        return 200, copy.deepcopy(api.nodes[name])
+                    return 200, api.get_node(name)
                 if method == "PATCH":
                     return 200, api.patch_node_status(name, content_type, body)
             if len(rest) == 2 and rest[0] == "nodes":
                 name = rest[1]
                 if method == "GET":
-                    with api.lock:
-                        if name not in api.nodes:
-                            raise api._not_found("nodes", name)
-                        return 200, copy.deepcopy(api.nodes[name])
+                    return 200, api.get_node(name)
                 if method == "PATCH":
                     api._run_interleaved(name, content_type)
                     return 200, api.patch_node(name, content_type, body)
