@@ -17,6 +17,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import math
+import re
 
 PASS = "pass"
 WARN = "warn"
@@ -115,13 +116,88 @@ def should_fail(checks, fail_on):
     return any(check["status"] in bad for check in checks)
 
 
+def offending(checks, fail_on):
+    """The checks at or above ``fail_on`` (fail, or fail and warn), in their order."""
+    bad = (FAIL,) if fail_on == "fail" else (FAIL, WARN)
+    return [c for c in checks if c["status"] in bad]
+
+
+_NUMBERED = re.compile(r"^(.*?)(\d+)$")
+
+
+def compress_targets(targets):
+    """Targets as one short text: ``gpu0`` .. ``gpu7`` -> ``gpu0\u20137``; ``gpu0, gpu1, gpu5`` ->
+    ``gpu0\u20131,5``; names without a trailing number as they are, comma-separated (first-seen
+    order of the prefixes)."""
+    prefixes, order = {}, []
+    for target in targets:
+        match = _NUMBERED.match(target)
+        prefix, number = (match.group(1), int(match.group(2))) if match else (target, None)
+        if prefix not in prefixes:
+            order.append(prefix)
+            prefixes[prefix] = []
+        if number is not None and number not in prefixes[prefix]:
+            prefixes[prefix].append(number)
+    parts = []
+    for prefix in order:
+        numbers = sorted(prefixes[prefix])
+        if not numbers:
+            parts.append(prefix)
+            continue
+        runs, start, end = [], numbers[0], numbers[0]
+        for number in numbers[1:] + [None]:
+            if number is not None and number == end + 1:
+                end = number
+                continue
+            runs.append("%d" % start if start == end else "%d\u2013%d" % (start, end))
+            if number is not None:
+                start = end = number
+        parts.append(prefix + ",".join(runs))
+    return ", ".join(parts)
+
+
+def group_checks(checks):
+    """Identical lines as one: checks with the same id, status and message (the target written as
+    ``{target}`` when the message names it), in first-seen order. Each group: ``id``, ``status``,
+    ``message`` (the first check's), ``targets``, ``target`` (``compress_targets``) and ``checks``.
+    Eight ``gpu.fabric`` failures with one message are one line ``gpu.fabric[gpu0\u20137]``."""
+    groups, index = [], {}
+    for check in checks:
+        target = str(check.get("target", ""))
+        message = str(check.get("message", ""))
+        key = (check["id"], check["status"], message.replace(target, "{target}") if target else message)
+        if key not in index:
+            index[key] = {"id": check["id"], "status": check["status"], "message": message, "targets": [],
+                          "checks": []}
+            groups.append(index[key])
+        index[key]["targets"].append(target)
+        index[key]["checks"].append(check)
+    for group in groups:
+        group["target"] = compress_targets(group["targets"])
+    return groups
+
+
+def failure_lines(checks, fail_on, limit=10, width=200):
+    """A few lines for a console: a header counting the checks at or above ``fail_on``, then one
+    line per group of identical checks (``group_checks``), at most ``limit``, each at most
+    ``width`` characters."""
+    bad = offending(checks, fail_on)
+    groups = group_checks(bad)
+    lines = ["%d check(s) at or above fail_on=%s:" % (len(bad), fail_on)]
+    for group in groups[:limit]:
+        line = "%s[%s]: %s" % (group["id"], group["target"], " ".join(group["message"].split()))
+        lines.append(line if len(line) <= width else line[:width - 3] + "...")
+    if len(groups) > limit:
+        lines.append("... and %d more" % sum(len(g["checks"]) for g in groups[limit:]))
+    return lines
+
+
 def failure_message(checks, fail_on):
     """Short human message listing the checks that made the module fail."""
-    bad = (FAIL,) if fail_on == "fail" else (FAIL, WARN)
-    offending = [c for c in checks if c["status"] in bad]
-    parts = ["%s[%s]: %s" % (c["id"], c["target"], c["message"]) for c in offending[:10]]
-    more = len(offending) - len(parts)
-    text = "%d check(s) at or above fail_on=%s: %s" % (len(offending), fail_on, "; ".join(parts))
+    bad = offending(checks, fail_on)
+    parts = ["%s[%s]: %s" % (c["id"], c["target"], c["message"]) for c in bad[:10]]
+    more = len(bad) - len(parts)
+    text = "%d check(s) at or above fail_on=%s: %s" % (len(bad), fail_on, "; ".join(parts))
     if more > 0:
         text += "; and %d more" % more
     return text

@@ -108,12 +108,13 @@ def test_validate_yml_runs_one_task_per_host(fleet):
     assert len(document["plays"]) == 2  # the second says where the report is only when the callback is off
     assert [t["hosts"]["localhost"].get("skipped") for t in document["plays"][1]["tasks"]] == [True]
     tasks = document["plays"][0]["tasks"]
-    assert len(tasks) == 1
+    assert len(tasks) == 2  # the module (fail_on: never), then the few-line failure of failing hosts
     assert tasks[0]["task"]["name"] == "Validate the node (GPU health and RDMA readiness in one module run)"
     assert set(tasks[0]["hosts"]) == set(HOSTS)
+    assert set(tasks[1]["hosts"]) == set(HOSTS) - set(BAD_OPTIONS)  # those stopped at the module
     stats = document["stats"]
-    assert {host: stats[host]["ok"] + stats[host]["failures"] for host in HOSTS} == dict.fromkeys(HOSTS, 1)
     assert sorted(h for h in HOSTS if stats[h]["failures"]) == sorted(BAD_OPTIONS + ["degraded"])
+    assert {h: stats[h]["ok"] for h in HOSTS} == dict(dict.fromkeys(HOSTS, 1), **dict.fromkeys(BAD_OPTIONS, 0))
     # Every host is in the fleet report; the bad-option hosts failed before any check: host.validation
     # with the reason.
     assert sorted(report["hosts"]) == sorted(BAD_OPTIONS + ["degraded", "dgx", "dgx-real-nvml", "empty"])
@@ -144,8 +145,16 @@ def test_validate_yml_host_results(fleet):
                             "tuning: skip (no checks)")
 
     degraded = results["degraded"]
-    assert degraded["failed"] is True and "rdma.port.state[mlx5_2/1]" in degraded["msg"]
+    assert degraded.get("failed") is not True and degraded["healthy"] is False  # the module: fail_on never
     assert not [c for c in degraded["checks"] if c["id"].startswith("gpu.")]
+    # The host fails in the next task with its failing checks in a few lines, not its whole result.
+    failure = document["plays"][0]["tasks"][1]["hosts"]["degraded"]
+    lines = failure["msg"].splitlines()
+    assert failure["failed"] is True and "checks" not in failure
+    assert lines[0].startswith("%d check(s) at or above fail_on=fail" % degraded["summary"]["fail"])
+    assert any(line.startswith("  rdma.port.state[mlx5_2/1]: ") for line in lines[1:]), lines
+    assert 2 <= len(lines) <= 11 and len(failure["msg"]) < 2000
+    assert document["plays"][0]["tasks"][1]["hosts"]["dgx"].get("skipped") is True
 
     badopt = results["badopt"]
     assert badopt["failed"] is True and "checks" not in badopt
@@ -172,7 +181,8 @@ def test_validate_yml_on_this_machine_prints_a_readiness_result(tmp_path):
                           env=environment(tmp_path), capture_output=True, text=True, timeout=300, check=False)
     out = proc.stdout
     assert proc.returncode == 0, out[-3000:] + proc.stderr[-3000:]
-    assert out.count("TASK [") == 2 and "ok: [localhost]" in out  # 2nd: report notice, skipped (callback on)
+    # validation, its failure task (skipped: healthy), the report notice (skipped: callback on)
+    assert out.count("TASK [") == 3 and "ok: [localhost]" in out
     summary = out.split("FLEET REPORT", 1)[1]
     assert "1 host(s): 0 unhealthy" in summary
     line = [row for row in summary.splitlines() if row.startswith("localhost")][0]

@@ -1,0 +1,87 @@
+"""Identical checks grouped (module_utils/checks.py group_checks) and the few console lines of a
+failed validation (filter check_failures, used by playbooks/validate.yml), on node_validate
+results of the fixture nodes (dgx-h100 with the fake NVML's scenarios, hdr-degraded)."""
+
+import pytest
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpufleet.cluster.plugins.filter.checks import check_failures
+from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import compress_targets, group_checks
+from ansible_collections.gpufleet.cluster.plugins.module_utils.nvml import NvmlAdapter
+from nvml_scenarios import fake_with
+from test_node_validate import node_validate
+
+DGX = {"expected_count": 8, "xid_source": "none"}
+
+
+def dgx(scenario):
+    return node_validate("dgx-h100", DGX, {}, adapter=NvmlAdapter(fake_with(scenario)))
+
+
+@pytest.mark.parametrize("targets, text", [
+    (["gpu%d" % i for i in range(8)], "gpu0\u20137"),
+    (["gpu5", "gpu0", "gpu1", "gpu2"], "gpu0\u20132,5"),
+    (["gpu3"], "gpu3"),
+    (["mlx5_0/1", "mlx5_1/1"], "mlx5_0/1, mlx5_1/1"),
+    (["node"], "node"),
+    (["2048kB", "1048576kB"], "2048kB, 1048576kB"),
+])
+def test_compress_targets(targets, text):
+    assert compress_targets(targets) == text
+
+
+def test_eight_fabric_failures_are_one_group():
+    result = dgx("h100-fabric-not-started")
+    failing = [c for c in result["checks"] if c["status"] == "fail"]
+    assert len(failing) == 8
+    groups = group_checks(failing)
+    assert [(g["id"], g["target"], len(g["checks"])) for g in groups] == [("gpu.fabric", "gpu0\u20137", 8)]
+
+
+def test_messages_differing_only_by_their_target_are_grouped():
+    checks = [{"id": "gpu.pcie", "target": "gpu%d" % i, "status": "warn",
+               "message": "gpu%d: link x8, max x16" % i} for i in (0, 1, 2)]
+    checks.append({"id": "gpu.pcie", "target": "gpu3", "status": "warn", "message": "gpu3: link gen3, max gen5"})
+    groups = group_checks(checks)
+    assert [(g["target"], g["message"]) for g in groups] == [("gpu0\u20132", "gpu0: link x8, max x16"),
+                                                             ("gpu3", "gpu3: link gen3, max gen5")]
+
+
+def test_failed_validation_in_a_few_lines():
+    text = check_failures(dgx("h100-fabric-not-started"))
+    lines = text.splitlines()
+    assert lines[0].startswith("8 check(s) at or above fail_on=fail")
+    assert lines[1:] == ["  gpu.fabric[gpu0\u20137]: NVSwitch fabric state NOT_STARTED (is nvidia-fabricmanager running?)"]
+    bus = check_failures(dgx("h100-gpu-fell-off-bus")).splitlines()
+    assert len(bus) == 2 and bus[1].startswith("  gpu.count[node]: NVML sees 7 of the 8 GPUs")
+
+
+def test_degraded_rdma_node_and_fail_on():
+    result = node_validate("hdr-degraded", {"enabled": False}, {"min_rate_gbps": 200})
+    lines = check_failures(result, "fail").splitlines()
+    assert lines[0].startswith("3 check(s) at or above fail_on=fail")
+    assert [line.split(":")[0] for line in lines[1:]] == [
+        "  rdma.port.state[mlx5_2/1]", "  rdma.port.phys_state[mlx5_2/1]", "  rdma.port.rate[mlx5_3/1]"]
+    assert check_failures(result, "warn").startswith("4 check(s) at or above fail_on=warn")
+    assert check_failures(result, "never") == ""
+    assert check_failures(dgx("h100-healthy")) == ""
+
+
+def test_limit_counts_the_rest_and_lines_stay_short():
+    checks = [{"id": "x.%d" % i, "target": "node", "status": "fail", "message": "m" * 500} for i in range(15)]
+    lines = check_failures({"checks": checks}, limit=3).splitlines()
+    assert len(lines) == 1 + 3 + 1 and lines[-1] == "  ... and 12 more"
+    assert all(len(line) <= 202 for line in lines[1:4])
+
+
+@pytest.mark.parametrize("result, fail_on, words", [
+    ({"checks": []}, "sometimes", "fail_on must be one of fail, warn, never, got 'sometimes'"),
+    ({"msg": "crashed"}, "fail", "expected a validation result with a 'checks' list"),
+    ({"checks": []}, "fail", None),
+])
+def test_bad_input_is_named(result, fail_on, words):
+    if words is None:
+        assert check_failures(result, fail_on) == ""
+        return
+    with pytest.raises(AnsibleFilterError, match=words):
+        check_failures(result, fail_on)
