@@ -22,3 +22,11 @@ if ! command -v promtool >/dev/null 2>&1 && [[ "$(id -u)" -eq 0 ]] && command -v
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null \
     || echo "setup: prometheus not installed; the promtool rule tests will be skipped" >&2
 fi
+# chromium (Debian package) for the fleet report page test in a real browser
+# (tests/unit/test_fleet_report_browser.py: headless --dump-dom and --screenshot).
+# Optional: without it that test is skipped with the reason.
+if ! command -v chromium >/dev/null 2>&1 && [[ "$(id -u)" -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
+  echo "setup: installing chromium (Debian package, no recommends)" >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null \
+    || echo "setup: chromium not installed; the fleet report browser test will be skipped" >&2
+fi

@@ -26,21 +26,38 @@ description:
     failure. A validation task is a task of C(node_validate), C(gpu_health), C(rdma_validate),
     C(record_checks) or C(rdma_bandwidth), or any task that returned C(checks) on some host; a host
     whose validation tasks were all skipped counts as reported. See C(docs/contracts.md)."
-  - "At the end of the playbook prints a per-host summary sorted worst first (most failed checks,
-    then most warnings) with the first failing (else warning) check of each host. For a host
+  - "At the end of the playbook prints a per-host summary of the run's hosts ranked worst first
+    (worst status, then the worst severity among those checks, then most failed checks and most
+    warnings; severities per check id in C(docs/contracts.md#severity)) with the first failing
+    (else warning) check of each host, and a line on the fleet picture. For a host
     without failures or warnings it names the check families whose checks were all skipped and
     why (for example C(gpu skipped: no NVIDIA GPU on the PCI bus)). With more hosts than
     O(summary_limit) only hosts with failures or warnings are listed (up to the limit) and the
     rest are counted."
-  - Writes to O(dir) C(fleet-report.json) (hosts with their checks, summary, health and the flags
-    C(unreachable) and C(validation_failed), totals, generation time), C(junit.xml) (one testsuite
-    per host, one testcase C(<id>[<target>]) per check; fail is a failure, skip is skipped, warn
-    passes with its message in system-out), and C(fleet-report.html), a self-contained page
-    (inline CSS, no scripts, no external assets) rendered from the Jinja2 template
-    C(plugins/plugin_utils/templates/fleet_report.html.j2) with autoescape, with a host x
-    check-group grid (group = the id up to its second dot, for example C(gpu.ecc), C(rdma.port))
-    coloured by the worst status, the failing and warning messages per host and any bandwidth
-    matrix.
+  - "Each run gets its own directory C(runs/<UTC start YYYYmmddTHHMMSSZ>-<playbook>/) in O(dir) with
+    this run's C(fleet-report.json), C(junit.xml) and C(fleet-report.html); C(runs/latest) links to
+    the newest. The newest O(keep_runs) run directories are kept, older ones deleted."
+  - "C(fleet-report.json), C(junit.xml) and C(fleet-report.html) directly in O(dir) are the fleet
+    picture: the previous picture merged with this run (O(merge)). A host this run did not report
+    (C(--limit), the fabric test) keeps its entry with C(last_run) and C(last_seen); for a host it
+    reported, checks of the plays that ran again and checks with the same id and target are
+    replaced, others stay (the fabric test does not erase the sweep's GPU checks). A host whose last
+    run is no longer kept is dropped. Each host keeps its history (run, worst status) over the kept
+    runs."
+  - JSON (docs/contracts.md "Reports") - hosts with their checks (each with its C(task) and
+    C(play)), summary, health, C(status), C(severity), the flags C(unreachable) and
+    C(validation_failed), node C(facts) from the results (GPU model and count, driver, OFED), and
+    in the picture C(last_run), C(last_seen), C(history); totals; C(run) (id, playbook, inventory,
+    limit, start and end time, gpufleet and ansible-core versions) and C(runs).
+  - JUnit - one testsuite per host, one testcase C(<id>[<target>]) per check; fail is a failure,
+    skip is skipped, warn passes with its message in system-out.
+  - "HTML - a self-contained page (inline CSS and one inline script, no external assets; works from
+    a file) rendered from the Jinja2 template C(plugins/plugin_utils/templates/fleet_report.html.j2)
+    with autoescape: run metadata, the kept runs, hosts ranked worst first with their facts, history
+    and last run, a host x check-group grid (group = the id up to its second dot) coloured by the
+    worst status, sorting by column and filtering by text and health, failing and warning lines per
+    host with identical lines grouped (C(gpu.fabric[gpu0-7])) and check ids linking to their entries
+    in C(docs/contracts.md) (O(contracts_url)), and any bandwidth matrix."
   - "The JSON report is strict JSON: NaN becomes the string C(nan), infinities C(inf) and C(-inf)
     (in observed and expected values and in bandwidth matrices alike)."
   - "A task result may carry C(bandwidth_matrix), a dict C({title, hosts: [...], gbps: [[...]]}) with
@@ -98,6 +115,38 @@ options:
     ini:
       - section: fleet_report
         key: summary
+  keep_runs:
+    description:
+      - How many run directories (C(runs/<time>-<playbook>/)) are kept; older ones are deleted, and
+        hosts whose last run is gone leave the fleet picture. At least 1.
+    type: int
+    default: 20
+    env:
+      - name: GPUFLEET_REPORT_KEEP_RUNS
+    ini:
+      - section: fleet_report
+        key: keep_runs
+  merge:
+    description:
+      - Merge the run into the previous fleet picture (C(fleet-report.json) in O(dir)). With
+        C(false) the picture holds this run's hosts only (history of the kept runs is lost).
+    type: bool
+    default: true
+    env:
+      - name: GPUFLEET_REPORT_MERGE
+    ini:
+      - section: fleet_report
+        key: merge
+  contracts_url:
+    description:
+      - Address of C(docs/contracts.md) the HTML page links check ids to (C(<url>#<check id>)).
+      - Default - C(<repository of galaxy.yml>/blob/main/docs/contracts.md).
+    type: str
+    env:
+      - name: GPUFLEET_REPORT_CONTRACTS_URL
+    ini:
+      - section: fleet_report
+        key: contracts_url
   summary_limit:
     description:
       - Most host lines in the printed summary. Fleets above it list only hosts with failures or
@@ -113,15 +162,23 @@ options:
 
 import datetime
 import os
-import tempfile
 
 from ansible import constants as C
+from ansible import context
 from ansible.plugins.callback import CallbackBase
+from ansible.release import __version__ as ansible_version
 
-from ansible_collections.gpufleet.cluster.plugins.plugin_utils.fleet_report import FleetReport, is_validation_action
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils.fleet_report import (
+    FleetReport, collection_info, contracts_url, is_validation_action, junit_xml, run_summary_line)
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.fleet_report_html import render
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils.fleet_report_store import ReportStore, run_id
 
-DEFAULTS = {"dir": "./reports", "html": True, "junit": True, "summary": True, "summary_limit": 40}
+DEFAULTS = {"dir": "./reports", "html": True, "junit": True, "summary": True, "summary_limit": 40,
+            "keep_runs": 20, "merge": True, "contracts_url": None}
+
+
+def _utc_now():
+    return datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
 def _json_stdout():
@@ -133,18 +190,13 @@ def _json_stdout():
     return str(name).rsplit(".", 1)[-1] in ("json", "jsonl")
 
 
-def _write(directory, name, content):
-    fd, tmp = tempfile.mkstemp(prefix="." + name, dir=directory)
+def _inventory_sources(play):
+    """The inventory sources of the run (paths or host lists as given), None when not resolvable."""
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(content)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, os.path.join(directory, name))
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return os.path.join(directory, name)
+        inventory = play.get_variable_manager()._inventory  # pylint: disable=protected-access
+        return [str(source) for source in inventory._sources]  # pylint: disable=protected-access
+    except Exception:  # pylint: disable=broad-except
+        return None
 
 
 def _play_hosts(play):
@@ -168,6 +220,8 @@ class CallbackModule(CallbackBase):
         super(CallbackModule, self).__init__(display=display)
         self.report = FleetReport()
         self.written = []
+        self.started_at = _utc_now()
+        self.inventory = None
 
     def _option(self, name):
         try:
@@ -198,11 +252,25 @@ class CallbackModule(CallbackBase):
         del self.report.matrix_warnings[:]
 
     def v2_playbook_on_start(self, playbook):
+        self.started_at = _utc_now()
         name = os.path.basename(getattr(playbook, "_file_name", None) or "")
         self.report.playbook = name if name and not name.startswith("__adhoc") else None
 
     def v2_playbook_on_play_start(self, play):
+        if self.inventory is None:
+            self.inventory = _inventory_sources(play)
         self.report.start_play(play.get_name(), _play_hosts(play))
+
+    def _run_metadata(self, generated_at):
+        info = collection_info()
+        try:
+            limit = context.CLIARGS.get("subset")
+        except Exception:  # pylint: disable=broad-except
+            limit = None
+        return {"id": run_id(self.started_at, self.report.playbook), "playbook": self.report.playbook,
+                "inventory": self.inventory, "limit": limit or None, "started_at": self.started_at,
+                "generated_at": generated_at, "gpufleet_version": info["version"],
+                "ansible_version": ansible_version}
 
     def v2_playbook_on_task_start(self, task, is_conditional):
         if is_validation_action(getattr(task, "action", None)):
@@ -231,8 +299,7 @@ class CallbackModule(CallbackBase):
         if self.report.empty:
             self._display.vvv("fleet_report: no task returned checks; no report written")
             return
-        generated_at = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
-        generated_at = generated_at.replace("+00:00", "Z")
+        generated_at = _utc_now()
         printing = self._option("summary") and not _json_stdout()
         if printing:
             self._display.banner("FLEET REPORT")
@@ -240,17 +307,22 @@ class CallbackModule(CallbackBase):
             for line, status in self.report.summary_lines(self._option("summary_limit")):
                 self._display.display(line, color=colours.get(status))
         directory = self._option("dir")
+        url = self._option("contracts_url") or contracts_url(collection_info()["repository"])
+        store = ReportStore(directory, keep_runs=self._option("keep_runs"), merge_runs=self._option("merge"))
+        document = self.report.as_dict(generated_at, run=self._run_metadata(generated_at))
         try:
-            os.makedirs(directory, exist_ok=True)
-            self.written = [_write(directory, "fleet-report.json", self.report.json(generated_at))]
-            if self._option("junit"):
-                self.written.append(_write(directory, "junit.xml", self.report.junit(generated_at)))
-            if self._option("html"):
-                self.written.append(_write(directory, "fleet-report.html", render(self.report, generated_at)))
+            self.written = store.write(
+                document,
+                render_html=(lambda doc: render(doc, contracts=url)) if self._option("html") else None,
+                render_junit=junit_xml if self._option("junit") else None)
         except (OSError, ValueError) as exc:
             self._display.warning("fleet_report: cannot write the report to %s: %s" % (directory, exc))
             return
+        finally:
+            for warning in store.warnings:
+                self._display.warning(warning)
         if printing:
+            self._display.display(run_summary_line(store.fleet))
             self._display.display("reports: %s" % ", ".join(self.written))
         else:
             self._display.vvv("fleet_report: reports written: %s" % ", ".join(self.written))

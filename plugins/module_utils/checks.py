@@ -29,6 +29,46 @@ _SEVERITY = {SKIP: 0, PASS: 1, WARN: 2, FAIL: 3}
 
 _UNSET = object()
 
+# Severity of a check id: what a failing (or warning) check means for the node, the fleet report's
+# ranking (a host is ranked by its worst status, then by the worst severity among those checks;
+# eight gpu.fabric lines do not outrank a GPU that fell off the bus). The one table of it;
+# docs/contracts.md ("Severity") lists the same (tests/unit/test_fleet_report_history.py keeps them
+# equal). An id not listed takes the severity of its longest listed prefix, else medium.
+CRITICAL = "critical"
+HIGH = "high"
+MEDIUM = "medium"
+LOW = "low"
+SEVERITIES = (CRITICAL, HIGH, MEDIUM, LOW)  # worst first
+CHECK_SEVERITY = {
+    # the node cannot be trusted at all: nothing known, a GPU gone, or a fault that needs a reset
+    "host.unreachable": CRITICAL, "host.validation": CRITICAL, "gpu.nvml": CRITICAL, "gpu.count": CRITICAL,
+    "gpu.lost": CRITICAL, "gpu.recovery_action": CRITICAL, "gpu.xid": CRITICAL,
+    "gpu.ecc.volatile_uncorrectable": CRITICAL, "gpu.row_remap": CRITICAL, "gpu.retired_pages": CRITICAL,
+    # the node runs, but jobs on it fail or crawl
+    "gpu.nvlink": HIGH, "gpu.fabric": HIGH, "gpu.temperature": HIGH, "gpu.driver_version": HIGH,
+    "rdma.modules": HIGH, "rdma.driver": HIGH, "rdma.devices": HIGH, "rdma.port.state": HIGH,
+    "rdma.port.phys_state": HIGH, "rdma.uverbs": HIGH, "rdma.fabric.host": HIGH,
+    "k8s.nccl.busbw": HIGH, "k8s.nccl.wrong": HIGH,
+    # degraded or misconfigured
+    "rdma.port.rate": MEDIUM, "rdma.roce_gid": MEDIUM, "rdma.peermem": MEDIUM, "rdma.ofed_version": MEDIUM,
+    "rdma.bandwidth": MEDIUM, "rdma.fabric.rail": MEDIUM, "rdma.fabric.link": MEDIUM,
+    "gpu.persistence": MEDIUM, "tuning.hugepages": MEDIUM, "tuning.tuned_profile": MEDIUM,
+    # worth a look
+    "gpu.ecc.mode": LOW, "gpu.clocks_event": LOW, "gpu.pcie": LOW, "gpu.mig": LOW, "rdma.counters": LOW,
+}
+DEFAULT_SEVERITY = MEDIUM
+
+
+def severity(check_id):
+    """Severity of a check id (``CHECK_SEVERITY``; longest listed prefix; else ``DEFAULT_SEVERITY``)."""
+    parts = str(check_id).split(".")
+    while parts:
+        found = CHECK_SEVERITY.get(".".join(parts))
+        if found is not None:
+            return found
+        parts.pop()
+    return DEFAULT_SEVERITY
+
 
 def worst(statuses):
     """Worst status of an iterable (fail > warn > pass > skip); skip when empty."""

@@ -31,11 +31,12 @@ __metaclass__ = type
 
 import json
 import math
+import os
 import re
 import xml.etree.ElementTree as ET
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import (
-    FAIL, PASS, SKIP, STATUSES, WARN, is_healthy, json_safe, summarize)
+    FAIL, PASS, SEVERITIES, SKIP, STATUSES, WARN, is_healthy, json_safe, severity, summarize, worst)
 
 UNREACHABLE_ID = "host.unreachable"
 VALIDATION_ID = "host.validation"
@@ -44,6 +45,7 @@ SYNTHETIC_IDS = (UNREACHABLE_ID, VALIDATION_ID)
 VALIDATION_MODULES = frozenset(("node_validate", "gpu_health", "rdma_validate", "record_checks", "rdma_bandwidth"))
 COLLECTION_PREFIX = "gpufleet.cluster."
 
+COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 _REASON_LIMIT = 400
 
@@ -65,6 +67,33 @@ def text(value):
 
 def xml_text(value):
     return _XML_INVALID.sub("?", text(value))
+
+
+# ---------------------------------------------------------------------- the collection
+def collection_info(root=COLLECTION_ROOT):
+    """``{version, repository}`` of this collection: galaxy.yml of a checkout, else MANIFEST.json of
+    an installed collection; missing values are None."""
+    info = {"version": None, "repository": None}
+    try:
+        import yaml  # ansible-core's own dependency
+        with open(os.path.join(root, "galaxy.yml"), encoding="utf-8") as handle:
+            galaxy = yaml.safe_load(handle) or {}
+        info.update({"version": galaxy.get("version"), "repository": galaxy.get("repository")})
+    except Exception:  # pylint: disable=broad-except
+        try:
+            with open(os.path.join(root, "MANIFEST.json"), encoding="utf-8") as handle:
+                manifest = json.load(handle).get("collection_info") or {}
+            info.update({"version": manifest.get("version"), "repository": manifest.get("repository")})
+        except Exception:  # pylint: disable=broad-except
+            pass
+    return dict((key, None if value is None else str(value)) for key, value in info.items())
+
+
+def contracts_url(repository):
+    """Where docs/contracts.md is read (check ids link to their anchors there)."""
+    if not repository:
+        return "docs/contracts.md"
+    return "%s/blob/main/docs/contracts.md" % repository.rstrip("/")
 
 
 # ---------------------------------------------------------------------- checks
@@ -103,8 +132,9 @@ def skipped_families(checks):
     return "; ".join(notes)
 
 
-def normalise_check(check, task_name=None):
-    """A clean copy of a check dict, or None when it is not one."""
+def normalise_check(check, task_name=None, play=None):
+    """A clean copy of a check dict, or None when it is not one (``task`` and ``play``: where it
+    came from; the fleet picture merges runs by play, fleet_report_store)."""
     if not isinstance(check, dict) or check.get("status") not in STATUSES or not check.get("id"):
         return None
     clean = {"id": str(check["id"]), "target": str(check.get("target") or "node"),
@@ -114,6 +144,8 @@ def normalise_check(check, task_name=None):
             clean[key] = json_safe(check[key])
     if task_name:
         clean["task"] = str(task_name)
+    if play is not None:
+        clean["play"] = str(play)
     return clean
 
 
@@ -158,6 +190,154 @@ def failure_reason(data):
     if len(reason) > _REASON_LIMIT:
         reason = reason[:_REASON_LIMIT - 3] + "..."
     return reason
+
+
+# ---------------------------------------------------------------------- node facts
+def _text_or_none(value):
+    return None if value in (None, "") else text(value)
+
+
+def host_facts(data):
+    """The node facts of a validation result (node_validate, gpu_health, rdma_validate; see
+    docs/contracts.md "Facts"): ``gpu_model`` (the NVML names, ``2x A + 6x B`` when mixed),
+    ``gpu_count`` (GPUs NVML sees, else on the PCI bus), ``gpu_pci`` (on the PCI bus), ``driver``
+    (NVML's driver version, else the loaded module's), ``ofed`` (``<version>`` of an OFED driver,
+    ``inbox <version>`` or ``absent``) and ``hcas`` (RDMA devices). Only what the result holds."""
+    facts = {}
+    ansible_facts = data.get("ansible_facts") if isinstance(data.get("ansible_facts"), dict) else {}
+    nvidia = ansible_facts.get("nvidia") if isinstance(ansible_facts.get("nvidia"), dict) else {}
+    mlx5 = ansible_facts.get("mlx5") if isinstance(ansible_facts.get("mlx5"), dict) else {}
+    gpus = [g for g in data.get("gpus") or [] if isinstance(g, dict)] if isinstance(data.get("gpus"), list) else []
+    names, order = {}, []
+    for gpu in gpus:
+        name = _text_or_none(gpu.get("name")) or "unknown GPU"
+        if name not in names:
+            order.append(name)
+        names[name] = names.get(name, 0) + 1
+    if order:
+        facts["gpu_model"] = order[0] if len(order) == 1 else " + ".join("%dx %s" % (names[n], n) for n in order)
+    if isinstance(nvidia.get("gpu_count"), int):
+        facts["gpu_pci"] = nvidia["gpu_count"]
+    if gpus or "gpu_pci" in facts:
+        facts["gpu_count"] = len(gpus) if gpus else facts["gpu_pci"]
+    nvml = data.get("nvml") if isinstance(data.get("nvml"), dict) else {}
+    driver = nvidia.get("driver") if isinstance(nvidia.get("driver"), dict) else {}
+    version = _text_or_none(nvml.get("driver_version")) or _text_or_none(driver.get("version"))
+    if version:
+        facts["driver"] = version
+    if mlx5:
+        source, version = mlx5.get("driver_source"), _text_or_none(mlx5.get("version"))
+        if source == "ofed":
+            facts["ofed"] = version or "OFED"
+        elif source == "inbox":
+            facts["ofed"] = "inbox %s" % version if version else "inbox"
+        elif mlx5.get("loaded") is False or source == "absent":
+            facts["ofed"] = "absent"
+        if isinstance(mlx5.get("devices"), (list, dict)):
+            facts["hcas"] = len(mlx5["devices"])
+    return facts
+
+
+# ---------------------------------------------------------------------- ranking
+_STATUS_ORDER = {FAIL: 0, WARN: 1, PASS: 2, SKIP: 3}
+
+
+def host_status(checks):
+    """The host's worst status (fail > warn > pass > skip)."""
+    return worst(c["status"] for c in checks)
+
+
+def host_severity(checks):
+    """Severity (module_utils/checks.py ``CHECK_SEVERITY``) of the worst of the host's checks
+    that have its worst status; None for a host without failures or warnings."""
+    status = host_status(checks)
+    if status not in (FAIL, WARN):
+        return None
+    levels = [severity(c["id"]) for c in checks if c["status"] == status]
+    return min(levels, key=SEVERITIES.index)
+
+
+def rank_key(name, entry):
+    """Worst status first, then the worst severity among those checks, then more failures, more
+    warnings, then the name: a GPU fallen off the bus (critical) outranks eight gpu.fabric lines."""
+    summary = entry["summary"]
+    level = entry.get("severity")
+    return (_STATUS_ORDER[entry.get("status") or host_status(entry["checks"])],
+            SEVERITIES.index(level) if level in SEVERITIES else len(SEVERITIES),
+            -summary[FAIL], -summary[WARN], name)
+
+
+def host_entry(checks, facts=None):
+    """A host of a report document (docs/contracts.md "Reports")."""
+    ids = set(c["id"] for c in checks)
+    entry = {"healthy": is_healthy(checks), "status": host_status(checks), "severity": host_severity(checks),
+             "summary": summarize(checks), "unreachable": UNREACHABLE_ID in ids,
+             "validation_failed": VALIDATION_ID in ids, "checks": checks}
+    if facts:
+        entry["facts"] = facts
+    return entry
+
+
+def rank_hosts(hosts):
+    """[(name, entry)] of a document's hosts, worst first (``rank_key``)."""
+    return sorted(hosts.items(), key=lambda item: rank_key(item[0], item[1]))
+
+
+def totals_of(ranked):
+    """Totals of ranked hosts: check counts per status, hosts, healthy, unhealthy, with_warnings."""
+    totals = dict((status, 0) for status in STATUSES)
+    unhealthy = warned = 0
+    for _name, entry in ranked:
+        for status in STATUSES:
+            totals[status] += entry["summary"][status]
+        if not entry["healthy"]:
+            unhealthy += 1
+        elif entry["summary"][WARN]:
+            warned += 1
+    totals.update({"hosts": len(ranked), "healthy": len(ranked) - unhealthy, "unhealthy": unhealthy,
+                   "with_warnings": warned})
+    return totals
+
+
+def junit_xml(document):
+    """JUnit XML of a report document: one testsuite per host, one testcase per check."""
+    ranked = list(document["hosts"].items())
+    totals = document["totals"]
+    stamp = document["generated_at"]
+    suites = ET.Element("testsuites", {
+        "name": "gpufleet fleet report", "tests": str(sum(len(e["checks"]) for _n, e in ranked)),
+        "failures": str(totals[FAIL]), "skipped": str(totals[SKIP]), "errors": "0"})
+    for host, entry in ranked:
+        checks, summary = entry["checks"], entry["summary"]
+        suite = ET.SubElement(suites, "testsuite", {
+            "name": xml_text(host), "tests": str(len(checks)), "failures": str(summary[FAIL]),
+            "skipped": str(summary[SKIP]), "errors": "0", "timestamp": entry.get("last_seen") or stamp})
+        for check in checks:
+            case = ET.SubElement(suite, "testcase", {
+                "classname": xml_text(host), "name": xml_text("%s[%s]" % (check["id"], check["target"]))})
+            detail = check_detail(check)
+            if check["status"] == FAIL:
+                failure = ET.SubElement(case, "failure", {"message": xml_text(check["message"]),
+                                                          "type": xml_text(check["id"])})
+                failure.text = xml_text(detail)
+            elif check["status"] == SKIP:
+                ET.SubElement(case, "skipped", {"message": xml_text(check["message"])})
+            elif check["status"] == WARN:
+                out = ET.SubElement(case, "system-out")
+                out.text = xml_text("WARN: " + detail)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+
+
+def run_summary_line(fleet):
+    """One line on the fleet picture after a run (fleet_report_store.merge's document)."""
+    run = fleet.get("run") or {}
+    older = [entry for entry in fleet["hosts"].values() if entry.get("last_run") != run.get("id")]
+    totals = fleet["totals"]
+    line = "fleet picture: %d host(s), %d unhealthy" % (totals["hosts"], totals["unhealthy"])
+    if older:
+        line += "; %d not in this run, kept from earlier runs (oldest seen %s)" % (
+            len(older), min(text(entry.get("last_seen") or "?") for entry in older))
+    return line + "; run %s, %d run(s) kept" % (run.get("id"), len(fleet.get("runs") or []))
 
 
 # ---------------------------------------------------------------------- bandwidth matrices
@@ -248,6 +428,7 @@ class FleetReport(object):
 
     def __init__(self):
         self.hosts = {}
+        self.facts = {}
         self.matrices = {}
         self.playbook = None
         self._play = None
@@ -265,7 +446,7 @@ class FleetReport(object):
         entry = self._entry(host)
         added = 0
         for check in checks or []:
-            clean = normalise_check(check, task_name)
+            clean = normalise_check(check, task_name, self._play_name())
             if clean is None:
                 continue
             entry[(clean["id"], clean["target"])] = clean
@@ -278,9 +459,12 @@ class FleetReport(object):
             del self.hosts[host]
         return added
 
+    def _play_name(self):
+        return self._play["name"] if self._play is not None else None
+
     def _synthetic(self, host, check_id, target, message, task_name=None):
         check = normalise_check({"id": check_id, "target": target, "status": FAIL, "message": message},
-                                task_name)
+                                task_name, self._play_name())
         self._entry(host)[(check["id"], check["target"])] = check
         self._reported(host)
         return check
@@ -348,6 +532,9 @@ class FleetReport(object):
             if isinstance(payload.get("checks"), list):
                 returned_checks = True
                 self.add_checks(host, payload["checks"], task_name)
+                facts = host_facts(payload)
+                if facts:
+                    self.facts.setdefault(host, {}).update(facts)
             elif payload is not data and payload.get("failed"):
                 failures.append(failure_reason(payload))
             matrix = payload.get("bandwidth_matrix")
@@ -388,41 +575,31 @@ class FleetReport(object):
             why = self._last_failure.get(host)
             message = "not validated in play %r: %s" % (
                 play["name"], why or "the play ended, or the host left it, before its validation tasks ran")
-            check = normalise_check({"id": VALIDATION_ID, "target": "node", "status": FAIL, "message": message})
+            check = normalise_check({"id": VALIDATION_ID, "target": "node", "status": FAIL, "message": message},
+                                    play=play["name"])
             self._entry(host)[(VALIDATION_ID, "node")] = check
 
     # ------------------------------------------------------------------ model
     def host_rows(self):
-        """[(host, checks, summary)] sorted worst first: fails, then warns, then name."""
-        rows = []
-        for host, entry in self.hosts.items():
-            checks = list(entry.values())
-            rows.append((host, checks, summarize(checks)))
-        rows.sort(key=lambda row: (-row[2][FAIL], -row[2][WARN], row[0]))
-        return rows
+        """[(host, checks, summary)] ranked worst first (``rank_key``: status, severity, counts, name)."""
+        entries = dict((host, host_entry(list(entry.values()))) for host, entry in self.hosts.items())
+        return [(host, entry["checks"], entry["summary"]) for host, entry in rank_hosts(entries)]
 
     @staticmethod
     def totals(rows):
-        totals = dict((status, 0) for status in STATUSES)
-        for _host, _checks, summary in rows:
-            for status in STATUSES:
-                totals[status] += summary[status]
-        unhealthy = sum(1 for row in rows if not is_healthy(row[1]))
-        warned = sum(1 for row in rows if is_healthy(row[1]) and row[2][WARN])
-        totals.update({"hosts": len(rows), "healthy": len(rows) - unhealthy, "unhealthy": unhealthy,
-                       "with_warnings": warned})
-        return totals
+        return totals_of([(host, {"healthy": is_healthy(checks), "summary": summary})
+                          for host, checks, summary in rows])
 
-    def as_dict(self, generated_at):
-        rows = self.host_rows()
-        hosts = {}
-        for host, checks, summary in rows:
-            ids = set(c["id"] for c in checks)
-            hosts[host] = {"healthy": is_healthy(checks), "summary": summary,
-                           "unreachable": UNREACHABLE_ID in ids, "validation_failed": VALIDATION_ID in ids,
-                           "checks": checks}
-        return {"generated_at": generated_at, "playbook": self.playbook, "totals": self.totals(rows),
-                "hosts": hosts, "bandwidth_matrices": list(self.matrices.values())}
+    def as_dict(self, generated_at, run=None):
+        """The report document of this run (docs/contracts.md "Reports"); ``run``: its metadata."""
+        entries = dict((host, host_entry(list(entry.values()), self.facts.get(host)))
+                       for host, entry in self.hosts.items())
+        ranked = rank_hosts(entries)
+        document = {"generated_at": generated_at, "playbook": self.playbook, "totals": totals_of(ranked),
+                    "hosts": dict(ranked), "bandwidth_matrices": list(self.matrices.values())}
+        if run is not None:
+            document.update({"scope": "run", "run": run})
+        return document
 
     def json(self, generated_at):
         return to_json(self.as_dict(generated_at))
@@ -474,26 +651,4 @@ class FleetReport(object):
 
     # ------------------------------------------------------------------ JUnit
     def junit(self, generated_at):
-        rows = self.host_rows()
-        totals = self.totals(rows)
-        suites = ET.Element("testsuites", {
-            "name": "gpufleet fleet report", "tests": str(sum(len(r[1]) for r in rows)),
-            "failures": str(totals[FAIL]), "skipped": str(totals[SKIP]), "errors": "0"})
-        for host, checks, summary in rows:
-            suite = ET.SubElement(suites, "testsuite", {
-                "name": xml_text(host), "tests": str(len(checks)), "failures": str(summary[FAIL]),
-                "skipped": str(summary[SKIP]), "errors": "0", "timestamp": generated_at})
-            for check in checks:
-                case = ET.SubElement(suite, "testcase", {
-                    "classname": xml_text(host), "name": xml_text("%s[%s]" % (check["id"], check["target"]))})
-                detail = check_detail(check)
-                if check["status"] == FAIL:
-                    failure = ET.SubElement(case, "failure", {"message": xml_text(check["message"]),
-                                                              "type": xml_text(check["id"])})
-                    failure.text = xml_text(detail)
-                elif check["status"] == SKIP:
-                    ET.SubElement(case, "skipped", {"message": xml_text(check["message"])})
-                elif check["status"] == WARN:
-                    out = ET.SubElement(case, "system-out")
-                    out.text = xml_text("WARN: " + detail)
-        return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+        return junit_xml(self.as_dict(generated_at))

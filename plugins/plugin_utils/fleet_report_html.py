@@ -3,6 +3,13 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """HTML page of the fleet report: view model here, markup in ``templates/fleet_report.html.j2``.
 
+The page is rendered from a report document (a run's, or the fleet picture of
+``fleet_report_store.merge``): run metadata, hosts in the document's order (ranked worst first),
+their facts, last run and history over the kept runs, the host x check-group grid, grouped
+failing and warning lines with check ids linked to docs/contracts.md, and the heatmaps. One
+inline script sorts and filters the host table (plain JavaScript, works from a file; the state
+can be given in the address: ``#q=gpu.fabric&health=fail&sort=host&dir=asc``).
+
 The template sits next to this file, so it is found the same way from a checkout (through the
 ``.collections`` symlink) and from an installed collection. Jinja2 autoescapes every value.
 
@@ -22,7 +29,8 @@ import os
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import FAIL, PASS, SKIP, WARN, summarize, worst
+from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import (
+    CHECK_SEVERITY, FAIL, PASS, SEVERITIES, SKIP, WARN, group_checks, summarize, worst)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import is_finite_number
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.fleet_report import (
     check_group, json_safe, problems_first, text)
@@ -58,10 +66,51 @@ def _observed(check):
     return "; ".join(parts)
 
 
-def _grid(rows):
-    groups = sorted(set(check_group(c["id"]) for _h, checks, _s in rows for c in checks))
-    grid = []
-    for index, (host, checks, summary) in enumerate(rows):
+def anchor(check_id):
+    """The anchor in docs/contracts.md of a check id: the id itself when listed in the severity
+    table (every listed id has ``<a id="<id>">`` there), else its longest listed prefix, else the
+    section "Check ids"."""
+    parts = str(check_id).split(".")
+    while parts:
+        if ".".join(parts) in CHECK_SEVERITY:
+            return ".".join(parts)
+        parts.pop()
+    return "check-ids"
+
+
+def _facts_text(facts):
+    gpu = ""
+    if facts.get("gpu_model") or facts.get("gpu_count") is not None:
+        gpu = "%s%s" % ("%sx " % facts["gpu_count"] if facts.get("gpu_count") is not None else "",
+                        facts.get("gpu_model") or "GPU")
+        if facts.get("gpu_pci") is not None and facts.get("gpu_count") is not None \
+                and facts["gpu_pci"] != facts["gpu_count"]:
+            gpu += " (%s on the PCI bus)" % facts["gpu_pci"]
+    ofed = facts.get("ofed") or ""
+    if ofed and facts.get("hcas") is not None:
+        ofed += " (%s HCA%s)" % (facts["hcas"], "" if facts["hcas"] == 1 else "s")
+    return {"gpu": gpu, "driver": facts.get("driver") or "", "ofed": ofed}
+
+
+def _lines(checks):
+    """Grouped failing-then-warning lines of a host (identical lines as one, targets compressed)."""
+    lines = []
+    for group in group_checks(problems_first(checks)):
+        first = group["checks"][0]
+        lines.append({"id": group["id"], "anchor": anchor(group["id"]), "target": group["target"],
+                      "status": group["status"], "message": group["message"], "count": len(group["checks"]),
+                      "detail": _observed(first) if len(group["checks"]) == 1 else ""})
+    return lines
+
+
+def _rows(document, runs):
+    hosts = list(document["hosts"].items())
+    groups = sorted(set(check_group(c["id"]) for _h, entry in hosts for c in entry["checks"]))
+    run_ids = [r["id"] for r in runs]
+    current = (document.get("run") or {}).get("id")
+    rows = []
+    for index, (host, entry) in enumerate(hosts):
+        checks, summary = entry["checks"], entry["summary"]
         by_group = {}
         for check in checks:
             by_group.setdefault(check_group(check["id"]), []).append(check)
@@ -76,20 +125,25 @@ def _grid(rows):
             title = "%s on %s: %s" % (group, host, ", ".join(
                 "%d %s" % (counts[s], s) for s in (FAIL, WARN, PASS, SKIP) if counts[s]))
             cells.append({"status": status, "title": title, "symbol": _SYMBOL[status]})
-        grid.append({"index": index, "host": host, "summary": summary,
-                     "bad": bool(summary[FAIL] or summary[WARN]), "cells": cells})
-    return groups, grid
-
-
-def _problems(rows, open_limit):
-    problems = []
-    for index, (host, checks, summary) in enumerate(rows):
-        if not (summary[FAIL] or summary[WARN]):
-            continue
-        problems.append({"index": index, "host": host, "summary": summary, "open": len(problems) < open_limit,
-                         "bad": [dict(c, detail=_observed(c)) for c in problems_first(checks)],
-                         "checks": checks})
-    return problems
+        status = entry.get("status") or worst(c["status"] for c in checks)
+        level = entry.get("severity")
+        history = dict((h.get("run"), h.get("status")) for h in entry.get("history") or [] if isinstance(h, dict))
+        if not history and current:
+            history = {current: status}  # a run's own page: the run itself
+        lines = _lines(checks) if summary[FAIL] or summary[WARN] else []
+        facts = _facts_text(entry.get("facts") or {})
+        search = " ".join([host, facts["gpu"], facts["driver"], facts["ofed"]] +
+                          ["%s[%s] %s" % (line["id"], line["target"], line["message"]) for line in lines])
+        rows.append({
+            "index": index, "rank": index + 1, "host": host, "summary": summary, "status": status,
+            "health": "fail" if summary[FAIL] else "warn" if summary[WARN] else "ok",
+            "severity": level if level in SEVERITIES else "", "severity_order": SEVERITIES.index(level)
+            if level in SEVERITIES else len(SEVERITIES), "bad": bool(lines), "cells": cells, "facts": facts,
+            "last_run": entry.get("last_run") or current or "", "last_seen": entry.get("last_seen") or "",
+            "stale": bool(current and entry.get("last_run") and entry.get("last_run") != current),
+            "history": [history.get(run) for run in run_ids], "lines": lines, "checks": checks,
+            "search": " ".join(search.lower().split())})
+    return groups, rows
 
 
 def _cell(sender, receiver, value, rail, minimum, top):
@@ -147,12 +201,17 @@ def _heatmap(matrix):
             "below_minimum": BELOW_MINIMUM, "compact": len(hosts) > 24}
 
 
-def render(report, generated_at, open_limit=25):
-    """The self-contained page (inline CSS, no scripts) of a FleetReport."""
-    rows = report.host_rows()
-    totals = report.totals(rows)
-    groups, grid = _grid(rows)
+def render(document, contracts="docs/contracts.md", open_limit=25):
+    """The self-contained page (inline CSS and script) of a report document."""
+    scope = document.get("scope") or "run"
+    run = document.get("run") or {}
+    runs = document.get("runs") or ([run] if run.get("id") else [])
+    groups, rows = _rows(document, runs)
+    problems = [row for row in rows if row["bad"]]
+    for number, row in enumerate(problems):
+        row["open"] = number < open_limit
     return environment().get_template(TEMPLATE).render(
-        generated_at=generated_at, playbook=report.playbook, totals=totals, groups=groups, grid=grid,
-        problems=_problems(rows, open_limit), heatmaps=[_heatmap(m) for m in report.matrices.values()],
-        symbols=_SYMBOL)
+        scope=scope, run=run, runs=runs, generated_at=document["generated_at"], playbook=document.get("playbook"),
+        totals=document["totals"], groups=groups, rows=rows, problems=problems, contracts=contracts,
+        stale=sum(1 for row in rows if row["stale"]),
+        heatmaps=[_heatmap(m) for m in document.get("bandwidth_matrices") or []], symbols=_SYMBOL)

@@ -75,8 +75,8 @@ def test_junit_written(fleet_run):
 def test_html_written(fleet_run):
     _proc, report_dir = fleet_run
     page = (report_dir / "fleet-report.html").read_text()
-    assert '<table class="grid">' in page and '<table class="matrix">' in page
-    assert "<script" not in page
+    assert '<table class="grid" id="hosts">' in page and '<table class="matrix">' in page
+    assert page.count("<script") == 1 and "<script src" not in page  # the page's own sort/filter script
     assert "&lt;script&gt;alert(&#39;ecc&#39;)&lt;/script&gt;" in page
     for group in ("gpu.count", "gpu.ecc", "gpu.clocks_event", "rdma.port", "rdma.bandwidth"):
         assert "<span>%s</span>" % group in page
@@ -86,7 +86,12 @@ def test_default_directory_is_reports_below_the_current_directory(tmp_path):
     proc = run_playbook(tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     written = sorted(os.listdir(str(tmp_path / "reports")))
-    assert written == ["fleet-report.html", "fleet-report.json", "junit.xml"]
+    assert written == ["fleet-report.html", "fleet-report.json", "junit.xml", "runs"]
+    runs = sorted(name for name in os.listdir(str(tmp_path / "reports" / "runs")) if not name.startswith("."))
+    assert len(runs) == 2 and runs[1] == "latest" and runs[0].endswith("Z-fleet_report"), runs
+    assert os.readlink(str(tmp_path / "reports" / "runs" / "latest")) == runs[0]
+    assert sorted(os.listdir(str(tmp_path / "reports" / "runs" / runs[0]))) == [
+        "fleet-report.html", "fleet-report.json", "junit.xml"]
 
 
 @pytest.fixture(scope="module")
@@ -141,3 +146,22 @@ def test_crashed_timed_out_early_failed_and_unreachable_hosts_are_reported(lost_
     for needle in ("node-crash", "node-slow", "node-early", "node-down", "sysfs tree exploded", "Timeout exceeded",
                    "preparation failed on purpose", "host.unreachable[node]"):
         assert needle in page
+
+
+def test_ansible_config_validate_is_clean_for_the_checkout_and_the_readme_snippet(tmp_path):
+    """`ansible-config validate -t all` on the checkout's ansible.cfg and on the site ansible.cfg the
+    README shows (collections path pointed at this checkout)."""
+    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as handle:
+        readme = handle.read()
+    snippet = readme.split("cat > ansible.cfg <<'CFG'\n", 1)[1].split("\nCFG\n", 1)[0]
+    assert "callbacks_enabled = gpufleet.cluster.fleet_report" in snippet
+    site_cfg = tmp_path / "ansible.cfg"
+    site_cfg.write_text(snippet.replace("[defaults]\n", "[defaults]\ncollections_path = %s\n"
+                                        % os.path.join(REPO, ".collections"), 1) + "\n")
+    for config in (os.path.join(REPO, "ansible.cfg"), str(site_cfg)):
+        env = dict(os.environ, ANSIBLE_CONFIG=config)
+        proc = subprocess.run([os.path.join(REPO, ".venv", "bin", "ansible-config"), "validate", "-t", "all"],
+                              cwd=os.path.dirname(config), env=env, capture_output=True, text=True, timeout=120,
+                              check=False)
+        assert proc.returncode == 0 and "All configurations seem valid!" in proc.stdout, (
+            config, proc.stdout, proc.stderr)

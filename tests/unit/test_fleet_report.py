@@ -186,17 +186,18 @@ def test_html_grid_worst_status_and_escaping(tmp_path):
                             result(evil_host, {"checks": checks}),
                             result("node-03", {"checks": [chk("bad\x01id", "x", "fail", "ctl \x02 char")]})])
     _report, junit, page = load(tmp_path)
-    assert "<script" not in page.lower()
+    assert page.lower().count("<script") == 1  # the page's own sorting/filtering script, after the data
+    assert page.index("<script>") > page.index("</tbody>")
     assert "&lt;script&gt;alert(1)&lt;/script&gt; &amp; &lt;b&gt;bold&lt;/b&gt;" in page
     assert "&lt;script&gt;alert(&#39;host&#39;)&lt;/script&gt;" in page
     assert page.startswith("<!DOCTYPE html>") and "<style>" in page
-    for external in ("http://", "https://", " src=", "<link", "<script"):
+    for external in ("http://", " src=", "<link", "<script src", "<iframe"):
         assert external not in page
-    assert '<table class="grid">' in page
+    assert '<table class="grid" id="hosts">' in page
     header = page.split("<thead>")[1].split("</thead>")[0]
     groups = [cell.split("</span>")[0] for cell in header.split("<span>")[1:]]
     assert groups == ["bad\x01id", "gpu.clocks_event", "gpu.count", "gpu.ecc", "gpu.nvlink", "rdma.port"]
-    evil_row = [row for row in page.split("<tr>") if "alert(&#39;host" in row and 'class="host"' in row][0]
+    evil_row = [row for row in page.split("<tr ") if "alert(&#39;host" in row and 'class="host"' in row][0]
     # rdma.port holds a pass (state) and a warn (phys_state): the cell shows the worst one
     escaped_host = "&lt;script&gt;alert(&#39;host&#39;)&lt;/script&gt;"
     assert 'title="rdma.port on %s: 1 warn, 1 pass"' % escaped_host in evil_row
@@ -220,7 +221,8 @@ def test_summary_sorted_worst_first_and_truncated(tmp_path):
     assert [line.split()[0] for line in lines[2:5]] == ["node-077", "node-012", "node-050"]
     assert "gpu.ecc.volatile_uncorrectable[gpu3]: 2 volatile uncorrectable ECC errors" in lines[2]
     assert lines[5] == "... 97 healthy host(s) without warnings not listed"
-    assert lines[6].startswith("reports: ")
+    assert lines[6].startswith("fleet picture: 100 host(s), 2 unhealthy; run ")
+    assert lines[7].startswith("reports: ")
 
 
 def test_summary_lists_everything_for_small_fleets_and_counts_hidden_problems():
@@ -267,7 +269,8 @@ def test_nothing_written_without_checks(tmp_path):
 def test_html_and_junit_can_be_turned_off(tmp_path):
     callback, _display = make_callback(dir=str(tmp_path), html=False, junit=False)
     run_playbook(callback, [result("node-01", {"checks": node_checks()})])
-    assert sorted(os.listdir(str(tmp_path))) == ["fleet-report.json"]
+    assert sorted(os.listdir(str(tmp_path))) == ["fleet-report.json", "runs"]
+    assert sorted(os.listdir(str(tmp_path / "runs" / "latest"))) == ["fleet-report.json"]
 
 
 def test_directory_from_environment(tmp_path, monkeypatch):
@@ -276,7 +279,7 @@ def test_directory_from_environment(tmp_path, monkeypatch):
     callback, _display = make_callback()
     assert callback.get_option("dir") == str(tmp_path / "from-env")
     run_playbook(callback, [result("node-01", {"checks": node_checks()})])
-    assert sorted(os.listdir(str(tmp_path / "from-env"))) == ["fleet-report.json", "junit.xml"]
+    assert sorted(os.listdir(str(tmp_path / "from-env"))) == ["fleet-report.json", "junit.xml", "runs"]
 
 
 def test_unwritable_directory_warns_instead_of_crashing(tmp_path):
@@ -297,10 +300,10 @@ def test_thousand_hosts_page_stays_compact(tmp_path):
     assert report["totals"]["hosts"] == 1000 and report["totals"]["unhealthy"] == 10
     assert page.count("<details") == 2 * 10  # problems and their full tables only for the 10 failing hosts
     tbody = page.split("<tbody>")[1].split("</tbody>")[0]
-    assert tbody.count('<tr><th class="host">') == 1000
+    assert tbody.count('<tr data-rank="') == 1000
     assert len(page) < 2_500_000
     assert page.index("dgx-0000") < page.index("dgx-0001")
-    grid_rows = tbody.split("<tr>")[1:]
+    grid_rows = tbody.split("<tr ")[1:]
     assert all("s-fail" in row for row in grid_rows[:10]) and "s-fail" not in grid_rows[10]
 
 

@@ -1,0 +1,248 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The report directory of the fleet report: one directory per run, the fleet picture merged over runs.
+
+Layout of the report directory (``dir`` option of the ``fleet_report`` callback)::
+
+    fleet-report.json, fleet-report.html, junit.xml   the fleet picture: every host ever reported
+                                                      (as long as its last run is kept), each with
+                                                      its latest checks, facts, last run and history
+    runs/<YYYYmmddTHHMMSSZ>-<playbook>/               one run: its own fleet-report.json, junit.xml
+                                                      and fleet-report.html, this run's hosts only
+    runs/latest -> <newest run directory>
+
+Merge rule (``merge``): a host the run did not report keeps its entry as it was (its ``last_run``
+and ``last_seen`` say when it was seen). For a host the run reported, an earlier check is dropped
+when this run has a check with the same id and target, when it came from a play that reported this
+host in this run (the play ran again: its result is the new truth, checks it no longer returns
+disappear), when it came from an older report without play names, or when it is
+``host.unreachable`` and the host returned checks now; every other earlier check stays (the fabric
+test does not erase the sweep's GPU checks of the hosts it measured). Bandwidth matrices are kept
+per title, the newest wins. Each host keeps a history ``[{run, status}]`` over the kept runs.
+
+``keep_runs`` run directories are kept (the newest); older ones are deleted, and the history only
+names kept runs. A lock file serialises concurrent runs writing the same directory.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import errno
+import json
+import os
+import re
+import shutil
+import tempfile
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not on the controllers Ansible supports
+    fcntl = None
+
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils.fleet_report import (
+    SYNTHETIC_IDS, UNREACHABLE_ID, host_entry, host_status, normalise_check, rank_hosts, text, to_json, totals_of)
+
+RUNS = "runs"
+LATEST = "latest"
+JSON_NAME = "fleet-report.json"
+HTML_NAME = "fleet-report.html"
+JUNIT_NAME = "junit.xml"
+LOCK_NAME = ".lock"  # in runs/
+RUN_DIR = re.compile(r"^\d{8}T\d{6}Z-[A-Za-z0-9._-]+$")
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def run_id(started_at, playbook):
+    """``20261123T001736Z-validate`` from the start time (``2026-11-23T00:17:36Z``) and the playbook."""
+    stamp = re.sub(r"[-:]", "", started_at)
+    name = os.path.basename(playbook or "adhoc")
+    for suffix in (".yml", ".yaml"):
+        if name.endswith(suffix):
+            name = name[:-len(suffix)]
+    name = _UNSAFE.sub("_", name).strip("._-") or "adhoc"
+    return "%s-%s" % (stamp, name[:60])
+
+
+def write_file(directory, name, content):
+    """Atomic write (temporary file, then rename) of a text file; returns its path."""
+    fd, tmp = tempfile.mkstemp(prefix="." + name, dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(content)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, os.path.join(directory, name))
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return os.path.join(directory, name)
+
+
+def point_latest(runs_dir, name):
+    """``runs/latest`` -> ``name`` (relative), replaced atomically."""
+    tmp = os.path.join(runs_dir, ".%s.%d" % (LATEST, os.getpid()))
+    if os.path.lexists(tmp):
+        os.unlink(tmp)
+    os.symlink(name, tmp)
+    os.replace(tmp, os.path.join(runs_dir, LATEST))
+
+
+def new_run_dir(runs_dir, name):
+    """Create ``runs/<name>`` (``<name>-2``, ``-3`` ... when a run of the same second exists)."""
+    candidate, number = name, 1
+    while True:
+        try:
+            os.makedirs(os.path.join(runs_dir, candidate))
+            return candidate
+        except OSError as exc:
+            if exc.errno != errno.EEXIST:
+                raise
+        number += 1
+        candidate = "%s-%d" % (name, number)
+
+
+def prune(runs_dir, keep):
+    """Delete the oldest run directories beyond ``keep``; returns the names kept, oldest first."""
+    names = sorted(n for n in os.listdir(runs_dir)
+                   if RUN_DIR.match(n) and os.path.isdir(os.path.join(runs_dir, n))
+                   and not os.path.islink(os.path.join(runs_dir, n)))
+    keep = max(int(keep), 1)
+    for name in names[:-keep]:
+        shutil.rmtree(os.path.join(runs_dir, name), ignore_errors=True)
+    return names[-keep:]
+
+
+def read_state(path):
+    """(previous fleet document, None) or (None, reason); (None, None) when there is none."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            document = json.load(handle)
+    except OSError as exc:
+        if getattr(exc, "errno", None) == errno.ENOENT:
+            return None, None
+        return None, str(exc)
+    except ValueError as exc:
+        return None, "not JSON (%s)" % exc
+    if not isinstance(document, dict) or not isinstance(document.get("hosts"), dict):
+        return None, "not a fleet report (no hosts mapping)"
+    return document, None
+
+
+def _valid_checks(checks):
+    """The checks of an earlier document that are checks (normalised again)."""
+    valid = []
+    for check in checks if isinstance(checks, list) else []:
+        clean = normalise_check(check) if isinstance(check, dict) else None
+        if clean is not None:
+            for key in ("task", "play"):
+                if check.get(key) is not None:
+                    clean[key] = text(check[key])
+            valid.append(clean)
+    return valid
+
+
+def _merge_checks(previous, current):
+    """The host's checks after this run (see the module docstring)."""
+    now = set((c["id"], c["target"]) for c in current)
+    plays = set(c.get("play") for c in current if c.get("play") is not None)
+    returned = any(c["id"] not in SYNTHETIC_IDS for c in current)
+    kept = []
+    for check in previous:
+        if (check["id"], check["target"]) in now or check.get("play") is None or check.get("play") in plays:
+            continue
+        if check["id"] == UNREACHABLE_ID and returned:
+            continue
+        kept.append(check)
+    return kept + list(current)
+
+
+def merge(previous, run, kept_runs):
+    """The fleet document after ``run`` (this run's document) over ``previous`` (or None).
+
+    ``kept_runs``: names of the kept run directories; history and the runs list only name them."""
+    previous = previous or {}
+    kept = set(kept_runs)
+    run_meta = run["run"]
+    hosts = {}
+    for name, old in (previous.get("hosts") or {}).items():
+        if not isinstance(old, dict) or name in run["hosts"] or old.get("last_run") not in kept:
+            continue  # reported now (below), or its last run is no longer kept: forgotten
+        entry = host_entry(_valid_checks(old.get("checks")), old.get("facts") or None)
+        entry.update({"last_run": old["last_run"], "last_seen": old.get("last_seen"),
+                      "history": [h for h in old.get("history") or [] if isinstance(h, dict) and h.get("run") in kept]})
+        hosts[name] = entry
+    for name, entry in run["hosts"].items():
+        before = (previous.get("hosts") or {}).get(name) or {}
+        checks = _merge_checks(_valid_checks(before.get("checks")), entry["checks"])
+        facts = dict(before.get("facts") or {})
+        facts.update(entry.get("facts") or {})
+        history = [h for h in before.get("history") or [] if isinstance(h, dict) and h.get("run") in kept
+                   and h.get("run") != run_meta["id"]]
+        history.append({"run": run_meta["id"], "status": host_status(entry["checks"])})
+        merged = host_entry(checks, facts)
+        merged.update({"last_run": run_meta["id"], "last_seen": run_meta["generated_at"], "history": history})
+        hosts[name] = merged
+    matrices = dict((m.get("title"), m) for m in previous.get("bandwidth_matrices") or [] if isinstance(m, dict))
+    for matrix in run.get("bandwidth_matrices") or []:
+        matrices[matrix["title"]] = matrix
+    runs = [r for r in previous.get("runs") or [] if isinstance(r, dict) and r.get("id") in kept
+            and r.get("id") != run_meta["id"]]
+    runs.append(dict(run_meta, hosts=run["totals"]["hosts"], unhealthy=run["totals"]["unhealthy"]))
+    ranked = rank_hosts(hosts)
+    return {"generated_at": run["generated_at"], "playbook": run["playbook"], "scope": "fleet", "run": run_meta,
+            "runs": runs, "totals": totals_of(ranked), "hosts": dict(ranked),
+            "bandwidth_matrices": list(matrices.values())}
+
+
+class ReportStore(object):
+    """Writes one run into the report directory and merges it into the fleet picture."""
+
+    def __init__(self, directory, keep_runs=20, merge_runs=True):
+        self.directory = directory
+        self.keep_runs = max(int(keep_runs), 1)
+        self.merge_runs = merge_runs
+        self.warnings = []
+        self.fleet = None
+
+    def write(self, run_document, render_html=None, render_junit=None):
+        """Write the run directory and the fleet picture; returns the paths written.
+
+        ``render_html(document)`` and ``render_junit(document)`` return the page and the JUnit
+        text of a document (None: not written)."""
+        directory = self.directory
+        runs_dir = os.path.join(directory, RUNS)
+        os.makedirs(runs_dir, exist_ok=True)
+        lock = open(os.path.join(runs_dir, LOCK_NAME), "a", encoding="utf-8")  # pylint: disable=consider-using-with
+        try:
+            if fcntl is not None:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+            name = new_run_dir(runs_dir, run_document["run"]["id"])
+            run_document["run"]["id"] = name
+            for entry in run_document["hosts"].values():
+                entry.update({"last_run": name, "last_seen": run_document["generated_at"]})
+            run_dir = os.path.join(runs_dir, name)
+            written = self._write_set(run_dir, run_document, render_html, render_junit)
+            point_latest(runs_dir, name)
+            kept = prune(runs_dir, self.keep_runs)
+            previous = None
+            if self.merge_runs:
+                previous, problem = read_state(os.path.join(directory, JSON_NAME))
+                if problem:
+                    self.warnings.append("fleet_report: previous fleet picture %s not merged: %s"
+                                         % (os.path.join(directory, JSON_NAME), problem))
+            fleet = self.fleet = merge(previous, run_document, kept)
+            written = self._write_set(directory, fleet, render_html, render_junit) + written
+        finally:
+            lock.close()
+        return written
+
+    @staticmethod
+    def _write_set(target, document, render_html, render_junit):
+        written = [write_file(target, JSON_NAME, to_json(document))]
+        if render_junit is not None:
+            written.append(write_file(target, JUNIT_NAME, render_junit(document)))
+        if render_html is not None:
+            written.append(write_file(target, HTML_NAME, render_html(document)))
+        return written
