@@ -9,13 +9,16 @@ DOCUMENTATION = r"""
 name: node_validate_options
 author: gpufleet contributors (@gpufleet)
 version_added: 0.2.0
-short_description: node_validate options gpu and rdma from a node's gpufleet_* expectations
+short_description: node_validate options gpu, rdma and tuning from a node's gpufleet_* expectations
 description:
   - Maps the node expectations of the C(gpufleet_*) tier to the options of
     C(gpufleet.cluster.node_validate) (C(gpufleet_gpu_count) -> C(gpu.expected_count),
     C(gpufleet_driver_branch) -> C(gpu.expected_driver_version), C(gpufleet_expected_hcas) ->
     C(rdma.expected_devices), C(gpufleet_link_layer) -> C(rdma.link_layer),
-    C(gpufleet_min_rate_gbps) -> C(rdma.min_rate_gbps), C(gpufleet_peermem) -> C(rdma.require_peermem)).
+    C(gpufleet_min_rate_gbps) -> C(rdma.min_rate_gbps), C(gpufleet_peermem) -> C(rdma.require_peermem),
+    C(gpufleet_hugepages_2m) -> C(tuning.hugepages_2m), C(gpufleet_hugepages_1g) -> C(tuning.hugepages_1g),
+    C(gpufleet_tuned_profile) -> C(tuning.tuned_profile), C(gpufleet_kubelet_policy) -> C(tuning.kubelet_policy)
+    (its compared fields), C(gpufleet_hca_irq_affinity) -> C(tuning.irq_affinity)).
     Unset expectations are left out.
   - C(playbooks/validate.yml), C(playbooks/kubernetes.yml) (health gate) and role
     C(rolling_upgrade) all build their node_validate options here, so they check the same facts.
@@ -32,6 +35,12 @@ options:
       - C(false) turns the RDMA family off (node_validate option C(enabled) false).
     type: raw
     default: {}
+  tuning:
+    description:
+      - Explicit tuning options, applied over the tier's.
+      - C(false) turns the tuning family off (node_validate option C(enabled) false).
+    type: raw
+    default: {}
 """
 
 EXAMPLES = r"""
@@ -45,7 +54,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 _raw:
-  description: One dict C({gpu, rdma}), each a dict of options.
+  description: One dict C({gpu, rdma, tuning}), each a dict of options.
   type: list
   elements: dict
 """
@@ -64,9 +73,10 @@ class LookupModule(LookupBase):
     def run(self, terms, variables=None, **kwargs):
         self.set_options(var_options=variables, direct=kwargs)
         if terms:
-            raise AnsibleLookupError("node_validate_options takes no terms, only the options gpu and rdma")
+            raise AnsibleLookupError("node_validate_options takes no terms, only the options gpu, rdma and tuning")
         values = {name: tier_value(self._templar, variables, name) for name in NODE_VALIDATE_OPTIONS}
         try:
-            return [node_validate_options(values, gpu=self.get_option("gpu"), rdma=self.get_option("rdma"))]
+            return [node_validate_options(values, gpu=self.get_option("gpu"), rdma=self.get_option("rdma"),
+                                          tuning=self.get_option("tuning"))]
         except TypeError as exc:
             raise AnsibleLookupError("node_validate_options: %s" % exc)

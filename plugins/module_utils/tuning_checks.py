@@ -12,6 +12,12 @@ configures none returns the gpu and rdma checks only; readiness shows ``tuning: 
   against ``hugepages_2m`` / ``hugepages_1g``; fewer pages than configured fail, more warn.
 - ``tuning.tuned_profile`` (target ``node``): the profile tuned records as active in
   ``/etc/tuned/active_profile`` against ``tuned_profile``.
+- ``tuning.kubelet_policy`` (target the KubeletConfiguration field, or ``config``): the kubelet's
+  configuration (``kubelet_config`` merged with the ``*.conf`` drop-ins of ``kubelet_config_dir``; a
+  field set nowhere has the kubelet's default) against ``kubelet_policy``.
+- ``tuning.irq_affinity`` (target the RDMA device): every MSI/MSI-X interrupt of the device on CPUs of
+  its NUMA node (``/proc/irq/<n>/smp_affinity_list`` within ``device/local_cpulist``), when
+  ``irq_affinity`` is true (``irq_devices``: which devices, default all).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -21,12 +27,26 @@ __metaclass__ = type
 import re
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import CheckResults
+from ansible_collections.gpufleet.cluster.plugins.module_utils.cpulist import format_cpulist, parse_cpulist
+from ansible_collections.gpufleet.cluster.plugins.module_utils.irq_affinity import affinity_path, hca_irqs
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kubelet_config import (
+    ENUMS as KUBELET_ENUMS,
+    RESERVED_CPUS,
+    effective_config,
+)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import Family, FamilyResult
 
 TUNING_OPTIONS = {
     "hugepages_2m": {"type": "int"},
     "hugepages_1g": {"type": "int"},
     "tuned_profile": {"type": "str"},
+    "kubelet_policy": {"type": "dict", "options": dict(
+        [(name, {"type": "str", "choices": list(allowed)}) for name, (_f, allowed, _d) in sorted(KUBELET_ENUMS.items())]
+        + [(RESERVED_CPUS[0], {"type": "str"})])},
+    "kubelet_config": {"type": "str", "default": "/var/lib/kubelet/config.yaml"},
+    "kubelet_config_dir": {"type": "str", "default": "/var/lib/kubelet/config.d"},
+    "irq_affinity": {"type": "bool"},
+    "irq_devices": {"type": "list", "elements": "str"},
 }
 HUGEPAGE_SIZES = (("hugepages_2m", "2048kB"), ("hugepages_1g", "1048576kB"))
 TUNED_ACTIVE_PROFILE = "etc/tuned/active_profile"
@@ -44,6 +64,10 @@ def validate_options(options, prefix=""):
     if profile is not None and not _PROFILE.match(profile):
         errors.append("option %s%s: %r is not a tuned profile name (letters, digits, '-', '_', '.'; "
                       "several separated by one space)" % (prefix, "tuned_profile", profile))
+    cpus = (options.get("kubelet_policy") or {}).get(RESERVED_CPUS[0])
+    if cpus is not None and parse_cpulist(cpus) is None:
+        errors.append("option %skubelet_policy.%s: %r is not a cpuset list such as 0-1,56-57"
+                      % (prefix, RESERVED_CPUS[0], cpus))
     return errors
 
 
@@ -84,11 +108,73 @@ def _check_tuned_profile(checks, reader, options):
                       observed=observed, expected=expected)
 
 
+def _check_kubelet_policy(checks, reader, options):
+    expected = dict((name, value) for name, value in (options.get("kubelet_policy") or {}).items()
+                    if value is not None)
+    if not expected:
+        return
+    config, used, problem = effective_config(reader, options["kubelet_config"], options.get("kubelet_config_dir"))
+    if problem:
+        checks.fail("tuning.kubelet_policy", "config", "kubelet configuration unreadable: %s; %s configured"
+                    % (problem, ", ".join(sorted(expected))), observed=None, expected=expected)
+        return
+    fields = [(name,) + KUBELET_ENUMS[name][::2] for name in sorted(KUBELET_ENUMS)]
+    fields.append(RESERVED_CPUS + ("",))
+    for name, field, default in fields:
+        if name not in expected:
+            continue
+        want = expected[name]
+        observed = config.get(field, default)
+        if name == RESERVED_CPUS[0]:
+            same = parse_cpulist(str(observed)) == parse_cpulist(str(want)) if observed else False
+        else:
+            same = observed == want
+        where = "" if field in config else " (not set: the kubelet's default)"
+        if same:
+            checks.passed("tuning.kubelet_policy", field, "%s is %s as configured" % (field, observed),
+                          observed=observed, expected=want)
+        else:
+            checks.fail("tuning.kubelet_policy", field, "%s is %r%s, %r configured (read %s)"
+                        % (field, observed, where, want, ", ".join(used)), observed=observed, expected=want)
+
+
+def _check_irq_affinity(checks, reader, options):
+    if not options.get("irq_affinity"):
+        return
+    entries = hca_irqs(reader, options.get("irq_devices"))
+    if not entries:
+        checks.fail("tuning.irq_affinity", "node", "no RDMA device under /sys/class/infiniband; HCA interrupt "
+                    "affinity configured", observed=None, expected="local NUMA node")
+    for entry in entries:
+        target = entry["device"]
+        if entry["problem"]:
+            checks.fail("tuning.irq_affinity", target, entry["problem"], observed=None, expected="local NUMA node")
+            continue
+        local = entry["local_cpus"]
+        unreadable = [irq["irq"] for irq in entry["irqs"] if irq["affinity"] is None]
+        outside = [irq for irq in entry["irqs"] if irq["affinity"] is not None and not irq["affinity"] <= local]
+        if unreadable:
+            checks.fail("tuning.irq_affinity", target, "cannot read %s" % ", ".join(
+                "/" + affinity_path(irq) for irq in unreadable), observed=None, expected=entry["local_cpulist"])
+        elif outside:
+            checks.fail("tuning.irq_affinity", target, "%d of %d interrupts off NUMA node %s (CPUs %s): %s"
+                        % (len(outside), len(entry["irqs"]), entry["numa_node"], entry["local_cpulist"],
+                           ", ".join("IRQ %d on %s" % (irq["irq"], format_cpulist(irq["affinity"])) for irq in outside)),
+                        observed=dict((str(irq["irq"]), irq["affinity_text"]) for irq in outside),
+                        expected=entry["local_cpulist"])
+        else:
+            checks.passed("tuning.irq_affinity", target, "%d interrupts on NUMA node %s (CPUs %s)"
+                          % (len(entry["irqs"]), entry["numa_node"], entry["local_cpulist"]),
+                          observed=len(entry["irqs"]), expected=entry["local_cpulist"])
+
+
 def validate_tuning(reader, options):
     """CheckResults of the tuning family."""
     checks = CheckResults()
     _check_hugepages(checks, reader, options)
     _check_tuned_profile(checks, reader, options)
+    _check_kubelet_policy(checks, reader, options)
+    _check_irq_affinity(checks, reader, options)
     return checks
 
 
@@ -97,6 +183,6 @@ def run(ctx, options):
 
 
 # Every check id of the family (the node health agent validates its hysteresis settings against them).
-CHECK_IDS = ("tuning.hugepages", "tuning.tuned_profile")
+CHECK_IDS = ("tuning.hugepages", "tuning.tuned_profile", "tuning.kubelet_policy", "tuning.irq_affinity")
 
 FAMILY = Family("tuning", TUNING_OPTIONS, validate_options, run)

@@ -161,6 +161,50 @@ options:
           - The tuned profile that should be active, as tuned records it in C(/etc/tuned/active_profile)
             (C(tuning.tuned_profile)); several merged profiles separated by one space.
         type: str
+      kubelet_policy:
+        description:
+          - The kubelet's CPU, topology and memory manager settings that should be in force
+            (C(tuning.kubelet_policy), one check per field set, target the KubeletConfiguration field).
+          - Compared with O(tuning.kubelet_config) merged with the C(*.conf) drop-ins of O(tuning.kubelet_config_dir)
+            in lexical order; a field set nowhere has the kubelet's default. An unreadable file fails (target C(config)).
+        type: dict
+        suboptions:
+          cpu_manager_policy:
+            description: C(cpuManagerPolicy).
+            type: str
+            choices: [none, static]
+          memory_manager_policy:
+            description: C(memoryManagerPolicy).
+            type: str
+            choices: [None, Static]
+          topology_manager_policy:
+            description: C(topologyManagerPolicy).
+            type: str
+            choices: [none, best-effort, restricted, single-numa-node]
+          topology_manager_scope:
+            description: C(topologyManagerScope).
+            type: str
+            choices: [container, pod]
+          reserved_system_cpus:
+            description: C(reservedSystemCPUs), compared as CPU sets.
+            type: str
+      kubelet_config:
+        description: The kubelet's C(--config) file, below O(root).
+        type: str
+        default: /var/lib/kubelet/config.yaml
+      kubelet_config_dir:
+        description: The kubelet's C(--config-dir), below O(root).
+        type: str
+        default: /var/lib/kubelet/config.d
+      irq_affinity:
+        description:
+          - V(true) checks that every MSI/MSI-X interrupt of each RDMA device runs on CPUs of the device's NUMA node
+            (C(/proc/irq/<n>/smp_affinity_list) within C(device/local_cpulist); C(tuning.irq_affinity), target the device).
+        type: bool
+      irq_devices:
+        description: RDMA devices O(tuning.irq_affinity) checks; all of C(/sys/class/infiniband) when unset.
+        type: list
+        elements: str
 notes:
   - C(ofed_info) is searched on E(PATH) only when O(root=/), as in M(gpufleet.cluster.mlx5_facts).
   - With O(root) other than C(/) and C(gpu.xid_source=auto), XIDs are read from the log files below

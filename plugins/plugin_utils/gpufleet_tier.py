@@ -35,6 +35,14 @@ TIER = {
     "gpufleet_link_layer": (None, "link layer of the RDMA ports: InfiniBand, Ethernet or any"),
     "gpufleet_min_rate_gbps": (None, "minimum active rate of an RDMA port, Gb/s"),
     "gpufleet_peermem": (None, "GPUDirect RDMA through nvidia-peermem is required"),
+    "gpufleet_hugepages_2m": (None, "2 MiB huge pages per node (allocated at run time)"),
+    "gpufleet_hugepages_1g": (None, "1 GiB huge pages per node (allocated at boot: kernel command line)"),
+    "gpufleet_tuned_profile": (None, "tuned profile active on the node"),
+    "gpufleet_kubelet_policy": (
+        None, "the node's kubelet CPU, topology and memory managers (options of the filter "
+        "kubelet_tuning_config: cpu_manager_policy, reserved_system_cpus, topology_manager_policy, "
+        "topology_manager_scope, memory_manager_policy, reserved_memory)"),
+    "gpufleet_hca_irq_affinity": (None, "the interrupts of the RDMA devices run on CPUs of their NUMA node"),
     "gpufleet_kubernetes_version": (
         "1.36.4", "Kubernetes version X.Y.Z (or X.Y: newest patch) of the cluster: apt repository and pin "
         "of kubelet/kubeadm/kubectl, kubeadm's kubernetesVersion"),
@@ -48,7 +56,15 @@ NODE_VALIDATE_OPTIONS = {
     "gpufleet_link_layer": ("rdma", "link_layer"),
     "gpufleet_min_rate_gbps": ("rdma", "min_rate_gbps"),
     "gpufleet_peermem": ("rdma", "require_peermem"),
+    "gpufleet_hugepages_2m": ("tuning", "hugepages_2m"),
+    "gpufleet_hugepages_1g": ("tuning", "hugepages_1g"),
+    "gpufleet_tuned_profile": ("tuning", "tuned_profile"),
+    "gpufleet_kubelet_policy": ("tuning", "kubelet_policy"),
+    "gpufleet_hca_irq_affinity": ("tuning", "irq_affinity"),
 }
+# Fields of gpufleet_kubelet_policy the drift check compares (reservedMemory is rendered, not compared).
+KUBELET_POLICY_CHECKED = ("cpu_manager_policy", "reserved_system_cpus", "topology_manager_policy",
+                          "topology_manager_scope", "memory_manager_policy")
 
 
 def tier_default(name, groups=None, host=None):
@@ -64,21 +80,25 @@ def tier_default(name, groups=None, host=None):
     return TIER[name][0]
 
 
-def node_validate_options(values, gpu=None, rdma=None):
-    """node_validate's ``gpu`` and ``rdma`` options from the tier ``values`` (name -> value).
+def node_validate_options(values, gpu=None, rdma=None, tuning=None):
+    """node_validate's ``gpu``, ``rdma`` and ``tuning`` options from the tier ``values`` (name -> value).
 
-    Unset (None) expectations are left out; ``gpu``/``rdma`` are explicit options that win over
-    the tier, or ``False`` to turn the family off (node_validate's ``enabled: false``).
+    Unset (None) expectations are left out; ``gpu``/``rdma``/``tuning`` are explicit options that win
+    over the tier, or ``False`` to turn the family off (node_validate's ``enabled: false``).
     """
-    out = {"gpu": {}, "rdma": {}}
+    out = {"gpu": {}, "rdma": {}, "tuning": {}}
     for name, (family, option) in NODE_VALIDATE_OPTIONS.items():
         value = (values or {}).get(name)
         if value is None or value == "":
             continue
         if name == "gpufleet_driver_branch":
             value = str(value)
+        if name == "gpufleet_kubelet_policy" and isinstance(value, dict):
+            value = dict((key, value[key]) for key in KUBELET_POLICY_CHECKED if value.get(key) is not None)
+            if not value:
+                continue
         out[family][option] = value
-    for family, explicit in (("gpu", gpu), ("rdma", rdma)):
+    for family, explicit in (("gpu", gpu), ("rdma", rdma), ("tuning", tuning)):
         if explicit is False:
             out[family]["enabled"] = False
         elif explicit:

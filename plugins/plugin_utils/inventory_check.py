@@ -42,6 +42,7 @@ SITE_VARIABLES = {
     "gpufleet_validate_fail_on": "fail_on of playbooks/validate.yml",
     "gpufleet_validate_gpu": "more gpu_health options",
     "gpufleet_validate_rdma": "more rdma_validate options",
+    "gpufleet_validate_tuning": "more node_validate tuning options, or false",
     "gpufleet_validate_environment": "environment of the validation module",
     "gpufleet_node_validation": "result of playbooks/validate.yml (registered)",
     "gpufleet_sim_root": "lab: simulated sysfs root",
@@ -128,6 +129,19 @@ def tier_problems(variables):
     peermem = val("gpufleet_peermem")
     if peermem is not None and not isinstance(peermem, bool):
         out.append("gpufleet_peermem must be true or false, got %r" % (peermem,))
+    for name in ("gpufleet_hugepages_2m", "gpufleet_hugepages_1g"):
+        value = val(name)
+        if value is not None and not (_is_int(value) and int(value) >= 0):
+            out.append("%s must be a whole number >= 0, got %r" % (name, value))
+    profile = val("gpufleet_tuned_profile")
+    if profile is not None and not isinstance(profile, str):
+        out.append("gpufleet_tuned_profile must be a tuned profile name, got %r" % (profile,))
+    policy = val("gpufleet_kubelet_policy")
+    if policy is not None and not isinstance(policy, dict):
+        out.append("gpufleet_kubelet_policy must be a dict of kubelet_tuning_config options, got %r" % (policy,))
+    irq = val("gpufleet_hca_irq_affinity")
+    if irq is not None and not isinstance(irq, bool):
+        out.append("gpufleet_hca_irq_affinity must be true or false, got %r" % (irq,))
     taint = val("gpufleet_gate_taint_key")
     if taint is not None and not (isinstance(taint, str) and TAINT_KEY.match(taint) and len(taint) <= 316):
         out.append("gpufleet_gate_taint_key must be a Kubernetes taint key ([prefix/]name), got %r" % (taint,))

@@ -62,3 +62,57 @@ def test_topology_facts_and_nccl_env_in_a_play(tmp_path):
     assert [(c["id"], c["target"], c["status"]) for c in tuning["checks"]] == [
         ("tuning.hugepages", "2048kB", "pass"), ("tuning.tuned_profile", "node", "pass")]
     assert tuning["readiness"]["tuning"]["status"] == "pass"
+
+
+IRQ_PLAY = """
+- name: HCA interrupts
+  hosts: localhost
+  connection: local
+  gather_facts: false
+  tasks:
+    - name: Pin the HCA interrupts
+      gpufleet.cluster.hca_irq_affinity:
+        root: {root}
+    - name: Drift
+      gpufleet.cluster.node_validate:
+        root: {root}
+        gpu: {{enabled: false}}
+        rdma: {{enabled: false}}
+        tuning:
+          irq_affinity: true
+          kubelet_policy: {{cpu_manager_policy: static, reserved_system_cpus: "0-1"}}
+        fail_on: never
+"""
+
+
+@pytest.mark.parametrize("check_mode", [True, False])
+def test_hca_irq_affinity_and_tuning_drift_in_a_play(tmp_path, check_mode):
+    """The module in check mode reports the moves and writes nothing; for real it moves them and the drift
+    checks pass (kubelet drop-in as node_tuning writes it)."""
+    from irq_fixture import NODE0, node
+
+    root = node(tmp_path / "node")
+    dropin = tmp_path / "node/var/lib/kubelet/config.d"
+    dropin.mkdir(parents=True)
+    (tmp_path / "node/var/lib/kubelet/config.yaml").write_text("kind: KubeletConfiguration\ncgroupDriver: systemd\n")
+    (dropin / "50-gpufleet-tuning.conf").write_text("cpuManagerPolicy: static\nreservedSystemCPUs: 0-1\n")
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(IRQ_PLAY.format(root=root))
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="json",
+               ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_PYTHON_INTERPRETER=VENV_PYTHON,
+               GPUFLEET_REPORT_DIR=str(tmp_path / "reports"))
+    proc = subprocess.run([PLAYBOOK, "-i", "localhost,", str(playbook)] + (["--check"] if check_mode else []),
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=180, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    report, _ = json.JSONDecoder().raw_decode(proc.stdout[proc.stdout.index("{"):])
+    tasks = {task["task"]["name"]: task["hosts"]["localhost"] for task in report["plays"][0]["tasks"]}
+    pinned = tasks["Pin the HCA interrupts"]
+    assert pinned["changed"] is True and pinned["moved"] == 2
+    assert [m["irq"] for m in pinned["devices"][0]["moved"]] == [151, 152]
+    with open(os.path.join(root, "proc/irq/151/smp_affinity_list")) as handle:
+        assert handle.read().strip() == ("0-223" if check_mode else NODE0)
+    drift = [(c["id"], c["target"], c["status"]) for c in tasks["Drift"]["checks"]]
+    assert drift == [("tuning.kubelet_policy", "cpuManagerPolicy", "pass"),
+                     ("tuning.kubelet_policy", "reservedSystemCPUs", "pass"),
+                     ("tuning.irq_affinity", "mlx5_0", "fail" if check_mode else "pass"),
+                     ("tuning.irq_affinity", "mlx5_4", "pass")]

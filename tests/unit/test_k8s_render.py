@@ -110,6 +110,9 @@ def test_nccl_mpijob_structure(rendered):
     assert launcher["command"][launcher["command"].index("-np") + 1] == "16"
     assert "all_reduce_perf" in launcher["command"]
     assert "NCCL_IB_GID_INDEX=3" in launcher["command"]
+    # from the DGX H100 fixture's topology: each GPU's ConnectX-7 behind the same PCIe switch
+    assert "NCCL_IB_HCA==mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1,mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_7:1" in launcher["command"]
+    assert "NCCL_NET_GDR_LEVEL=PIX" in launcher["command"]
     worker = specs["Worker"]["template"]
     limits = worker["spec"]["containers"][0]["resources"]["limits"]
     assert limits["nvidia.com/gpu"] == 8

@@ -84,4 +84,28 @@ def test_not_a_dict():
 
 
 def test_registered():
-    assert set(FilterModule().filters()) == {"kubelet_tuning_config"}
+    assert set(FilterModule().filters()) == {"kubelet_tuning_config", "kernel_tuning_args"}
+
+
+def test_kernel_tuning_args():
+    from ansible_collections.gpufleet.cluster.plugins.filter.kubelet_tuning import kernel_tuning_args
+    assert kernel_tuning_args() == [] and kernel_tuning_args(0, {}) == []
+    assert kernel_tuning_args(8, {"cpus": "2-55,58-111"}, reserved_system_cpus="0-1,56-57") == [
+        "hugepagesz=1G", "hugepages=8", "isolcpus=managed_irq,domain,2-55,58-111",
+        "nohz_full=2-55,58-111", "rcu_nocbs=2-55,58-111"]
+    assert kernel_tuning_args(None, {"cpus": "4-7", "isolcpus_flags": ["nohz"], "nohz_full": False,
+                                     "rcu_nocbs": True}) == ["isolcpus=nohz,4-7", "rcu_nocbs=4-7"]
+
+
+def test_kernel_tuning_args_refusals_named_at_once():
+    from ansible_collections.gpufleet.cluster.plugins.filter.kubelet_tuning import kernel_tuning_args
+    with pytest.raises(AnsibleFilterError) as err:
+        kernel_tuning_args(-1, {"cpus": "0-3", "isolcpus_flags": ["irq"], "nohzfull": True},
+                           reserved_system_cpus="0-1")
+    message = str(err.value)
+    for part in ("hugepages_1g must be an integer >= 0, got -1", "unknown option cpu_isolation.nohzfull",
+                 "isolcpus_flags ['irq'] must be a list of: nohz, domain, managed_irq",
+                 "cpu_isolation.cpus 0-3 and the kubelet's reserved_system_cpus 0-1 overlap (CPUs 0,1)"):
+        assert part in message
+    with pytest.raises(AnsibleFilterError, match="cpu_isolation.cpus None is not a cpuset list"):
+        kernel_tuning_args(None, {"nohz_full": True})

@@ -487,6 +487,7 @@ ARGSPECS = {
     "containerd_dropin": lambda: _module("containerd_dropin").ARGUMENT_SPEC,
     "gpu_facts": lambda: GPU_FACTS_ARGSPEC,
     "gpu_health": lambda: module_argspec(GPU),
+    "hca_irq_affinity": lambda: _module("hca_irq_affinity").ARGUMENT_SPEC,
     "mlx5_facts": lambda: MLX5_FACTS_ARGSPEC,
     "node_validate": lambda: node_argspec(FAMILIES),
     "rdma_bandwidth": lambda: _module("rdma_bandwidth").ARGUMENT_SPEC,

@@ -95,3 +95,68 @@ def test_node_validate_runs_the_tuning_family(tmp_path):
                            runner=ScriptedRunner())
     assert off["readiness"]["tuning"]["status"] == "off"
     assert not [c for c in off["checks"] if c["id"].startswith("tuning.")]
+
+
+# kubeadm's /var/lib/kubelet/config.yaml (fields as kubeadm init writes them; trimmed) and the drop-in
+# role node_tuning writes (filter kubelet_tuning_config).
+KUBEADM_CONFIG = """apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+cgroupDriver: systemd
+clusterDNS:
+- 10.96.0.10
+cpuManagerReconcilePeriod: 0s
+staticPodPath: /etc/kubernetes/manifests
+"""
+DROPIN = """apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+cpuManagerPolicy: static
+reservedSystemCPUs: 0-1,56-57
+topologyManagerPolicy: single-numa-node
+topologyManagerScope: pod
+"""
+POLICY = {"cpu_manager_policy": "static", "reserved_system_cpus": "0,1,56,57",
+          "topology_manager_policy": "single-numa-node", "topology_manager_scope": "pod"}
+
+
+def test_kubelet_policy_from_config_and_dropins(tmp_path):
+    root = tree(tmp_path, {"var/lib/kubelet/config.yaml": KUBEADM_CONFIG,
+                           "var/lib/kubelet/config.d/50-gpufleet-tuning.conf": DROPIN})
+    assert brief(checks(root, kubelet_policy=POLICY)) == [
+        ("tuning.kubelet_policy", "cpuManagerPolicy", "pass"),
+        ("tuning.kubelet_policy", "topologyManagerPolicy", "pass"),
+        ("tuning.kubelet_policy", "topologyManagerScope", "pass"),
+        ("tuning.kubelet_policy", "reservedSystemCPUs", "pass")]
+    # a later drop-in wins (lexical order), a file without .conf is ignored
+    tree(tmp_path, {"var/lib/kubelet/config.d/60-site.conf": '{"topologyManagerPolicy": "restricted"}',
+                    "var/lib/kubelet/config.d/70-ignored.yaml": "cpuManagerPolicy: none\n"})
+    result = [c for c in checks(root, kubelet_policy=POLICY) if c["status"] == "fail"]
+    assert [(c["target"], c["message"]) for c in result] == [
+        ("topologyManagerPolicy", "topologyManagerPolicy is 'restricted', 'single-numa-node' configured (read "
+         "/var/lib/kubelet/config.yaml, /var/lib/kubelet/config.d/50-gpufleet-tuning.conf, "
+         "/var/lib/kubelet/config.d/60-site.conf)")]
+
+
+def test_kubelet_policy_defaults_when_unset(tmp_path):
+    root = tree(tmp_path, {"var/lib/kubelet/config.yaml": KUBEADM_CONFIG})
+    result = checks(root, kubelet_policy={"cpu_manager_policy": "static", "topology_manager_scope": "container"})
+    assert brief(result) == [("tuning.kubelet_policy", "cpuManagerPolicy", "fail"),
+                             ("tuning.kubelet_policy", "topologyManagerScope", "pass")]
+    assert result[0]["message"].startswith("cpuManagerPolicy is 'none' (not set: the kubelet's default), 'static'")
+
+
+@pytest.mark.parametrize("files, problem", [
+    ({}, "cannot read /var/lib/kubelet/config.yaml"),
+    ({"var/lib/kubelet/config.yaml": "- a list\n"}, "/var/lib/kubelet/config.yaml: not a mapping"),
+    ({"var/lib/kubelet/config.yaml": KUBEADM_CONFIG, "var/lib/kubelet/config.d/50-x.conf": "a: [\n"},
+     "/var/lib/kubelet/config.d/50-x.conf: not YAML"),
+])
+def test_kubelet_policy_unreadable_fails_closed(tmp_path, files, problem):
+    result = checks(tree(tmp_path, files), kubelet_policy={"cpu_manager_policy": "static"})
+    assert brief(result) == [("tuning.kubelet_policy", "config", "fail")]
+    assert result[0]["message"].startswith("kubelet configuration unreadable: " + problem)
+
+
+def test_kubelet_policy_bad_cpuset_option():
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.tuning_checks import validate_options
+    assert validate_options({"kubelet_policy": {"reserved_system_cpus": "0-"}}, "tuning.") == [
+        "option tuning.kubelet_policy.reserved_system_cpus: '0-' is not a cpuset list such as 0-1,56-57"]

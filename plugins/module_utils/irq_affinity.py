@@ -1,0 +1,49 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Interrupts of the RDMA devices (HCAs) and the CPUs of their NUMA node, read below a root.
+
+One reading for the module ``hca_irq_affinity`` (which writes the affinity) and the drift check
+``tuning.irq_affinity`` (which compares it). Kernel ABI: ``/sys/class/infiniband/<dev>/device`` is
+the PCI function; its ``msi_irqs/`` holds one file per MSI/MSI-X vector named by the IRQ number
+(Documentation/ABI/testing/sysfs-bus-pci), ``numa_node`` and ``local_cpulist`` the node and its
+CPUs; ``/proc/irq/<n>/smp_affinity_list`` the CPUs an IRQ may run on, as a cpu list
+(Documentation/core-api/irq/irq-affinity.rst).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils.cpulist import parse_cpulist
+
+def affinity_path(irq):
+    return "proc/irq/%d/smp_affinity_list" % irq
+
+
+def hca_irqs(reader, devices=None):
+    """One entry per RDMA device (all under sys/class/infiniband, or ``devices``):
+    ``{device, numa_node, local_cpulist, local_cpus (set or None), irqs: [{irq, affinity (set or None),
+    affinity_text}], problem}``; ``problem`` names what could not be read (None when all was read)."""
+    names = reader.listdir("sys/class/infiniband") if devices is None else list(devices)
+    out = []
+    for name in names:
+        base = "sys/class/infiniband/%s/device" % name
+        entry = {"device": name, "numa_node": reader.read_int(base + "/numa_node"),
+                 "local_cpulist": reader.read(base + "/local_cpulist"), "irqs": [], "problem": None}
+        entry["local_cpus"] = parse_cpulist(entry["local_cpulist"])
+        irq_names = reader.listdir(base + "/msi_irqs")
+        if not reader.isdir("sys/class/infiniband/%s" % name):
+            entry["problem"] = "no RDMA device %s under /sys/class/infiniband" % name
+        elif entry["local_cpus"] is None:
+            entry["problem"] = "cannot read /%s/local_cpulist" % base
+        elif not irq_names:
+            entry["problem"] = "no MSI/MSI-X interrupts under /%s/msi_irqs" % base
+        for irq_name in irq_names:
+            if not irq_name.isdigit():
+                continue
+            irq = int(irq_name)
+            text = reader.read(affinity_path(irq))
+            entry["irqs"].append({"irq": irq, "affinity_text": text, "affinity": parse_cpulist(text)})
+        out.append(entry)
+    return out
