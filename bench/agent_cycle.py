@@ -6,9 +6,11 @@ tests/fixtures/nodes/dgx-h100 (8 GPUs, 4 NVSwitches, 9 HCAs) with the fake NVML 
 the h100-healthy scenario, applies hysteresis and writes health.json, agent-state.json and the
 Prometheus textfile into a temporary directory. Printed, min / median / max over --runs cycles:
 
-* process: what systemd runs every interval: a fresh interpreter (``python3 -I``, no site
-  packages, so no Ansible on the path) running the installed entry point; CPU time of the child
-  (user + system, resource.getrusage(RUSAGE_CHILDREN)) including interpreter start-up and imports;
+* process: what systemd runs every interval: a fresh interpreter with the service's flags
+  (``python3 -s -S``: no site module, no .pth file, so no Ansible on the path) running the role's
+  entry point next to the collection's module_utils, as installed in /opt/gpufleet/agent; CPU time
+  of the child (user + system, resource.getrusage(RUSAGE_CHILDREN)) including interpreter
+  start-up and imports. The fake NVML binding comes through PYTHONPATH, as in the lab;
 * in-process: the cycle alone (Agent.cycle) in a warm interpreter, CPU time (time.process_time).
 
     .venv/bin/python bench/agent_cycle.py [--runs 20]
@@ -32,12 +34,9 @@ NODE = os.path.join(REPO, "tests", "fixtures", "nodes", "dgx-h100")
 SCENARIO = os.path.join(REPO, "tests", "fixtures", "nvml", "h100-healthy.json")
 TARGET_MS = 50.0
 
-ENTRY = r"""
-import sys
-sys.path[:0] = sys.argv[1:3]
-from ansible_collections.gpufleet.cluster.plugins.module_utils.agent import main
-sys.exit(main([sys.argv[3]]))
-"""
+ENTRY = os.path.join(REPO, "roles", "node_health_agent", "files", "gpufleet-health-agent")
+# ExecStart of roles/node_health_agent/templates/gpufleet-health-agent.service.j2
+FLAGS = ["-s", "-S"]
 
 
 def config(work):
@@ -63,11 +62,15 @@ def main():
     work = tempfile.mkdtemp(prefix="gpufleet-agent-bench-")
     try:
         path = config(work)
-        env = dict(os.environ, GPUFLEET_FAKE_NVML_SCENARIO=SCENARIO)
+        # /opt/gpufleet/agent: the entry point and the collection tree beside it
+        entry = os.path.join(work, "gpufleet-health-agent")
+        shutil.copy(ENTRY, entry)
+        os.symlink(os.path.join(COLLECTIONS, "ansible_collections"), os.path.join(work, "ansible_collections"))
+        env = dict(os.environ, GPUFLEET_FAKE_NVML_SCENARIO=SCENARIO, PYTHONPATH=FAKE_NVML)
         process = []
         for _ in range(args.runs):
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
-            out = subprocess.run([sys.executable, "-I", "-c", ENTRY, COLLECTIONS, FAKE_NVML, path], env=env,
+            out = subprocess.run([sys.executable] + FLAGS + [entry, path], env=env,
                                  capture_output=True, text=True, check=True)
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
             process.append(((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)) * 1000)
@@ -76,14 +79,13 @@ def main():
         fake = []
         for _ in range(args.runs):
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
-            subprocess.run([sys.executable, "-I", "-c", "import sys; sys.path.insert(0, sys.argv[1]); import pynvml",
-                            FAKE_NVML], env=env, check=True)
+            subprocess.run([sys.executable] + FLAGS + ["-c", "import pynvml"], env=env, check=True)
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
             fake.append(((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)) * 1000)
         bare = []
         for _ in range(args.runs):
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
-            subprocess.run([sys.executable, "-I", "-c", "pass"], check=True)
+            subprocess.run([sys.executable] + FLAGS + ["-c", "pass"], check=True)
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
             bare.append(((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)) * 1000)
         with open(os.path.join(work, "state", "health.json")) as handle:
@@ -105,10 +107,10 @@ def main():
         print("agent cycle on %s (%d checks), %d runs, CPU ms (load %s)" % (
             os.path.relpath(NODE, REPO), len(health["checks"]), args.runs,
             "%.1f %.1f %.1f" % os.getloadavg()))
-        print("  process (python3 -I, start-up + imports + cycle): %s" % stats(process))
+        print("  process (python3 -s -S, start-up + imports + cycle): %s" % stats(process))
         print("  of which the fake NVML binding's import (test double: JSON scenario, interpreter start-up): %s"
               % stats(fake))
-        print("  an empty interpreter (python3 -I -c pass)       : %s" % stats(bare))
+        print("  an empty interpreter (python3 -s -S -c pass)    : %s" % stats(bare))
         agent_ms = statistics.median(process) - statistics.median(fake) + statistics.median(bare)
         print("  process without the fake binding (median)       : %6.1f" % agent_ms)
         print("  in-process cycle                                : %s" % stats(inproc))

@@ -408,8 +408,17 @@ def load_config(path):
     return config
 
 
+def add_python_path(config):
+    """Put the configuration's ``python_path`` directories (the NVML binding's, found by the role)
+    on sys.path: the service runs ``python3 -S``, which reads no .pth file."""
+    for directory in config.get("python_path") or []:
+        if isinstance(directory, str) and directory not in sys.path:
+            sys.path.append(directory)
+
+
 def build_agent(config):
     """The Agent with the publishers its configuration turns on."""
+    add_python_path(config)
     kube = slurm = None
     if (config.get("kubernetes") or {}).get("enabled"):
         from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_kube import KubePublisher
@@ -438,6 +447,9 @@ def config_errors(config):
     for name in ("kubernetes", "slurm"):
         if not isinstance(config.get(name) or {}, dict):
             errors.append("%s must be a dict" % name)
+    python_path = config.get("python_path") or []
+    if not isinstance(python_path, list) or not all(isinstance(item, str) for item in python_path):
+        errors.append("python_path must be a list of directories, got %r" % (python_path,))
     return errors
 
 
@@ -452,7 +464,7 @@ def slurm_health_check(config, log=None):
         log("%s: slurm: no agent result in %s yet: node left as it is" % (AGENT_NAME, path))
         return 0
     publisher = SlurmPublisher.from_config(config)
-    for line in publisher.publish(result["agent"].get("healthy"), result["agent"].get("failing") or []):
+    for line in publisher.publish(result["agent"].get("healthy"), result["agent"].get("failing") or [], always=True):
         log("%s: slurm: %s" % (AGENT_NAME, line))
     return 0
 

@@ -79,9 +79,11 @@ class SlurmPublisher(object):
             raise AgentError("%s failed (rc %s): %s" % (" ".join(argv), result.rc, (result.stderr or result.stdout).strip()))
         return result.stdout
 
-    def publish(self, healthy, failing):
+    def publish(self, healthy, failing, always=False):
+        """Run the scontrol commands the node's health needs; the explanation as a journal line when
+        a command ran (``always``: also when nothing was to do, the HealthCheckProgram mode)."""
         shown = self._run([self.scontrol, "show", "node", self.node, "-o"])
         commands, why = slurm_commands(self.node, healthy, failing, shown, self.scontrol)
         for argv in commands:
             self._run(argv)
-        return [why] if commands else []
+        return [why] if commands or always else []

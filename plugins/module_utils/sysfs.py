@@ -97,6 +97,10 @@ def is_index(name):
     return isinstance(name, str) and re.match(r"^[0-9]{1,9}$", name) is not None
 
 
+class _LinkLoop(Exception):
+    """More than 40 symbolic links in a row while resolving a path."""
+
+
 class SysfsReader(object):
     """Read files below ``root`` with memoisation and field-level tolerance."""
 
@@ -106,7 +110,7 @@ class SysfsReader(object):
         self._cache = {}
         self._dir_cache = {}
         self._raw = {}  # escaped name shown to callers -> name on disk
-        self._real = {}  # directory -> its realpath (a run reads many files of one directory)
+        self._real = {}  # path -> its realpath (a run reads many files of one directory)
 
     def path(self, rel):
         """Absolute path of ``rel`` (e.g. ``sys/module/mlx5_core``) below root."""
@@ -126,16 +130,44 @@ class SysfsReader(object):
         return real == self._root_real or real.startswith(self._root_real + os.sep)
 
     def _realpath(self, full):
-        """os.path.realpath(full), with the realpath of each parent directory resolved once:
-        realpath(parent/name) is realpath(parent)/name unless name is a symlink or a dot entry."""
-        parent, name = os.path.split(full)
-        if not parent or name in ("", ".", ".."):
+        """os.path.realpath(full), each path resolved once per reader: realpath(parent/name) is
+        realpath(parent)/name unless name is a symlink (then its target is resolved from
+        realpath(parent), the directory holding it) or a dot entry. A cycle reads hundreds of files
+        below a few dozen directories: one lstat per new path component, instead of one per
+        component of every path as os.path.realpath does. An absolute link target, or more than
+        40 links in a row (a loop), is left to os.path.realpath."""
+        try:
+            return self._resolve(full, 0)
+        except _LinkLoop:  # not cached: a link resolved through the loop is not where the loop ends
             return os.path.realpath(full)
-        real_parent = self._real.get(parent)
-        if real_parent is None:
-            real_parent = self._real[parent] = os.path.realpath(parent)
-        candidate = os.path.join(real_parent, name)
-        return os.path.realpath(candidate) if os.path.islink(candidate) else candidate
+
+    def _resolve(self, full, links):
+        real = self._real.get(full)
+        if real is not None:
+            return real
+        parent, name = os.path.split(full)
+        if not parent or parent == full:
+            real = os.path.realpath(full)
+        elif name in ("", "."):
+            real = self._resolve(parent, links)
+        elif name == "..":
+            real = os.path.dirname(self._resolve(parent, links))
+        else:
+            real = os.path.join(self._resolve(parent, links), name)
+            try:
+                is_link = stat.S_ISLNK(os.lstat(real).st_mode)
+            except OSError:  # missing: kept as it is, as os.path.realpath does
+                is_link = False
+            if is_link:
+                if links >= 40:
+                    raise _LinkLoop(full)
+                target = os.readlink(real)
+                if os.path.isabs(target):
+                    real = os.path.realpath(real)
+                else:
+                    real = self._resolve(os.path.join(os.path.dirname(real), target), links + 1)
+        self._real[full] = real
+        return real
 
     def _display(self, name):
         shown = safe_text(name)

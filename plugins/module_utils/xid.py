@@ -32,7 +32,6 @@ as an XID 79 event with ``kind: fallen_off_bus``, unless the same GPU also logge
 
 from __future__ import absolute_import, division, print_function
 
-import datetime
 import os
 import re
 import stat
@@ -206,6 +205,8 @@ def catalog_entry(xid):
 def _epoch(fields, offset):
     """Epoch seconds of (y, mo, d, h, mi, s); ``offset`` seconds east of UTC, None = local.
     None when the date is impossible."""
+    import datetime  # here: only a journal or dmesg line needs it (1 ms of every agent cycle's start-up)
+
     try:
         if offset is None:
             datetime.datetime(*fields)  # validates ranges (month 13, hour 25, Feb 30 ...)

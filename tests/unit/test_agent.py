@@ -298,3 +298,52 @@ def test_the_tuning_family_runs_in_the_agent_too(tmp_path):
     assert [c["id"] for c in health["checks"] if c["id"].startswith("tuning.")] == ["tuning.tuned_profile"]
     settings, errors = agent.hysteresis_settings({"hysteresis": {"per_check": {"tuning.hugepages": {"fail_after": 1}}}})
     assert errors == []
+
+
+# -- bad input end to end: the configured publishers, main() as systemd runs it ----------------------
+def test_an_unreachable_api_server_is_journalled_and_the_result_still_written(tmp_path):
+    """The Kubernetes publisher the configuration builds (build_agent), pointed at a closed port:
+    the cycle returns 0, the journal names the server, health.json and the metrics are written, and
+    the next cycle (server still down) goes on the same way (the timer loop never stops)."""
+    instance, lines = make_agent(tmp_path, kubernetes={"enabled": True, "server": "http://127.0.0.1:9", "timeout": 2})
+    built = agent.build_agent(instance.config)
+    instance.kube = built.kube
+    for cycle in (1, 2):
+        assert instance.cycle() == 0
+        assert json.loads((tmp_path / "state" / "health.json").read_text())["cycle"] == cycle
+        assert lines[-1].startswith("gpufleet-health-agent: kubernetes: not updated: API server http://127.0.0.1:9 "
+                                    "unreachable"), lines
+    assert (tmp_path / "textfile" / "gpufleet.prom").exists()
+
+
+def test_main_keeps_the_last_good_result_on_bad_settings_and_a_missing_textfile_directory(tmp_path, capsys):
+    """main() as the service runs it: a good cycle, then a configuration with an unknown check id
+    (health.json untouched, exit 0), then a removed textfile directory (result written, exit 0)."""
+    instance, _ = make_agent(tmp_path)
+    config = instance.config
+    path = tmp_path / "agent.json"
+    path.write_text(json.dumps(config))
+    assert agent.main([str(path)]) == 0
+    good = (tmp_path / "state" / "health.json").read_text()
+    path.write_text(json.dumps(dict(config, hysteresis={"per_check": {"gpu.xidd": {"fail_after": 1}}})))
+    assert agent.main([str(path)]) == 0
+    assert (tmp_path / "state" / "health.json").read_text() == good
+    assert "unknown check id 'gpu.xidd'" in capsys.readouterr().out
+    __import__("shutil").rmtree(tmp_path / "textfile")
+    path.write_text(json.dumps(config))
+    assert agent.main([str(path)]) == 0
+    assert json.loads((tmp_path / "state" / "health.json").read_text())["cycle"] == 2
+    assert "metrics not written (node_exporter textfile collector): directory %s does not exist" % (
+        tmp_path / "textfile") in capsys.readouterr().out
+
+
+def test_python_path_goes_on_sys_path_and_is_checked(tmp_path, capsys, monkeypatch):
+    import sys
+
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    agent.add_python_path({"python_path": [str(tmp_path)]})
+    assert sys.path[-1] == str(tmp_path)
+    path = tmp_path / "agent.json"
+    path.write_text(json.dumps({"node_validate": {"root": DGX}, "python_path": "/opt/nvml"}))
+    assert agent.main(["--check-config", str(path)]) == 1
+    assert "python_path must be a list of directories, got '/opt/nvml'" in capsys.readouterr().out

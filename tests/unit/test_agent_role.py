@@ -83,5 +83,5 @@ def test_npd_monitor_config_follows_the_custom_plugin_format():
     rule = config["rules"][0]
     assert rule["type"] == "permanent" and rule["condition"] == config["conditions"][0]["type"]
     assert rule["path"] == "/usr/bin/python3"
-    assert rule["args"][:3] == ["-s", "/opt/gpufleet/agent/gpufleet-health-agent", "--npd"]
+    assert rule["args"][:4] == ["-s", "-S", "/opt/gpufleet/agent/gpufleet-health-agent", "--npd"]
     assert set(rule) <= {"type", "condition", "reason", "path", "args", "timeout", "invoke_interval"}

@@ -94,3 +94,17 @@ def test_scontrol_failure_is_an_agent_error():
                              (1, "", "slurm_load_node error: Unable to contact slurm controller")})
     with pytest.raises(agent.AgentError, match="Unable to contact slurm controller"):
         SlurmPublisher("gpu-1", runner).publish(True, [])
+
+
+def test_health_check_program_mode_says_what_it_decided_every_run(tmp_path, monkeypatch, capsys):
+    """--slurm-health-check (slurmd's HealthCheckProgram) reads health.json and prints its decision
+    even when nothing is to do (the wrapper sends it to the journal), unlike the cycle's publisher."""
+    (tmp_path / "health.json").write_text(json.dumps({"agent": {"healthy": True, "failing": []}}))
+    runner = ScriptedRunner({("scontrol", "show", "node", "gpu-1", "-o"): (0, show("IDLE+DRAIN", "admin: bad dimm"), "")})
+    monkeypatch.setattr(SlurmPublisher, "from_config", classmethod(lambda cls, config: cls("gpu-1", runner)))
+    assert SlurmPublisher("gpu-1", runner).publish(True, []) == []
+    assert agent.slurm_health_check({"state_dir": str(tmp_path)}) == 0
+    assert capsys.readouterr().out == "gpufleet-health-agent: slurm: nothing to do\n"
+    (tmp_path / "health.json").write_text(json.dumps({"agent": {"healthy": False, "failing": FAILING}}))
+    assert agent.slurm_health_check({"state_dir": str(tmp_path)}) == 0
+    assert "left alone: drained or down for another reason (admin: bad dimm" in capsys.readouterr().out

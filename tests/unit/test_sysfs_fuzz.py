@@ -415,3 +415,37 @@ def test_looping_symlinks_and_directory_file_swaps(tmp_path):
     entry = facts["devices"][0]["ports"][0]
     assert entry["state"] is None and entry["rate_gbps"] is None and entry["roce_v2_gid_index"] is None
     _deliverable(facts)
+
+
+def _every_path(root):
+    for base, dirs, files in os.walk(root):
+        for name in dirs + files + ["missing", "..", "."]:
+            yield os.path.join(base, name)
+            yield os.path.join(base, name, "..", "x")
+
+
+def test_cached_realpath_is_os_realpath_on_real_fixtures_and_odd_links(tmp_path):
+    """SysfsReader resolves each path component once (cache); the result must be os.path.realpath's
+    for every path of the real fixture trees (relative links into ../../devices) and for loops,
+    absolute links, dangling links, chains and links through '..'."""
+    odd = tmp_path / "odd"
+    (odd / "a" / "b").mkdir(parents=True)
+    os.symlink("loop", odd / "loop")
+    os.symlink("x/../../a", odd / "a" / "b" / "up")
+    os.symlink(str(tmp_path), odd / "absolute")
+    os.symlink("nowhere/at/all", odd / "dangling")
+    os.symlink("chain2", odd / "chain1")
+    os.symlink("a/b/up/b", odd / "chain2")
+    os.symlink("ping", odd / "pong")
+    os.symlink("pong", odd / "ping")
+    roots = [str(odd)] + [os.path.join(FIXTURES, "nodes", name) for name in ("dgx-h100", "hdr-degraded")]
+    checked = 0
+    for root in roots:
+        reader = SysfsReader(root)
+        for path in _every_path(root):
+            assert reader._realpath(path) == os.path.realpath(path), path
+            checked += 1
+    for name in ("loop", "absolute", "dangling", "chain1", "ping", "a/b/up/b/up"):
+        path = os.path.join(str(odd), name, "file")
+        assert SysfsReader(str(odd))._realpath(path) == os.path.realpath(path), name
+    assert checked > 1000
