@@ -41,7 +41,8 @@ LOW = "low"
 SEVERITIES = (CRITICAL, HIGH, MEDIUM, LOW)  # worst first
 CHECK_SEVERITY = {
     # the node cannot be trusted at all: nothing known, a GPU gone, or a fault that needs a reset
-    "host.unreachable": CRITICAL, "host.validation": CRITICAL, "gpu.nvml": CRITICAL, "gpu.count": CRITICAL,
+    "host.unreachable": CRITICAL, "host.validation": CRITICAL, "agent.condition": CRITICAL,
+    "gpu.nvml": CRITICAL, "gpu.count": CRITICAL,
     "gpu.lost": CRITICAL, "gpu.recovery_action": CRITICAL, "gpu.xid": CRITICAL,
     "gpu.ecc.volatile_uncorrectable": CRITICAL, "gpu.row_remap": CRITICAL, "gpu.retired_pages": CRITICAL,
     # the node runs, but jobs on it fail or crawl

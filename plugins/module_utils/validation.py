@@ -393,7 +393,7 @@ def readiness_text(readiness):
 
 
 # -- checks computed elsewhere (record_checks) -----------------------------------------------------
-RECORD_CHECKS_OPTIONS = {"checks": {"type": "list", "elements": "dict", "required": True}}
+RECORD_CHECKS_OPTIONS = {"checks": {"type": "list", "elements": "dict"}, "hosts": {"type": "dict"}}
 REQUIRED_KEYS = ("id", "target", "status", "message")
 
 
@@ -404,16 +404,18 @@ def record_checks_argspec():
     return spec
 
 
-def build_results(checks):
-    """CheckResults from plain dicts; (None, error) naming the bad entry."""
+def build_results(checks, option="checks"):
+    """CheckResults from plain dicts; (None, error) naming the bad entry (``option[index]``)."""
     results = CheckResults()
     for index, check in enumerate(checks):
+        if not isinstance(check, dict):
+            return None, "option %s[%d]: a check must be a dict, got %r" % (option, index, check)
         missing = [key for key in REQUIRED_KEYS if check.get(key) in (None, "")]
         if missing:
-            return None, "option checks[%d]: missing %s" % (index, ", ".join(missing))
+            return None, "option %s[%d]: missing %s" % (option, index, ", ".join(missing))
         if check["status"] not in STATUSES:
-            return None, "option checks[%d]: status %r is not one of %s" % (
-                index, check["status"], ", ".join(STATUSES))
+            return None, "option %s[%d]: status %r is not one of %s" % (
+                option, index, check["status"], ", ".join(STATUSES))
         extra = dict((key, check[key]) for key in ("observed", "expected") if key in check)
         results.add(str(check["id"]), str(check["target"]), check["status"], str(check["message"]), **extra)
     return results, None

@@ -17,6 +17,9 @@ description:
     the C(nccl_tests_checks) filter) and returns them as C(checks), C(summary) and C(healthy), so
     that the C(fleet_report) callback collects them like any validation module's result.
   - Validates every check (id, target, status, message) and fails naming the offending entry.
+  - With O(hosts) instead of O(checks), one task on the controller reports checks for many hosts
+    (C(host_checks)), which the C(fleet_report) callback files under those hosts. Fleet status
+    from the Kubernetes API (playbooks/fleet_status.yml) costs one task, not one per host.
   - Never changes anything.
 author:
   - gpufleet contributors (@gpufleet)
@@ -26,7 +29,12 @@ options:
       skip), C(message) and optionally C(observed) and C(expected).
     type: list
     elements: dict
-    required: true
+  hosts:
+    description:
+      - Checks of other hosts, a dict host name -> list of checks as in O(checks) (for example
+        from the C(agent_status_checks) filter). Mutually exclusive with O(checks); one of them is
+        required. O(fail_on) applies to the checks of all hosts.
+    type: dict
 extends_documentation_fragment:
   - gpufleet.cluster.validation.fail_on
   - gpufleet.cluster.attributes
@@ -43,7 +51,7 @@ EXAMPLES = r"""
 RETURN = r"""
 checks:
   description: The checks, validated.
-  returned: always
+  returned: when O(checks) is set
   type: list
   elements: dict
 summary:
@@ -55,10 +63,21 @@ healthy:
   description: True when no check has status fail.
   returned: always
   type: bool
+host_checks:
+  description: With O(hosts), the checks per host, validated (no C(checks) then).
+  returned: when O(hosts) is set
+  type: dict
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import exit_with_checks
+from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import (
+    exit_with_checks,
+    failure_message,
+    is_healthy,
+    json_safe,
+    should_fail,
+    summarize,
+)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import (
     build_results,
     record_checks_argspec,
@@ -66,11 +85,25 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import
 
 
 def main():
-    module = AnsibleModule(argument_spec=record_checks_argspec(), supports_check_mode=True)
-    results, error = build_results(module.params["checks"])
-    if error:
-        module.fail_json(msg=error)
-    exit_with_checks(module, results, module.params["fail_on"])
+    module = AnsibleModule(argument_spec=record_checks_argspec(), supports_check_mode=True,
+                           mutually_exclusive=[("checks", "hosts")], required_one_of=[("checks", "hosts")])
+    if module.params["hosts"] is None:
+        results, error = build_results(module.params["checks"])
+        if error:
+            module.fail_json(msg=error)
+        exit_with_checks(module, results, module.params["fail_on"])
+    host_checks, every = {}, []
+    for host, checks in module.params["hosts"].items():
+        results, error = build_results(checks if isinstance(checks, list) else [None], "hosts[%s]" % host)
+        if error:
+            module.fail_json(msg=error)
+        host_checks[host] = results.as_list()
+        every.extend(host_checks[host])
+    payload = {"host_checks": host_checks, "summary": summarize(every), "healthy": is_healthy(every), "changed": False}
+    if should_fail(every, module.params["fail_on"]):
+        payload["msg"] = failure_message(every, module.params["fail_on"])
+        module.fail_json(**json_safe(payload))
+    module.exit_json(**json_safe(payload))
 
 
 if __name__ == "__main__":

@@ -528,6 +528,14 @@ class FleetReport(object):
         items = [item for item in data.get("results", []) or [] if isinstance(item, dict)]
         returned_checks = False
         failures = []
+        # A controller task reporting for other hosts (record_checks option hosts: fleet status
+        # from the Kubernetes API, one task for the whole fleet): {host: [checks]}.
+        host_checks = data.get("host_checks")
+        if isinstance(host_checks, dict):
+            returned_checks = True
+            for other, checks in host_checks.items():
+                if isinstance(checks, list):
+                    self.add_checks(str(other), checks, task_name)
         for payload in [data] + items:
             if isinstance(payload.get("checks"), list):
                 returned_checks = True
@@ -545,7 +553,7 @@ class FleetReport(object):
             self._reported(host)
             self.validation_task(task_key)
         if outcome == "failed":
-            if not failures and not isinstance(data.get("checks"), list):
+            if not failures and not isinstance(data.get("checks"), list) and not isinstance(host_checks, dict):
                 failures.append(failure_reason(data))
             if failures:
                 reason = failures[0] if len(failures) == 1 else "%s (and %d more failed item(s))" % (

@@ -60,3 +60,43 @@ def test_fleet_status_reports_the_published_results(tmp_path):
         assert hosts[name]["checks"][0]["id"] == "host.validation", hosts[name]
     assert "s old (more than 300 s)" in json.dumps(hosts["node-c"]["checks"])
     assert report["totals"]["hosts"] == 4 and report["totals"]["unhealthy"] == 3
+
+
+def test_fleet_status_from_the_kubernetes_api(tmp_path):
+    """Source kubernetes: the conditions written by the agent's own publisher into the in-process
+    API double, one GET of the node list, one record_checks task for the fleet; a node without a
+    condition, one with a stale heartbeat and one missing from the API fail (agent.condition); the
+    report has no entry for localhost."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_kube import KubeClient, KubePublisher
+    from fake_kube_api.server import FakeKubeAPI
+
+    failing = [{"id": "gpu.count", "target": "node", "status": "fail", "message": "7 GPUs in NVML, 8 on the PCI bus"}]
+    with FakeKubeAPI() as api:
+        token = tmp_path / "token"
+        token.write_text(api.token)
+        client = KubeClient(api.url, token_file=str(token))
+        for name in ("node-a", "node-b", "node-c", "node-e"):
+            api.add_node(name)
+        KubePublisher(client, "node-a").publish(True, [])
+        KubePublisher(client, "node-b").publish(False, failing)
+        KubePublisher(client, "node-e", clock=lambda: time.time() - 3600).publish(True, [])
+        inventory = tmp_path / "hosts.yml"
+        inventory.write_text(json.dumps({"all": {"hosts": {name: {} for name in
+                                                           ("node-a", "node-b", "node-c", "node-d", "node-e")}}}))
+        env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"),
+                   GPUFLEET_REPORT_DIR=str(tmp_path / "reports"))
+        extra = json.dumps({"gpufleet_status_source": "kubernetes", "gpufleet_status_kube_server": api.url,
+                            "gpufleet_status_kube_token_file": str(token)})
+        proc = subprocess.run([ANSIBLE_PLAYBOOK, "-i", str(inventory), os.path.join(REPO, "playbooks", "fleet_status.yml"),
+                               "-e", extra], check=False, env=env, cwd=REPO, capture_output=True, text=True,
+                              timeout=300)
+        lists = [r for r in api.requests if r["method"] == "GET" and r["path"] == "/api/v1/nodes"]
+    assert proc.returncode != 0, proc.stdout  # fail_on fail: node-b, node-c, node-d, node-e
+    assert len(lists) == 1
+    hosts = json.loads((tmp_path / "reports" / "fleet-report.json").read_text())["hosts"]
+    assert sorted(hosts) == ["node-a", "node-b", "node-c", "node-d", "node-e"]
+    assert hosts["node-a"]["healthy"] is True and hosts["node-a"]["checks"][0]["id"] == "agent.condition"
+    assert [(c["id"], c["target"], c["status"]) for c in hosts["node-b"]["checks"]] == [("gpu.count", "node", "fail")]
+    assert "no GpufleetHealthy condition" in hosts["node-c"]["checks"][0]["message"]
+    assert "no Node of this name" in hosts["node-d"]["checks"][0]["message"]
+    assert "condition is stale (last heartbeat 36" in hosts["node-e"]["checks"][0]["message"]
