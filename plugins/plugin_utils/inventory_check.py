@@ -51,6 +51,12 @@ SITE_VARIABLES = {
     "gpufleet_status_file": "the node health agent's result read by playbooks/fleet_status.yml",
     "gpufleet_status_max_age": "seconds after which playbooks/fleet_status.yml calls a result stale",
     "gpufleet_status_fail_on": "fail_on of playbooks/fleet_status.yml",
+    "gpufleet_status_source": "files or kubernetes: where playbooks/fleet_status.yml reads the agents' results",
+    "gpufleet_status_kube_server": "API server URL of playbooks/fleet_status.yml (source kubernetes)",
+    "gpufleet_status_kube_token_file": "bearer token file of playbooks/fleet_status.yml (source kubernetes)",
+    "gpufleet_status_kube_ca_file": "CA file of playbooks/fleet_status.yml (source kubernetes)",
+    "gpufleet_status_kube_cert_file": "client certificate of playbooks/fleet_status.yml (source kubernetes)",
+    "gpufleet_status_kube_key_file": "client key of playbooks/fleet_status.yml (source kubernetes)",
 }
 
 # Variables a release renamed: still setting the old name is a problem (the roles refuse it too).
