@@ -7,7 +7,9 @@
 # prepare steps install), tagged gpufleet/bookworm-systemd-pkgs:<hash of the base image id, the
 # package list and this script>, and print its name (scripts/molecule-all.sh exports it as
 # GPUFLEET_TEST_IMAGE for .config/molecule/config.yml). apt-get update against fresh lists only
-# revalidates the Release files, so no scenario downloads the Packages indexes again.
+# revalidates the Release files, so no scenario downloads the Packages indexes again. The layer
+# enables no unit: the links a package's postinst adds (munge, slurmd, node_exporter...) are
+# removed, so a container starts only what its scenario starts.
 set -euo pipefail
 self="$(realpath "$0")"
 cd "$(dirname "$self")/.."
@@ -35,8 +37,11 @@ build_pkgs_image() {
   container="gpufleet-pkgs-build-$$"
   # shellcheck disable=SC2046
   docker run --name "$container" -e DEBIAN_FRONTEND=noninteractive "$IMAGE" \
-    sh -c 'apt-get update -qq && apt-get install -y -qq --no-install-recommends "$@" >/dev/null &&
-           apt-get clean' sh $(grep -v '^#' "$PKGS_LIST") >&2 || {
+    sh -c 'find /etc/systemd/system -type l | sort >/tmp/units-before &&
+           apt-get update -qq && apt-get install -y -qq --no-install-recommends "$@" >/dev/null &&
+           apt-get clean &&
+           find /etc/systemd/system -type l | sort | comm -13 /tmp/units-before - | xargs -r rm -f &&
+           rm -f /tmp/units-before' sh $(grep -v '^#' "$PKGS_LIST") >&2 || {
       docker rm -f "$container" >/dev/null 2>&1; return 1; }
   docker commit "$container" "$pkgs_image" >/dev/null
   docker rm -f "$container" >/dev/null
