@@ -1,33 +1,44 @@
 #!/usr/bin/env python3
-"""Fleet sweep cost: validate.yml against Ansible's floor and against shell-style checks (targets: docs/performance.md).
+"""Fleet sweep cost: validate.yml against Ansible's floor, shell-style checks and the accelerated mode (docs/performance.md).
 
 Builds N simulated hosts in a temporary inventory (local connection, the venv's python, each
 host with its own filesystem root -- a symlink to a fixture tree, mixing dgx-h100, hdr-degraded
-and empty -- and its own fake NVML scenario through the task environment), then times, one
-after the other in the same run:
+and empty -- and its own fake NVML scenario: the binding from tests/fake_nvml through
+node_validate's gpu.nvml_binding_path, the scenario file through the task environment), then
+times, one after the other in the same run:
 
-  (a) floor:    one no-op module task per host (ansible.builtin.ping)
-  (b) validate: playbooks/validate.yml (one gpufleet.cluster.node_validate task per host)
-  (c) shell:    bench/shell_checks.yml (the same checks as 8 shell/command tasks per host,
-                one command per file family)
+  (a) floor:          one no-op module task per host (ansible.builtin.ping)
+  (d) accel floor:    (a) in the accelerated mode (scripts/accelerated.sh: Mitogen, mitogen_linear)
+  (b) validate:       playbooks/validate.yml (one gpufleet.cluster.node_validate task per host)
+  (e) accel validate: (b) in the accelerated mode; its fleet report must equal (b)'s check by
+                      check (host, id, target and every field of the check), else the run fails
+  (c) shell:          bench/shell_checks.yml (the same checks as 8 shell/command tasks per host,
+                      one command per file family)
 
-and prints wall time, per-host cost, CPU time of ansible-playbook and all its children, and
-the ratios b/a and c/b (targets: b/a <= 1.3, c/b >= 5 at N = 200). The load average is printed
-with each row: on a loaded machine wall time includes waiting for a core, CPU time does not.
+and prints wall time, per-host cost, CPU time of ansible-playbook and all its children, the
+controller's memory peak (PSS of the whole ansible-playbook process tree sampled every 2 s, and
+the largest single process RSS from getrusage), and the ratios b/a, c/b, d/a, e/a (targets:
+b/a <= 1.3, c/b >= 5, e/a <= 0.5). node_validate's module time (fresh interpreters, dgx-h100,
+target <= 150 ms) is measured in the same run. The load average is printed with each row: on a
+loaded machine wall time includes waiting for a core, CPU time does not.
 
     .venv/bin/python bench/fleet_validate.py              # N = 50 and 200
     .venv/bin/python bench/fleet_validate.py --large      # also N = 1000
     .venv/bin/python bench/fleet_validate.py --sizes 20 --forks 20 --keep
-    .venv/bin/python bench/fleet_validate.py --site-lab   # also site.yml twice in a fresh lab (Docker)
+    .venv/bin/python bench/fleet_validate.py --no-shell   # without the (long) shell baseline
+    .venv/bin/python bench/fleet_validate.py --sizes --site-lab   # only site.yml twice in a fresh lab (Docker)
 """
 
 import argparse
 import json
 import os
+import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -37,6 +48,7 @@ PLAYBOOK = os.path.join(BIN, "ansible-playbook")
 NODES = os.path.join(REPO, "tests", "fixtures", "nodes")
 SCENARIOS = os.path.join(REPO, "tests", "fixtures", "nvml")
 FAKE_NVML = os.path.join(REPO, "tests", "fake_nvml")
+ACCELERATED = os.path.join(REPO, "scripts", "accelerated.sh")
 
 # (fixture node, NVML scenario, gpu options, rdma options) in a repeating pattern of 10 hosts:
 # 6 healthy DGX H100, 2 degraded HDR nodes (a port down, a link at half rate, peermem not
@@ -70,7 +82,9 @@ def build(workdir, count):
         os.symlink(os.path.join(NODES, node), root)
         hosts[name] = {
             "gpufleet_validate_root": root,
-            "gpufleet_validate_gpu": dict(gpu, xid_source="none"),
+            # The binding through nvml_binding_path (also works in a warm interpreter); PYTHONPATH
+            # stays for the shell baseline's new interpreters (its nvidia-smi stand-in).
+            "gpufleet_validate_gpu": dict(gpu, xid_source="none", nvml_binding_path=FAKE_NVML),
             "gpufleet_validate_rdma": rdma,
             "gpufleet_validate_environment": {
                 "PYTHONPATH": FAKE_NVML,
@@ -100,26 +114,120 @@ def environment(workdir, forks):
     return env
 
 
+class TreeMemory(threading.Thread):
+    """Peak PSS (kB) of a process and all its descendants, sampled every ``interval`` s."""
+
+    def __init__(self, pid, interval=2.0):
+        super().__init__(daemon=True)
+        self.pid, self.interval, self.peak = pid, interval, 0
+        self.done = threading.Event()
+
+    @staticmethod
+    def _children():
+        parents = {}
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    with open("/proc/%s/stat" % entry) as handle:
+                        ppid = int(handle.read().rsplit(")", 1)[1].split()[1])
+                except (OSError, IndexError, ValueError):
+                    continue
+                parents.setdefault(ppid, []).append(int(entry))
+        return parents
+
+    @staticmethod
+    def _pss(pid):
+        try:
+            with open("/proc/%d/smaps_rollup" % pid) as handle:
+                for line in handle:
+                    if line.startswith("Pss:"):
+                        return int(line.split()[1])
+        except (OSError, ValueError):
+            pass
+        return 0
+
+    def sample(self):
+        parents, todo, total = self._children(), [self.pid], 0
+        while todo:
+            pid = todo.pop()
+            total += self._pss(pid)
+            todo.extend(parents.get(pid, ()))
+        self.peak = max(self.peak, total)
+
+    def run(self):
+        while not self.done.wait(self.interval):
+            self.sample()
+
+
 def run(argv, env, cwd):
-    """(wall s, CPU s of the process tree, completed process)."""
+    """(wall s, CPU s of the process tree, completed process, PSS peak of the tree in MB, largest
+    process RSS in MB as text). ru_maxrss of RUSAGE_CHILDREN is the largest RSS of any waited-for
+    descendant so far: it is this run's figure only when it grew during the run (else "<=" it)."""
     before = os.times()
+    rss_before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     start = time.perf_counter()
-    proc = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, check=False)
+    proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    memory = TreeMemory(proc.pid)
+    memory.start()
+    stdout, stderr = proc.communicate()
+    memory.done.set()
     wall = time.perf_counter() - start
     after = os.times()
+    rss_after = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
-    return wall, cpu, proc
+    completed = subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
+    largest = "%.0f" % (rss_after / 1024.0) if rss_after > rss_before else "<=%.0f" % (rss_before / 1024.0)
+    return wall, cpu, completed, memory.peak / 1024.0, largest
 
 
-def recap_tasks(stdout):
-    """Sum of ok + failed over the PLAY RECAP lines (task results per host)."""
-    total = 0
+def recap_counts(stdout):
+    """{host: {ok, changed, unreachable, failed, skipped, rescued, ignored}} from the last PLAY RECAP."""
+    counts = {}
     recap = stdout.split("PLAY RECAP", 1)[-1]
     for line in recap.splitlines():
         if " ok=" in line:
             fields = dict(part.split("=", 1) for part in line.split() if "=" in part)
-            total += int(fields.get("ok", 0)) + int(fields.get("failed", 0))
-    return total
+            counts[line.split()[0]] = dict((k, int(v)) for k, v in fields.items() if v.isdigit())
+    return counts
+
+
+def task_results(counts):
+    """Task results of a recap: ok + failed + skipped + unreachable (``changed`` is part of ``ok``;
+    ``rescued`` and ``ignored`` are also counted in ok/failed, so they are not added)."""
+    return sum(c.get("ok", 0) + c.get("failed", 0) + c.get("skipped", 0) + c.get("unreachable", 0)
+               for c in counts.values())
+
+
+def recap_tasks(stdout):
+    """Sum of ok + failed over the PLAY RECAP lines (task results per host)."""
+    return sum(c.get("ok", 0) + c.get("failed", 0) for c in recap_counts(stdout).values())
+
+
+def report_checks(directory):
+    """{(host, check id, target): check} of a fleet-report.json."""
+    with open(os.path.join(directory, "fleet-report.json")) as handle:
+        report = json.load(handle)
+    checks = {}
+    for host, entry in report["hosts"].items():
+        for check in entry["checks"]:
+            checks[(host, check["id"], check.get("target"))] = check
+    return checks
+
+
+def compare_reports(plain_dir, accelerated_dir):
+    """(differences as lines, checks compared) between two fleet reports, check by check."""
+    plain, accelerated = report_checks(plain_dir), report_checks(accelerated_dir)
+    differences = []
+    for key in sorted(set(plain) | set(accelerated), key=str):
+        if key not in plain or key not in accelerated:
+            differences.append("%s %s %s: only in the %s report" % (key + ("plain" if key in plain else "accelerated",)))
+        elif plain[key] != accelerated[key]:
+            fields = sorted(k for k in set(plain[key]) | set(accelerated[key])
+                            if plain[key].get(k) != accelerated[key].get(k))
+            differences.append("%s %s %s: %s differ (plain %s, accelerated %s)" % (
+                key + (", ".join(fields), json.dumps([plain[key].get(k) for k in fields]),
+                       json.dumps([accelerated[key].get(k) for k in fields]))))
+    return differences, len(plain)
 
 
 def load():
@@ -138,25 +246,61 @@ def configured_forks(env):
     return "?"
 
 
-def bench_size(count, forks, keep):
+# (key, label, play, accelerated, tasks per host), in the order they run
+PLAYS = (
+    ("a", "floor (ping)", "floor", False, 1),
+    ("d", "accel floor", "floor", True, 1),
+    ("b", "validate.yml", "validate", False, 1),
+    ("e", "accel validate", "validate", True, 1),
+    ("c", "shell checks", "shell", False, 8),
+)
+HEADER = "  %-3s%-16s %8s %8s %8s %8s %8s %8s %8s  %s" % (
+    "", "play", "wall s", "ms/host", "CPU s", "CPU ms/h", "PSS MB", "RSS MB", "results", "load 1m before/after")
+
+
+def bench_size(count, forks, keep, shell=True):
+    """Runs the plays for ``count`` hosts, printing each row as it finishes; returns the rows."""
     workdir = tempfile.mkdtemp(prefix="gpufleet-bench-%d-" % count)
+    print()
+    print("N = %d hosts (started %s UTC)" % (count, time.strftime("%H:%M:%S", time.gmtime())))
+    print(HEADER)
+    sys.stdout.flush()
     try:
         inventory = build(workdir, count)
-        env = environment(workdir, forks)
-        plays = (("a floor (ping)", os.path.join(workdir, "floor.yml"), 1),
-                 ("b validate.yml", os.path.join(REPO, "playbooks", "validate.yml"), 1),
-                 ("c shell checks", os.path.join(REPO, "bench", "shell_checks.yml"), 8))
+        playbooks = {"floor": os.path.join(workdir, "floor.yml"),
+                     "validate": os.path.join(REPO, "playbooks", "validate.yml"),
+                     "shell": os.path.join(REPO, "bench", "shell_checks.yml")}
         rows = {}
-        for label, playbook, tasks in plays:
+        for key, label, play, accelerated, tasks in PLAYS:
+            if play == "shell" and not shell:
+                continue
+            env = environment(workdir, forks)
+            env["GPUFLEET_REPORT_DIR"] = os.path.join(workdir, "reports-" + key)
+            argv = [PLAYBOOK, "-i", inventory, playbooks[play]]
+            if accelerated:
+                argv = ["bash", ACCELERATED] + argv
             load_before = load()
-            wall, cpu, proc = run([PLAYBOOK, "-i", inventory, playbook], env, workdir)
+            wall, cpu, proc, pss, rss = run(argv, env, workdir)
             if proc.returncode != 0:
                 sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
                 raise SystemExit("%s failed with rc %d (N=%d)" % (label, proc.returncode, count))
             results = recap_tasks(proc.stdout)
             if results != tasks * count:
                 raise SystemExit("%s: %d task results, expected %d" % (label, results, tasks * count))
-            rows[label[0]] = (label, wall, cpu, results, "%s/%s" % (load_before, load()))
+            rows[key] = (label, wall, cpu, results, "%s/%s" % (load_before, load()), pss, rss)
+            print("  %-3s%-16s %8.1f %8.0f %8.1f %8.0f %8.0f %8s %8d  %s" % (
+                key, label, wall, wall / count * 1000, cpu, cpu / count * 1000, pss, rss, results, rows[key][4]))
+            sys.stdout.flush()
+            if key == "e":
+                differences, compared = compare_reports(os.path.join(workdir, "reports-b"),
+                                                        os.path.join(workdir, "reports-e"))
+                if differences:
+                    print("  fleet reports of b and e DIFFER (%d of %d checks):" % (len(differences), compared))
+                    for line in differences[:20]:
+                        print("    " + line)
+                    raise SystemExit("the accelerated mode gave different results (N=%d)" % count)
+                print("     fleet reports of b (plain) and e (accelerated): identical, %d checks compared one by one"
+                      % compared)
         return rows
     finally:
         if keep:
@@ -165,18 +309,28 @@ def bench_size(count, forks, keep):
             shutil.rmtree(workdir, ignore_errors=True)
 
 
-def print_table(count, rows):
-    print()
-    print("N = %d hosts" % count)
-    print("  %-16s %9s %12s %9s %12s %9s  %s" % ("play", "wall s", "wall/host ms", "CPU s", "CPU/host ms",
-                                               "results", "load 1m before/after"))
-    for key in "abc":
-        label, wall, cpu, results, loads = rows[key]
-        print("  %-16s %9.1f %12.0f %9.1f %12.0f %9d  %s" % (label, wall, wall / count * 1000, cpu,
-                                                             cpu / count * 1000, results, loads))
-    a, b, c = rows["a"], rows["b"], rows["c"]
-    print("  b/a = %.2f wall, %.2f CPU (target <= 1.3);  c/b = %.1f wall, %.1f CPU (target >= 5)"
-          % (b[1] / a[1], b[2] / a[2], c[1] / b[1], c[2] / b[2]))
+def print_ratios(count, rows):
+    def ratio(x, y, index):
+        return rows[x][index] / rows[y][index]
+
+    line = "  N=%d  b/a = %.2f wall, %.2f CPU (target <= 1.3)" % (count, ratio("b", "a", 1), ratio("b", "a", 2))
+    if "c" in rows:
+        line += ";  c/b = %.1f wall, %.1f CPU (target >= 5)" % (ratio("c", "b", 1), ratio("c", "b", 2))
+    print(line)
+    print("  N=%d  d/a = %.2f wall, %.2f CPU;  e/a = %.2f wall, %.2f CPU (target <= 0.5);  e/b = %.2f wall, %.2f CPU"
+          % (count, ratio("d", "a", 1), ratio("d", "a", 2), ratio("e", "a", 1), ratio("e", "a", 2),
+             ratio("e", "b", 1), ratio("e", "b", 2)))
+
+
+def module_time(processes):
+    """node_validate's module time on dgx-h100 with the fake NVML (bench/node_validate_time.py's
+    "module file as a process"): elapsed_ms the module reports, median and max over ``processes``."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import node_validate_time  # pylint: disable=import-outside-toplevel
+
+    _walls, _cpus, elapsed = node_validate_time.module_process(
+        os.path.join(NODES, "dgx-h100"), os.path.join(SCENARIOS, "h100-healthy.json"), processes)
+    return statistics.median(elapsed), max(elapsed)
 
 
 def site_lab(env):
@@ -222,22 +376,34 @@ def main():
     parser.add_argument("--large", action="store_true", help="also N = 1000")
     parser.add_argument("--forks", type=int, help="override forks (default: ansible.cfg)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary inventories")
+    parser.add_argument("--no-shell", action="store_true", help="skip the shell baseline (c)")
     parser.add_argument("--site-lab", action="store_true",
                         help="also time site.yml twice in a freshly created lab (recreates the lab containers)")
     args = parser.parse_args()
     sizes = list(args.sizes) + ([1000] if args.large and 1000 not in args.sizes else [])
 
     env = environment(tempfile.gettempdir(), args.forks)
-    print("gpufleet fleet validation benchmark")
+    print("gpufleet fleet validation benchmark, %s UTC" % time.strftime("%Y-%m-%d %H:%M", time.gmtime()))
     print("controller: %d CPU(s), python %s, load average %s" % (
         os.cpu_count() or 0, sys.version.split()[0], " ".join("%.1f" % x for x in os.getloadavg())))
-    print("settings: forks=%s, strategy=linear, gathering=explicit (gather_facts: false), "
-          "connection=local, pipelining=true (inventory), fleet_report callback on" % (
-              args.forks or configured_forks(env)))
+    print("settings: forks=%s, gathering=explicit (gather_facts: false), connection=local, pipelining=true "
+          "(inventory), fleet_report callback on; strategy linear (a, b, c), mitogen_linear (d, e: "
+          "scripts/accelerated.sh)" % (args.forks or configured_forks(env)))
     print("hosts: pattern of 10 = 6 x dgx-h100 (8 GPUs, 9 HCAs), 2 x hdr-degraded, 2 x empty; fake NVML")
+    all_rows = {}
+    if sizes:
+        median, worst = module_time(10)
+        print("node_validate module time (dgx-h100, the module file as a process, 10 runs): elapsed_ms "
+              "median %.1f, max %.1f (target <= 150)" % (median, worst))
     for count in sizes:
-        print_table(count, bench_size(count, args.forks, args.keep))
+        all_rows[count] = bench_size(count, args.forks, args.keep, shell=not args.no_shell)
+        print_ratios(count, all_rows[count])
         sys.stdout.flush()
+    if len(all_rows) > 1:
+        print()
+        print("ratios of this run (wall / CPU):")
+        for count, rows in all_rows.items():
+            print_ratios(count, rows)
     if args.site_lab:
         site_lab(environment(tempfile.gettempdir(), args.forks))
 

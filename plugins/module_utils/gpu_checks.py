@@ -60,6 +60,7 @@ GPU_OPTIONS = {
     "xid_window_hours": {"type": "float", "default": 24.0},
     "xid_fatal": {"type": "list", "elements": "int", "default": list(XID_FATAL_DEFAULT)},
     "xid_ignore": {"type": "list", "elements": "int", "default": list(XID_IGNORE_DEFAULT)},
+    "nvml_binding_path": {"type": "path"},
 }
 
 NODE_CHECKS = ("gpu.nvml", "gpu.count", "gpu.driver_version")
@@ -117,6 +118,9 @@ def validate_options(params, prefix=""):
                           "the path of a kernel log)" % (prefix, path))
     if params.get("expected_driver_version") is not None and not params["expected_driver_version"].strip():
         errors.append("option %sexpected_driver_version must not be empty" % prefix)
+    binding_path = params.get("nvml_binding_path")
+    if binding_path is not None and not os.path.isdir(binding_path):
+        errors.append("option %snvml_binding_path: %s is not a directory" % (prefix, binding_path))
     return errors
 
 
@@ -130,7 +134,7 @@ def run(ctx, options):
     adapter = None
     if facts["gpu_count"] > 0:
         xid = read_kernel_log(options, ctx)
-        adapter = ctx.nvml
+        adapter = ctx.nvml_adapter(options.get("nvml_binding_path"))
     results, gpus, info = check_gpu_health(facts, adapter, options, xid, now=ctx.now, reader=ctx.reader)
     return FamilyResult(results, facts={"nvidia": facts}, returns={"gpus": gpus, "nvml": info})
 

@@ -12,12 +12,18 @@
   NvmlCallError (that one check skips as "could not be measured").
 
 The module is injectable (``NvmlAdapter(pynvml_module=fake)``) so tests pass a fake directly.
+``binding_path`` (the GPU family's option ``nvml_binding_path``) is a directory searched first
+for the binding: for hosts whose nvidia-ml-py lives outside the module interpreter's
+site-packages. Unlike ``PYTHONPATH`` in a task's ``environment``, it also works when modules run
+in an interpreter that is already started (Mitogen's strategies, docs/performance.md).
 """
 
 from __future__ import absolute_import, division, print_function
 
 import ctypes
 import importlib
+import os
+import sys
 
 BINDING_HINT = "install nvidia-ml-py (imported as pynvml)"
 
@@ -83,12 +89,21 @@ def to_text(value):
     return value
 
 
+def _inside(path, directory):
+    """Whether the file ``path`` lies below ``directory``."""
+    if not path:
+        return False
+    directory = os.path.realpath(directory)
+    return os.path.realpath(path).startswith(directory.rstrip(os.sep) + os.sep)
+
+
 class NvmlAdapter(object):
     """Lazy, error-mapping wrapper around a pynvml module."""
 
-    def __init__(self, pynvml_module=None, module_name="pynvml"):
+    def __init__(self, pynvml_module=None, module_name="pynvml", binding_path=None):
         self._nvml = pynvml_module
         self._module_name = module_name
+        self._binding_path = binding_path
         self._info = None
         self._handles = {}
 
@@ -96,8 +111,24 @@ class NvmlAdapter(object):
     @property
     def binding(self):
         if self._nvml is None:
-            self._nvml = importlib.import_module(self._module_name)
+            self._nvml = self._import()
         return self._nvml
+
+    def _import(self):
+        """The binding; with ``binding_path``, imported from that directory first (sys.path is
+        restored afterwards; a binding already imported from elsewhere is not reused)."""
+        if not self._binding_path:
+            return importlib.import_module(self._module_name)
+        if not os.path.isdir(self._binding_path):
+            raise ImportError("nvml_binding_path %s is not a directory" % self._binding_path)
+        loaded = sys.modules.get(self._module_name)
+        if loaded is not None and not _inside(getattr(loaded, "__file__", None), self._binding_path):
+            del sys.modules[self._module_name]
+        sys.path.insert(0, self._binding_path)
+        try:
+            return importlib.import_module(self._module_name)
+        finally:
+            sys.path.remove(self._binding_path)
 
     def const(self, name, default=None):
         """A constant of the binding, or ``default`` when this binding does not define it."""

@@ -140,10 +140,15 @@ class Context(object):
     @property
     def nvml(self):
         """The NVML adapter; the binding is imported only when a family first uses it."""
+        return self.nvml_adapter()
+
+    def nvml_adapter(self, binding_path=None):
+        """The NVML adapter, built on first use with the binding's directory ``binding_path``
+        (the GPU family's nvml_binding_path; None: the interpreter's own search path)."""
         if self._nvml is None:
             from ansible_collections.gpufleet.cluster.plugins.module_utils.nvml import NvmlAdapter
 
-            self._nvml = NvmlAdapter()
+            self._nvml = NvmlAdapter(binding_path=binding_path)
         return self._nvml
 
 

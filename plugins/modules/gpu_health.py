@@ -82,6 +82,16 @@ options:
     type: list
     elements: int
     default: [14, 37, 38, 43, 44, 45, 63, 66, 67, 92, 93, 106, 107, 108, 121, 137, 141, 157, 160, 161]
+  nvml_binding_path:
+    description:
+      - A directory on the managed host searched first for the NVML Python binding (C(pynvml)), for
+        hosts where nvidia-ml-py is installed outside the module interpreter's own search path
+        (a dedicated virtualenv or vendored directory).
+      - Unlike C(PYTHONPATH) in the task's C(environment), this also works when modules run in an
+        interpreter that is already started (Mitogen's strategies; see docs/performance.md).
+      - The module fails naming this option when it is not a directory. Unset, the interpreter's
+        search path is used.
+    type: path
 extends_documentation_fragment:
   - gpufleet.cluster.validation
   - gpufleet.cluster.validation.fail_on

@@ -83,6 +83,9 @@ options:
         type: list
         elements: int
         default: [14, 37, 38, 43, 44, 45, 63, 66, 67, 92, 93, 106, 107, 108, 121, 137, 141, 157, 160, 161]
+      nvml_binding_path:
+        description: See O(gpufleet.cluster.gpu_health#module:nvml_binding_path).
+        type: path
   rdma:
     description:
       - The RDMA family (the checks of M(gpufleet.cluster.rdma_validate)), with its options other

@@ -206,6 +206,7 @@ def test_family_options_from_a_command_line_string():
     ({"xid_window_hours": 0}, {}, ["option gpu.xid_window_hours must be > 0"]),
     ({"xid_window_hours": float("nan")}, {}, ["option gpu.xid_window_hours must be > 0, got nan"]),
     ({"xid_source": "/nonexistent/kern.log"}, {}, ["option gpu.xid_source:", "is not a file"]),
+    ({"nvml_binding_path": "/nonexistent/nvml"}, {}, ["option gpu.nvml_binding_path:", "is not a directory"]),
     ({"xid_fatal": ["x"]}, {}, ["'xid_fatal'", "found in 'gpu'", "int"]),
     ({}, {"min_ofed_version": "latest"}, ["option rdma.min_ofed_version:", "is not a version"]),
     ({}, {"expected_devices": -2}, ["option rdma.expected_devices:", "non-negative"]),

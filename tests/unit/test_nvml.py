@@ -1,5 +1,6 @@
 """The NVML adapter: lazy import, single init, error mapping, old-binding conversions."""
 
+import os
 import sys
 
 import pytest
@@ -131,3 +132,37 @@ def test_normalize_pci_address(raw, expected):
 )
 def test_cuda_version(raw, expected):
     assert format_cuda_version(raw) == expected
+
+
+FAKE_NVML_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fake_nvml")
+
+
+def test_binding_path_imports_from_that_directory_without_touching_sys_path(monkeypatch, tmp_path):
+    """nvml_binding_path: the binding comes from the directory (here the fake of tests/fake_nvml,
+    as in the fleet benchmark's persistent interpreters), sys.path is as before, and a binding
+    imported earlier from elsewhere is not reused."""
+    elsewhere = tmp_path / "pynvml.py"
+    elsewhere.write_text("ELSEWHERE = True\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "pynvml", raising=False)
+    import pynvml  # noqa: F401  (the stand-in from tmp_path, as a warm interpreter may hold)
+
+    assert getattr(sys.modules["pynvml"], "ELSEWHERE", False)
+    path_before = list(sys.path)
+    monkeypatch.setenv("GPUFLEET_FAKE_NVML_SCENARIO", os.path.join(FAKE_NVML_DIR, "..", "fixtures", "nvml",
+                                                                   "h100-healthy.json"))
+    adapter = NvmlAdapter(binding_path=FAKE_NVML_DIR)
+    info = adapter.start()
+    try:
+        assert sys.path == path_before
+        assert os.path.dirname(adapter.binding.__file__) == FAKE_NVML_DIR
+        assert info["available"] is True and adapter.device_count() == 8
+    finally:
+        adapter.shutdown()
+        sys.modules.pop("pynvml", None)
+
+
+def test_binding_path_that_is_not_a_directory_reports_the_binding_missing(tmp_path):
+    info = NvmlAdapter(binding_path=str(tmp_path / "absent")).start()
+    assert info["available"] is False and info["error_kind"] == "binding_missing"
+    assert "nvml_binding_path" in info["error"] and "absent" in info["error"]
