@@ -43,6 +43,9 @@ TIER = {
         "kubelet_tuning_config: cpu_manager_policy, reserved_system_cpus, topology_manager_policy, "
         "topology_manager_scope, memory_manager_policy, reserved_memory)"),
     "gpufleet_hca_irq_affinity": (None, "the interrupts of the RDMA devices run on CPUs of their NUMA node"),
+    "gpufleet_skip_converged": (
+        True, "skip a node role (playbooks/node.yml, kubernetes_prereqs) whose stamp records that it converged "
+        "with today's inputs; false runs every role in full"),
     "gpufleet_kubernetes_version": (
         "1.36.4", "Kubernetes version X.Y.Z (or X.Y: newest patch) of the cluster: apt repository and pin "
         "of kubelet/kubeadm/kubectl, kubeadm's kubernetesVersion"),
