@@ -54,6 +54,7 @@ CHECK_SEVERITY = {
     "rdma.port.rate": MEDIUM, "rdma.roce_gid": MEDIUM, "rdma.peermem": MEDIUM, "rdma.ofed_version": MEDIUM,
     "rdma.bandwidth": MEDIUM, "rdma.fabric.rail": MEDIUM, "rdma.fabric.link": MEDIUM,
     "gpu.persistence": MEDIUM, "tuning.hugepages": MEDIUM, "tuning.tuned_profile": MEDIUM,
+    "tuning.kubelet_policy": MEDIUM, "tuning.irq_affinity": MEDIUM,
     # worth a look
     "gpu.ecc.mode": LOW, "gpu.clocks_event": LOW, "gpu.pcie": LOW, "gpu.mig": LOW, "rdma.counters": LOW,
 }
