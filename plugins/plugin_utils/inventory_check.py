@@ -22,7 +22,8 @@ from ansible_collections.gpufleet.cluster.plugins.plugin_utils import compatibil
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.gpufleet_tier import TIER
 
 PHASES = ("node", "kubernetes", "validate", "report")
-NODE_ROLES = ("preflight", "node_pinning", "nvidia_driver", "rdma_stack", "gpudirect", "container_runtime")
+NODE_ROLES = ("preflight", "node_pinning", "nvidia_driver", "rdma_stack", "gpudirect", "container_runtime",
+              "node_tuning")
 KUBERNETES_ROLES = ("kubernetes_prereqs", "kubernetes_control_plane", "kubernetes_worker", "kubernetes_cni",
                     "kubernetes_addons", "node_gate")
 

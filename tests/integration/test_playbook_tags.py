@@ -13,7 +13,8 @@ ANSIBLE_PLAYBOOK = os.path.join(REPO, ".venv", "bin", "ansible-playbook")
 
 pytestmark = pytest.mark.skipif(not os.path.exists(ANSIBLE_PLAYBOOK), reason="run `make setup` first")
 
-NODE_ROLES = ["preflight", "node_pinning", "nvidia_driver", "rdma_stack", "gpudirect", "container_runtime"]
+NODE_ROLES = ["preflight", "node_pinning", "nvidia_driver", "rdma_stack", "gpudirect", "container_runtime",
+              "node_tuning"]
 KUBERNETES_ROLES = ["kubernetes_prereqs", "kubernetes_control_plane", "kubernetes_worker", "kubernetes_cni",
                     "kubernetes_addons", "node_gate"]
 
