@@ -17,11 +17,13 @@ to cordon, drain, taint and release a node, and nothing else:
 - poddisruptionbudgets: list and get
 - optimistic concurrency: a patch whose metadata.resourceVersion is not the stored one is refused
   with 409 Conflict, as the real server does; `interleave()` makes another writer change a node
-  between a client's read and its patch; `outage()` makes it answer 503 for a node mid-run
+  between a client's read and its patch; `outage()` makes it answer 503 for a node mid-run, or
+  (unreachable=True) close the connection without an answer, as when the server is gone
 
 The model is deliberately simple: a deleted or evicted pod disappears at once, unless it was
 added with stuck=True (it then only gets metadata.deletionTimestamp, like a pod held by a
-finalizer or a kubelet that never confirms). No admission, no watch, no protobuf, no apply.
+finalizer or a kubelet that never confirms). No admission, no watch, no protobuf, no apply, no
+server-side dry run (dryRun=All is not honoured; the check-mode test asserts that no write at all is sent).
 Objects are serialised the way the real server does it: omitempty fields (spec.unschedulable
 false, empty taint lists, empty annotation maps) are dropped, metadata.resourceVersion grows on
 every write, errors are Status objects with code and reason.
@@ -102,6 +104,10 @@ PATCH_TYPES = (
     "application/merge-patch+json",
     "application/strategic-merge-patch+json",
 )
+
+
+class Unreachable(Exception):
+    """The request is dropped: the connection is closed without an answer."""
 
 
 class ApiError(Exception):
@@ -442,13 +448,15 @@ class FakeKubeAPI:
             entry[1] -= 1
             entry[0](self)
 
-    def outage(self, node, after_patches=0):
+    def outage(self, node, after_patches=0, unreachable=False):
         """The API server becomes unavailable for `node` once `after_patches` more PATCH requests
         to it have been answered: from then on every request naming the node (its URL, or a
-        fieldSelector/labelSelector mentioning it) gets 503 ServiceUnavailable, until
-        `end_outage(node)`. Models an API server that goes away in the middle of a run."""
+        fieldSelector/labelSelector mentioning it) gets 503 ServiceUnavailable, or with
+        `unreachable` no answer at all (the connection is closed, as by a server or load balancer
+        that went away), until `end_outage(node)`. Models an API server that goes away in the
+        middle of a run."""
         with self.lock:
-            self._outages[node] = {"patches_left": after_patches}
+            self._outages[node] = {"patches_left": after_patches, "unreachable": unreachable}
 
     def end_outage(self, node):
         with self.lock:
@@ -464,6 +472,8 @@ class FakeKubeAPI:
                     if method == "PATCH":
                         outage["patches_left"] -= 1
                     continue
+                if outage["unreachable"]:
+                    raise Unreachable()
                 raise ApiError(503, "ServiceUnavailable", "the server is currently unable to handle the request")
 
     def node(self, name):
@@ -740,6 +750,12 @@ class _Handler(BaseHTTPRequestHandler):
                 raise ApiError(401, "Unauthorized", "Unauthorized")
             self.api._check_outage(method, path, query)
             code, answer = self._route(method, path, query, content_type, body)
+        except Unreachable:
+            record["status"] = None  # dropped: no answer
+            with self.api.lock:
+                self.api.requests.append(record)
+            self.close_connection = True
+            return
         except ApiError as exc:
             code, answer = exc.code, exc.status()
         except Exception as exc:  # a bug in the double must show up as a 500, not a hang

@@ -74,6 +74,8 @@ SCENARIOS = {
     "gpu-race-taint": [{"action": "taint", "reason": REASON}],
     "gpu-race-release": [{"action": "release"}],
     "gpu-race-forever": [{"action": "taint", "reason": REASON}],
+    "gpu-race-cordon": [{"action": "cordon"}],
+    "gpu-race-drain": [{"action": "drain", "drain_timeout": 20}],
     # durable state of rolling_upgrade: set, set again (no change), remove
     "gpu-annotate": [
         {"action": "annotate", "annotations": {STATE_ANNOTATION: STATE_VALUE}},
@@ -130,6 +132,17 @@ def build_cluster(api):
                    content_type="application/merge-patch+json")
     api.interleave("gpu-race-forever", other_controller_annotates, times=100,
                    content_type="application/merge-patch+json")
+
+    def other_controller_labels_and_taints(api, node):
+        taints = api.node(node)["spec"].get("taints", [])
+        api.patch_node(node, "application/merge-patch+json", {
+            "metadata": {"labels": {"example.com/pool": "maintenance"}},
+            "spec": {"taints": taints + [MAINTENANCE_TAINT]}})
+
+    for node in ("gpu-race-cordon", "gpu-race-drain"):
+        api.interleave(node, lambda api, node=node: other_controller_labels_and_taints(api, node),
+                       content_type="application/merge-patch+json")
+    api.add_pod("web-race-1", "gpu-race-drain", namespace="web", labels={"app": "race"})
     api.patch_node("gpu-status", "application/merge-patch+json", {
         "metadata": {"annotations": {REASON_ANNOTATION: "validation failed: gpu.count:node"}},
         "spec": {"unschedulable": True, "taints": [
@@ -202,7 +215,7 @@ def run(tmp_path_factory):
         })
         started = time.monotonic()
         proc = subprocess.run([ANSIBLE_PLAYBOOK, "-i", str(tmp / "hosts.yml"), PLAYBOOK], check=False, cwd=REPO,
-                              env=env, capture_output=True, text=True, timeout=300)
+                              env=env, capture_output=True, text=True, timeout=900)
         yield Run(api, proc, time.monotonic() - started)
     finally:
         api.stop()
@@ -230,13 +243,50 @@ def test_cordon_sets_unschedulable_and_is_idempotent(run):
     assert cordon["cordoned"] is True and cordon["taint"] is None and cordon["backend"] == "kubernetes"
     assert cordon_again["cordoned"] is True
     assert release["cordoned"] is False
-    # k8s_drain cordons and uncordons with strategic merge patches on spec.unschedulable; release of
-    # a node without our taint does not patch taints or annotations.
-    assert [(p["content_type"], p["body"]) for p in patches(api, "gpu-cordon")] == [
-        ("application/strategic-merge-patch+json", {"spec": {"unschedulable": True}}),
-        ("application/strategic-merge-patch+json", {"spec": {"unschedulable": False}}),
-    ]
+    # cordon and uncordon are the guarded write too: a merge patch carrying the resourceVersion
+    # read just before (never k8s_drain's unguarded strategic merge patch); the repeated cordon
+    # sends nothing; release of a node without our taint touches neither taints nor annotations.
+    sent = patches(api, "gpu-cordon")
+    assert [p["content_type"] for p in sent] == ["application/merge-patch+json"] * 2
+    assert [p["body"]["spec"] for p in sent] == [{"unschedulable": True}, {"unschedulable": False}]
+    # (the k8s module adds the name it was given to the definition)
+    assert all(set(p["body"]["metadata"]) - {"name"} == {"resourceVersion"} for p in sent), sent
+    assert api.recorded("PATCH", "/api/v1/nodes/gpu-cordon") == sent  # no other patch, none refused
     assert "unschedulable" not in api.node("gpu-cordon")["spec"]  # omitempty, as the real server stores it
+
+
+def test_no_gate_action_patches_without_a_resource_version(run):
+    unguarded = [(r["path"], r["body"]) for r in run.api.recorded("PATCH", "/api/v1/nodes/")
+                 if not (r["body"] or {}).get("metadata", {}).get("resourceVersion")]
+    assert unguarded == [], run.output
+
+
+def test_cordon_is_redone_after_a_conflict_and_keeps_the_other_controllers_changes(run):
+    api = run.api
+    sent = api.recorded("PATCH", "/api/v1/nodes/gpu-race-cordon")
+    # the other controller wrote between our read and our write (FakeKubeAPI.interleave): 409,
+    # then the Node is read again and the cordon sent with the new resourceVersion
+    assert [r["status"] for r in sent] == [409, 200], run.output
+    assert int(sent[1]["body"]["metadata"]["resourceVersion"]) > int(sent[0]["body"]["metadata"]["resourceVersion"])
+    assert [r["body"]["spec"] for r in sent] == [{"unschedulable": True}] * 2
+    node = api.node("gpu-race-cordon")
+    assert node["spec"]["unschedulable"] is True
+    assert node["spec"]["taints"] == [MAINTENANCE_TAINT]
+    assert node["metadata"]["labels"]["example.com/pool"] == "maintenance"
+    assert run.status("gpu-race-cordon")["cordoned"] is True
+
+
+def test_drain_cordons_with_the_guarded_write_then_evicts(run):
+    api = run.api
+    sent = api.recorded("PATCH", "/api/v1/nodes/gpu-race-drain")
+    assert [(r["status"], r["content_type"]) for r in sent] == [(409, "application/merge-patch+json"),
+                                                                 (200, "application/merge-patch+json")], run.output
+    # k8s_drain found the node cordoned and did not patch it itself (no strategic merge patch)
+    node = api.node("gpu-race-drain")
+    assert node["spec"]["unschedulable"] is True and node["spec"]["taints"] == [MAINTENANCE_TAINT]
+    assert api.pod_names("gpu-race-drain") == []
+    assert [r["status"] for r in evictions(api, "web-race-1")] == [201]
+    assert run.status("gpu-race-drain")["drained"] is True
 
 
 def test_drain_evicts_pods_but_not_daemonset_pods_and_is_idempotent(run):
@@ -285,20 +335,22 @@ def test_drain_fails_when_pods_outlive_the_timeout(run):
     assert api.node("gpu-stuck")["spec"]["unschedulable"] is True
 
 
-def test_drain_refuses_a_bare_pod_and_says_the_node_was_left_schedulable(run):
+def test_drain_refuses_a_bare_pod_and_leaves_the_node_cordoned(run):
     api = run.api
     message = run.failure.get("gpu-bare", "")
     assert "cannot delete Pods not managed by" in message and "ml/debug-shell" in message, run.output
-    # k8s_drain undoes its own cordon when it refuses to start evicting; the message says so.
-    assert "The node is not cordoned." in message
-    assert "unschedulable" not in api.node("gpu-bare")["spec"]
+    # the guarded cordon comes before k8s_drain, which then has no cordon of its own to undo:
+    # the node stays cordoned, as after a failed kubectl drain; the message says so.
+    assert "The node is cordoned." in message
+    assert api.node("gpu-bare")["spec"]["unschedulable"] is True
     assert api.pod_names("gpu-bare") == ["ml/debug-shell"]
     assert evictions(api, "debug-shell") == []
 
 
 def test_taint_then_release_keep_other_taints_and_are_idempotent(run):
     api = run.api
-    assert run.changed("gpu-taint") == [2, 0, 1, 2, 0], run.output  # cordon + taint, -, retaint, untaint + uncordon, -
+    # one guarded write each: cordon + taint, -, retaint, untaint + uncordon, -
+    assert run.changed("gpu-taint") == [1, 0, 1, 1, 0], run.output
     ours = {"key": TAINT_KEY, "value": REASON_VALUE, "effect": "NoSchedule"}
     taint, _, retaint, release, _ = (step["status"] for step in run.steps["gpu-taint"])
     assert taint["cordoned"] is True and taint["reason"] == REASON and taint["taint"] == ours
@@ -308,10 +360,11 @@ def test_taint_then_release_keep_other_taints_and_are_idempotent(run):
     assert release["cordoned"] is False and release["taint"] is None and release["reason"] == ""
 
     merges = patches(api, "gpu-taint", "application/merge-patch+json")
-    assert len(merges) == 3  # taint, retaint, untaint
-    assert merges[0]["body"]["spec"]["taints"] == [FOREIGN_TAINT, ours]
+    assert len(merges) == 3 and merges == patches(api, "gpu-taint")  # taint, retaint, untaint: nothing else
+    assert merges[0]["body"]["spec"] == {"taints": [FOREIGN_TAINT, ours], "unschedulable": True}
     assert merges[0]["body"]["metadata"]["annotations"] == {REASON_ANNOTATION: REASON}
-    assert merges[2]["body"]["spec"]["taints"] == [FOREIGN_TAINT]
+    assert "unschedulable" not in merges[1]["body"]["spec"]  # already cordoned
+    assert merges[2]["body"]["spec"] == {"taints": [FOREIGN_TAINT], "unschedulable": False}
     assert merges[2]["body"]["metadata"]["annotations"] == {REASON_ANNOTATION: None}
 
     node = api.node("gpu-taint")
@@ -401,7 +454,8 @@ def test_a_write_that_keeps_conflicting_fails_after_the_retries(run):
             if r["content_type"] == "application/merge-patch+json" and r["body"]["metadata"].get("resourceVersion")]
     assert [r["status"] for r in ours] == [409] * 5
     node = api.node("gpu-race-forever")
-    assert "taints" not in node["spec"]  # nothing of ours was written
+    assert "taints" not in node["spec"]  # nothing of ours was written: no taint, no cordon
+    assert "unschedulable" not in node["spec"]
     assert node["metadata"]["annotations"]["example.com/writes"] == "5"
 
 
