@@ -4,11 +4,14 @@ Runs after converge and idempotence. Converge: node1 and node3 passed validation
 cordon/taint markers), recorded as upgraded and "admitted" in their state file; node2's simulated
 GPU turned unhealthy during the upgrade: still cordoned, tainted with the failing check id, state
 "held" with the step and reason, not recorded as upgraded. The idempotence run left them alone and
-has its own run directory (the converge run's records are kept).
+has its own run directory (the converge run's records are kept). node3's simulated upgrade asked
+for a reboot and rolling_upgrade_reboot is true there: the container really rebooted (systemd
+restarted by Docker), the reboot marker with the component's line is gone, the node was admitted.
 """
 
 import json
 import os
+import subprocess
 
 import pytest
 import yaml
@@ -18,6 +21,7 @@ APPLIED = "/var/lib/gpufleet/upgrade/applied.json"
 STATE = "/var/lib/gpufleet/upgrade-state.json"
 ANNOTATION = "gpufleet.io/upgrade-state"
 BLACKLIST = "/etc/apt/apt.conf.d/51gpufleet-unattended-upgrades"
+REBOOT_MARKER = "/var/lib/gpufleet/reboot-required"
 FAILING_CHECK = "gpu.ecc.volatile_uncorrectable"
 RUNS_DIR = os.path.join(os.environ["GPUFLEET_REPORT_DIR"], "upgrades")
 FINGERPRINT = {"components": ["kubernetes"], "target": {"kubernetes": "1.31.2-lab"}}
@@ -65,6 +69,22 @@ def test_healthy_nodes_are_released_and_admitted(name):
     assert _annotation(host) == state  # the (simulated) Node annotation carries the same record
     assert host.file(BLACKLIST).exists  # holds lifted for the upgrade and put back
     assert json.loads(host.file("/var/lib/gpufleet/lab-upgraded-to.json").content_string) == FINGERPRINT["target"]
+
+
+def test_node3_rebooted_for_its_upgrade_and_the_reboot_marker_is_gone():
+    restarts = subprocess.run(["docker", "inspect", "-f", "{{.RestartCount}}", "rolling-upgrade-node3"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+    assert restarts == "1"  # one reboot: converge; the idempotence run had nothing to reboot for
+    host = _host("rolling-upgrade-node3")
+    assert not host.file("/run/reboot-required").exists  # /run is a tmpfs: gone with the reboot
+    assert not host.file(REBOOT_MARKER).exists  # the component's line was cleared by the reboot
+    assert host.file("/var/lib/apt/periodic/gpufleet-gpufleet-lab.list-stamp").exists  # apt_refresh ran
+    assert _state(host)["state"] == "admitted"
+    for name in ("rolling-upgrade-node1", "rolling-upgrade-node2"):
+        other = _host(name)
+        assert not other.file(REBOOT_MARKER).exists and not other.file("/run/reboot-required").exists
+        assert subprocess.run(["docker", "inspect", "-f", "{{.RestartCount}}", name], capture_output=True,
+                              text=True, check=True).stdout.strip() == "0"
 
 
 def test_faulty_node_stays_cordoned_and_tainted_with_a_held_record():

@@ -8,6 +8,14 @@ middle of the package upgrade (node1 again, resumed) and during validation (node
 resumed); then one run over every node must carry both on. Last, a canary run whose canary's
 package upgrade fails (test-only role lab_upgrade_sim) must hold it back with its holds restored
 and not start the other batches.
+
+Check mode: right after the first kill (node1 cordoned by the dead run, node2 held, node3
+admitted), a --check run over every node (held ones too: rolling_upgrade_retry_held) with a new
+target must change nothing on any node: the apt lists and refresh stamps (names, mtimes, sizes;
+the simulated upgrade really refreshes its repository's index outside check mode), the dpkg
+holds, /etc/apt (the unattended-upgrades blacklist among it), /var/lib/gpufleet (state file,
+applied.json, the reboot marker, the lab gate files) and the simulated GPU scenario; and it opens
+no run directory on the controller.
 """
 
 import json
@@ -28,6 +36,19 @@ NODES = ["rolling-upgrade-node1", "rolling-upgrade-node2", "rolling-upgrade-node
 TARGET2 = {"kubernetes": "1.31.3-lab"}
 TARGET3 = {"kubernetes": "1.31.4-lab"}
 IN_PROGRESS = ("planned", "cordoned", "drained", "upgrading", "validating")
+# What a --check run must leave as it was, read in one command per node.
+SNAPSHOT = r"""
+echo '--- apt lists and stamps'; find /var/lib/apt/lists /var/lib/apt/periodic -printf '%p %T@ %s %m
+' | sort
+echo '--- dpkg holds'; apt-mark showhold
+echo '--- /etc/apt'; find /etc/apt -printf '%p %T@ %s %m
+' | sort; find /etc/apt -type f -exec md5sum {} + | sort
+echo '--- /var/lib/gpufleet'; find /var/lib/gpufleet -printf '%p %T@ %s %m
+' | sort
+find /var/lib/gpufleet -type f -exec md5sum {} + | sort
+echo '--- reboot'; ls -l --time-style=+%s /run/reboot-required 2>&1
+echo '--- simulated GPUs'; readlink /opt/gpufleet-sim/nvml/scenario.json
+"""
 
 
 def _host(name):
@@ -49,12 +70,21 @@ def _node(name):
     }
 
 
+def _snapshot():
+    snapshots = {}
+    for name in NODES:
+        result = _host(name).run(SNAPSHOT)
+        assert result.rc == 0, result.stderr
+        snapshots[name] = result.stdout
+    return snapshots
+
+
 def _latest_summary():
     with open(os.path.join(RUNS_DIR, "latest", "summary.json")) as handle:
         return json.load(handle)
 
 
-def _playbook(target, hosts=None, kill_after=None, kill_host=None, extra=None):
+def _playbook(target, hosts=None, kill_after=None, kill_host=None, extra=None, check=False):
     env = dict(os.environ)
     variables = {"rolling_upgrade_target": target}
     variables.update(extra or {})
@@ -65,7 +95,8 @@ def _playbook(target, hosts=None, kill_after=None, kill_host=None, extra=None):
         env["ANSIBLE_CALLBACKS_ENABLED"] = "kill_controller"
         env["GPUFLEET_TEST_KILL_AFTER"] = kill_after
         env["GPUFLEET_TEST_KILL_HOST"] = kill_host or hosts
-    proc = subprocess.run(["ansible-playbook", "-i", INVENTORY, PLAYBOOK, "-e", json.dumps(variables)],
+    proc = subprocess.run(["ansible-playbook", "-i", INVENTORY, PLAYBOOK, "-e", json.dumps(variables)]
+                          + (["--check"] if check else []),
                           env=env, cwd=ROOT, capture_output=True, text=True, timeout=900, check=False)
     return {"rc": proc.returncode, "output": proc.stdout[-6000:] + proc.stderr[-3000:],
             "nodes": {name: _node(name) for name in NODES}, "summary": _latest_summary()}
@@ -75,6 +106,11 @@ def _playbook(target, hosts=None, kill_after=None, kill_host=None, extra=None):
 def runs():
     done = {}
     done["after_cordon"] = _playbook(TARGET2, "rolling-upgrade-node1", "Name the step (drain)")
+    before = _snapshot()
+    run_dirs = sorted(os.listdir(RUNS_DIR))
+    done["check_mode"] = _playbook(TARGET3, extra={"rolling_upgrade_retry_held": True,
+                                                   "rolling_upgrade_serial": 3}, check=True)
+    done["check_mode"].update(before=before, after=_snapshot(), run_dirs=(run_dirs, sorted(os.listdir(RUNS_DIR))))
     done["after_drain"] = _playbook(TARGET2, "rolling-upgrade-node3", "Record the node as upgrading")
     done["mid_upgrade"] = _playbook(TARGET2, "rolling-upgrade-node1", "Simulate the package upgrade (SIMULATION)")
     done["validating"] = _playbook(TARGET2, "rolling-upgrade-node3",
@@ -93,6 +129,22 @@ def test_killed_after_cordon_leaves_a_cordoned_record(runs):
     # the summary on disk is this run's, written at its start, though no node record was written
     assert run["summary"]["target"] == TARGET2
     assert run["summary"]["not_reached"] == ["rolling-upgrade-node1"]
+
+
+def test_check_mode_changes_nothing_on_any_node(runs):
+    run = runs["check_mode"]
+    assert run["rc"] == 0, run["output"]
+    recap = run["output"][run["output"].rindex("PLAY RECAP"):]
+    for name in NODES:  # every node went through the upgrade path (node2 with retry_held)
+        line = [ln for ln in recap.splitlines() if ln.startswith(name)][0]
+        assert "failed=0" in line and "unreachable=0" in line, line
+    for name in NODES:
+        assert run["after"][name] == run["before"][name], name
+    assert "--- apt lists and stamps" in run["before"]["rolling-upgrade-node1"]
+    assert "gpufleet-gpufleet-lab.list-stamp" in run["before"]["rolling-upgrade-node1"]  # refreshed outside --check
+    assert "upgrade-state.json" in run["before"]["rolling-upgrade-node1"]
+    before_dirs, after_dirs = run["run_dirs"]
+    assert after_dirs == before_dirs  # no run directory, "latest" unchanged
 
 
 def test_killed_after_drain_leaves_a_drained_record(runs):
@@ -165,4 +217,4 @@ def test_in_the_end_every_node_is_admitted_or_held_with_a_record_and_holds(runs,
 
 def test_every_run_kept_its_directory(runs):
     dirs = sorted(d for d in os.listdir(RUNS_DIR) if d != "latest")
-    assert len(dirs) == 2 + len(runs)
+    assert len(dirs) == 2 + len(runs) - 1  # converge, idempotence, each run but the --check one
