@@ -10,6 +10,7 @@ import re
 
 import pytest
 
+from ansible_collections.gpufleet.cluster.plugins.callback import fleet_report as fleet_report_callback
 from ansible_collections.gpufleet.cluster.plugins.module_utils import agent, gpu_checks, tuning_checks
 from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import CHECK_SEVERITY, SEVERITIES, severity
 from ansible_collections.gpufleet.cluster.plugins.module_utils.nvml import NvmlAdapter
@@ -37,14 +38,21 @@ def degraded():
 
 
 def run(report_dir, tmp_path, results, started, playbook="validate.yml", play=SWEEP_PLAY, **options):
-    """One playbook run of the callback: a play over the hosts of ``results`` ({host: payload})."""
+    """One playbook run of the callback: a play over the hosts of ``results`` ({host: payload}),
+    started and finished at ``started`` (the clock is fixed: two runs in the same second of wall time
+    must still have the times the test gives them, e.g. for sorting by last seen)."""
     callback, display = make_callback(dir=str(report_dir), **options)
     callback.started_at = started
     callback.report.playbook = playbook
-    callback.v2_playbook_on_play_start(make_play(tmp_path, list(results), name=play))
-    for host, payload in results.items():
-        callback.v2_runner_on_ok(result(host, payload))
-    callback.v2_playbook_on_stats(None)
+    clock = fleet_report_callback._utc_now
+    fleet_report_callback._utc_now = lambda: started
+    try:
+        callback.v2_playbook_on_play_start(make_play(tmp_path, list(results), name=play))
+        for host, payload in results.items():
+            callback.v2_runner_on_ok(result(host, payload))
+        callback.v2_playbook_on_stats(None)
+    finally:
+        fleet_report_callback._utc_now = clock
     return callback, display
 
 
