@@ -17,6 +17,7 @@ __metaclass__ = type
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.cpulist import parse_cpulist
 
+
 def affinity_path(irq):
     return "proc/irq/%d/smp_affinity_list" % irq
 
