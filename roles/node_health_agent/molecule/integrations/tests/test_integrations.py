@@ -127,7 +127,8 @@ def test_node_exporter_serves_the_agents_metrics(host):
 def test_gpu_fault_drains_the_node_with_the_check_id_and_clearing_resumes_it(host):
     reset(host)
     cycle(host)
-    assert slurm_node(host)["State"] == "IDLE"
+    # slurmd may not have answered slurmctld yet (State IDLE+NOT_RESPONDING right after start-up)
+    wait_for("the node idle and responding", lambda: idle(host))
     scenario(host, "h100-gpu-fell-off-bus.json")
     assert cycle(host)["agent"]["failing"][0]["id"] == "gpu.count"
     node = slurm_node(host)
