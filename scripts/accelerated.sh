@@ -6,7 +6,9 @@
 #   bash scripts/accelerated.sh .venv/bin/ansible-playbook -i inventories/<site>/hosts.yml playbooks/validate.yml
 #
 # Everything else (inventory, ansible.cfg, callbacks, fleet report) is unchanged; only
-# ANSIBLE_STRATEGY_PLUGINS and ANSIBLE_STRATEGY are set for the command.
+# ANSIBLE_STRATEGY_PLUGINS and ANSIBLE_STRATEGY are set for the command. The strategy is Mitogen's
+# mitogen_linear with one fix (scripts/accelerated/gpufleet_mitogen_linear.py: the installed
+# collections are listed once per run instead of once per task and host).
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PYTHON="${PYTHON:-$HERE/.venv/bin/python}"
@@ -18,6 +20,6 @@ if ! STRATEGIES="$("$PYTHON" -c 'import ansible_mitogen, os; print(os.path.join(
   echo "accelerated.sh: mitogen is not installed for $PYTHON (make setup installs the pinned version)" >&2
   exit 2
 fi
-export ANSIBLE_STRATEGY_PLUGINS="$STRATEGIES${ANSIBLE_STRATEGY_PLUGINS:+:$ANSIBLE_STRATEGY_PLUGINS}"
-export ANSIBLE_STRATEGY=mitogen_linear
+export ANSIBLE_STRATEGY_PLUGINS="$HERE/scripts/accelerated:$STRATEGIES${ANSIBLE_STRATEGY_PLUGINS:+:$ANSIBLE_STRATEGY_PLUGINS}"
+export ANSIBLE_STRATEGY=gpufleet_mitogen_linear
 exec "$@"

@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""check_failures: the few console lines of a failed validation (documentation: check_failures.yml).
+"""check_failures: the few console lines of a failed validation (documentation: check_failures.yml);
+failing_hosts: which hosts of a play have such lines (documentation: failing_hosts.yml).
 
 The lines are built by ``module_utils/checks.py`` (``failure_lines``, ``group_checks``), the
 result model's one place, so the console and the fleet report group identical checks alike.
@@ -37,6 +38,29 @@ def check_failures(result, fail_on="fail", limit=10):
     return "\n".join([lines[0][:-1] + " " + NOTE + ":"] + ["  " + line for line in lines[1:]])
 
 
+def failing_hosts(hosts, hostvars, result_var="gpufleet_node_validation",
+                  fail_on_var="gpufleet_validate_fail_on", fail_on="fail"):
+    """The hosts of ``hosts`` whose registered ``result_var`` has checks at or above their own
+    ``fail_on_var`` (default ``fail_on``): one template for the whole play instead of one task per
+    host. A host without the result (it failed before, or was skipped) is not listed."""
+    if isinstance(hosts, str) or not isinstance(hosts, (list, tuple)):
+        raise AnsibleFilterError("failing_hosts: expected a list of host names (ansible_play_hosts), got %r"
+                                 % (type(hosts).__name__,))
+    failing = []
+    for host in hosts:
+        try:
+            host_vars = hostvars[host]
+        except KeyError:
+            raise AnsibleFilterError("failing_hosts: %r is not in hostvars" % (host,))
+        result = host_vars[result_var] if result_var in host_vars else None
+        if not isinstance(result, dict) or "checks" not in result:
+            continue
+        own = host_vars[fail_on_var] if fail_on_var in host_vars else None
+        if check_failures(result, fail_on if own is None else own, limit=1):
+            failing.append(host)
+    return failing
+
+
 class FilterModule(object):
     def filters(self):
-        return {"check_failures": check_failures}
+        return {"check_failures": check_failures, "failing_hosts": failing_hosts}

@@ -70,6 +70,11 @@ KUBELET_POLICY_CHECKED = ("cpu_manager_policy", "reserved_system_cpus", "topolog
                           "topology_manager_scope", "memory_manager_policy")
 
 
+# Tier variables whose default is computed from the inventory (groups, host name): the others never
+# need the groups, which a lookup would otherwise template for every variable on every host.
+INVENTORY_DEFAULTS = frozenset(("gpufleet_kube_api_host", "gpufleet_kubelet"))
+
+
 def tier_default(name, groups=None, host=None):
     """Default of tier variable ``name``; ``groups`` (the inventory groups) and ``host`` (the
     inventory host name) for the defaults computed from the inventory."""

@@ -105,16 +105,26 @@ def fleet(tmp_path_factory):
 def test_validate_yml_runs_one_task_per_host(fleet):
     proc, document, report = fleet
     assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr[-3000:]  # degraded and badopt fail
-    assert len(document["plays"]) == 2  # the second says where the report is only when the callback is off
-    assert [t["hosts"]["localhost"].get("skipped") for t in document["plays"][1]["tasks"]] == [True]
+    # the sweep, the few-line failure of the failing nodes, and the report location (only said when
+    # the callback is off)
+    assert len(document["plays"]) == 3
+    assert [t["hosts"]["localhost"].get("skipped") for t in document["plays"][2]["tasks"]] == [True]
     tasks = document["plays"][0]["tasks"]
-    assert len(tasks) == 2  # the module (fail_on: never), then the few-line failure of failing hosts
+    assert len(tasks) == 2  # the module on every node (fail_on: never), then ONE task for the play
     assert tasks[0]["task"]["name"] == "Validate the node (GPU health and RDMA readiness in one module run)"
     assert set(tasks[0]["hosts"]) == set(HOSTS)
-    assert set(tasks[1]["hosts"]) == set(HOSTS) - set(BAD_OPTIONS)  # those stopped at the module
+    assert len(tasks[1]["hosts"]) == 1  # add_host runs once, not once per node
+    picked = [item["item"] for item in list(tasks[1]["hosts"].values())[0]["results"]]
+    # the failing node, then one passing node so that the failure play does not end the playbook
+    assert picked[0] == "degraded" and len(picked) == 2
+    assert picked[1] in set(HOSTS) - set(BAD_OPTIONS) - {"degraded"}
+    failures = document["plays"][1]["tasks"]
+    assert len(failures) == 1 and set(failures[0]["hosts"]) == set(picked)
+    assert failures[0]["hosts"][picked[1]].get("skipped") is True
     stats = document["stats"]
     assert sorted(h for h in HOSTS if stats[h]["failures"]) == sorted(BAD_OPTIONS + ["degraded"])
-    assert {h: stats[h]["ok"] for h in HOSTS} == dict(dict.fromkeys(HOSTS, 1), **dict.fromkeys(BAD_OPTIONS, 0))
+    assert sum(stats[h]["ok"] for h in HOSTS) == len(HOSTS) - len(BAD_OPTIONS) + 1  # + the add_host task
+    assert sum(stats[h]["skipped"] for h in HOSTS) == 1  # the passing node of the failure play
     # Every host is in the fleet report; the bad-option hosts failed before any check: host.validation
     # with the reason.
     assert sorted(report["hosts"]) == sorted(BAD_OPTIONS + ["degraded", "dgx", "dgx-real-nvml", "empty"])
@@ -147,14 +157,15 @@ def test_validate_yml_host_results(fleet):
     degraded = results["degraded"]
     assert degraded.get("failed") is not True and degraded["healthy"] is False  # the module: fail_on never
     assert not [c for c in degraded["checks"] if c["id"].startswith("gpu.")]
-    # The host fails in the next task with its failing checks in a few lines, not its whole result.
-    failure = document["plays"][0]["tasks"][1]["hosts"]["degraded"]
+    # The host fails in the next play with its failing checks in a few lines, not its whole result.
+    failure = document["plays"][1]["tasks"][0]["hosts"]["degraded"]
     lines = failure["msg"].splitlines()
     assert failure["failed"] is True and "checks" not in failure
     assert lines[0].startswith("%d check(s) at or above fail_on=fail" % degraded["summary"]["fail"])
     assert any(line.startswith("  rdma.port.state[mlx5_2/1]: ") for line in lines[1:]), lines
     assert 2 <= len(lines) <= 11 and len(failure["msg"]) < 2000
-    assert document["plays"][0]["tasks"][1]["hosts"]["dgx"].get("skipped") is True
+    assert "dgx-real-nvml" not in document["plays"][1]["tasks"][0]["hosts"] or \
+        document["plays"][1]["tasks"][0]["hosts"]["dgx-real-nvml"].get("skipped") is True  # fail_on: never
 
     badopt = results["badopt"]
     assert badopt["failed"] is True and "checks" not in badopt

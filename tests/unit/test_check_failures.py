@@ -5,7 +5,7 @@ results of the fixture nodes (dgx-h100 with the fake NVML's scenarios, hdr-degra
 import pytest
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.cluster.plugins.filter.checks import check_failures
+from ansible_collections.gpufleet.cluster.plugins.filter.checks import check_failures, failing_hosts
 from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import compress_targets, group_checks
 from ansible_collections.gpufleet.cluster.plugins.module_utils.nvml import NvmlAdapter
 from nvml_scenarios import fake_with
@@ -85,3 +85,38 @@ def test_bad_input_is_named(result, fail_on, words):
         return
     with pytest.raises(AnsibleFilterError, match=words):
         check_failures(result, fail_on)
+
+
+def test_failing_hosts_one_template_for_the_play():
+    """validate.yml's pick of the nodes to fail: each host's own fail_on, hosts without a result
+    (failed before, skipped) left out, input order kept."""
+    healthy, fabric = dgx("h100-healthy"), dgx("h100-fabric-not-started")
+    warned = {"checks": [{"id": "gpu.persistence_mode", "target": "gpu0", "status": "warn", "message": "off"}]}
+    hostvars = {
+        "n1": {"gpufleet_node_validation": fabric},
+        "n2": {"gpufleet_node_validation": healthy},
+        "n3": {"gpufleet_node_validation": fabric, "gpufleet_validate_fail_on": "never"},
+        "n4": {"gpufleet_node_validation": warned, "gpufleet_validate_fail_on": "warn"},
+        "n5": {"gpufleet_node_validation": warned},
+        "n6": {},  # the module failed on it (bad option): no result registered
+        "n7": {"gpufleet_node_validation": {"skipped": True, "changed": False}},
+    }
+    hosts = ["n7", "n6", "n5", "n4", "n3", "n2", "n1"]
+    assert failing_hosts(hosts, hostvars) == ["n4", "n1"]
+    assert failing_hosts(hosts, hostvars, fail_on="warn") == ["n5", "n4", "n1"]
+    assert failing_hosts([], hostvars) == []
+
+
+@pytest.mark.parametrize("hosts, message", [
+    ("n1", "expected a list of host names"),
+    (["ghost"], "'ghost' is not in hostvars"),
+])
+def test_failing_hosts_bad_input_is_named(hosts, message):
+    with pytest.raises(AnsibleFilterError, match=message):
+        failing_hosts(hosts, {"n1": {}})
+
+
+def test_failing_hosts_bad_fail_on_is_named():
+    with pytest.raises(AnsibleFilterError, match="fail_on must be one of"):
+        failing_hosts(["n1"], {"n1": {"gpufleet_node_validation": dgx("h100-healthy"),
+                                      "gpufleet_validate_fail_on": "sometimes"}})

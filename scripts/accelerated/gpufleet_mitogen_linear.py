@@ -1,0 +1,46 @@
+"""Strategy of the accelerated mode (scripts/accelerated.sh): Mitogen's mitogen_linear, plus one fix.
+
+Not part of the collection (build_ignore: scripts): it needs mitogen, which only the accelerated mode
+installs (requirements.txt pins it).
+
+The fix, measured by bench/fleet_validate.py (docs/performance.md): for every task of a module that
+lives in a collection, Mitogen 0.3.54 (ansible_mitogen/planner.py, ``_load_collections``) lists every
+installed collection again (``ansible.collections.list.list_collection_dirs``, which reads each
+collection's metadata; the ``ansible`` package ships about a hundred). Its per-module cache lives in
+the worker, a fork that exits after the task, so the listing is repeated for every host and task and
+was the largest single cost of an accelerated sweep. The listing cannot change during a run: it is made
+once here, in the controller before the workers are forked, and each worker inherits it.
+"""
+
+from __future__ import annotations
+
+import ansible.collections.list
+import ansible_mitogen.loaders
+import ansible_mitogen.planner
+import ansible_mitogen.strategy
+
+_COLLECTION_DIRS = []
+
+
+def collection_dirs():
+    """The installed collections' directories, listed once per controller process."""
+    if not _COLLECTION_DIRS:
+        _COLLECTION_DIRS.append(tuple(path.decode("utf-8") if isinstance(path, bytes) else path
+                                      for path in ansible.collections.list.list_collection_dirs()))
+    return _COLLECTION_DIRS[0]
+
+
+def _load_collections(invocation):
+    # Same effect as Mitogen's function (the collections' paths for its module server), from the list.
+    invocation._extra_sys_paths.update(collection_dirs())
+
+
+ansible_mitogen.planner._load_collections = _load_collections
+
+Base = ansible_mitogen.loaders.strategy_loader.get("linear", class_only=True)
+
+
+class StrategyModule(ansible_mitogen.strategy.StrategyMixin, Base):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        collection_dirs()  # before any worker is forked
