@@ -7,8 +7,10 @@
 One check engine: a cycle is ``validation.node_payload`` over ``families.FAMILIES``, exactly what
 the module ``node_validate`` runs, with the options the role ``node_health_agent`` took from the
 lookup ``gpufleet.cluster.node_validate_options``. Nothing here imports Ansible: the role copies
-this file and the module_utils it needs to ``/opt/gpufleet/agent`` and a systemd timer runs
-``gpufleet-health-agent`` (Type=oneshot) every ``node_health_agent_interval`` seconds.
+this file and the module_utils it needs to ``/opt/gpufleet/agent``, and systemd runs
+``gpufleet-health-agent`` every ``node_health_agent_interval`` seconds: resident (``--loop``,
+``Type=notify`` service: imports once, one cycle per interval, ``Loop``) or from a timer
+(``Type=oneshot``, a process per cycle). A cycle is the same in both (``run_once``).
 
 Each cycle writes atomically (temporary file in the same directory, fsync, rename):
 ``<state_dir>/health.json`` (the result), ``<state_dir>/agent-state.json`` (hysteresis counters)
@@ -42,6 +44,7 @@ DEFAULT_CONFIG = "/etc/gpufleet/agent.json"
 DEFAULT_STATE_DIR = "/var/lib/gpufleet"
 DEFAULT_FAIL_AFTER = 3
 DEFAULT_RECOVER_AFTER = 2
+DEFAULT_INTERVAL = 60  # seconds between two cycles (role node_health_agent writes its interval)
 SLURM_REASON_PREFIX = "gpufleet:"
 
 # Checks whose failure cannot clear by itself: the node turns unhealthy on the first failing
@@ -302,8 +305,13 @@ def run_checks(params, runner=None, nvml=None, now=None, reader=None):
         from ansible_collections.gpufleet.cluster.plugins.module_utils.runner import SubprocessRunner
 
         runner = SubprocessRunner()
-    payload, errors = node_payload(FAMILIES, params, time.perf_counter(), runner=runner, nvml=nvml, now=now,
-                                   reader=reader)
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import Context
+
+    ctx = Context(params["root"], runner=runner, reader=reader, nvml=nvml, now=now)
+    try:
+        payload, errors = node_payload(FAMILIES, params, time.perf_counter(), ctx=ctx)
+    finally:
+        ctx.close()  # NVML shut down after each cycle: the resident agent initialises it again next cycle
     if errors:
         raise AgentError("node_validate options: " + "; ".join(errors))
     return payload
@@ -323,6 +331,7 @@ class Agent(object):
         self.state_dir = config.get("state_dir") or DEFAULT_STATE_DIR
         self.textfile_dir = config.get("textfile_dir")
         self.node = config.get("node_name") or os.uname()[1]
+        self.status = "no cycle yet"  # one line for systemd's STATUS= (resident mode)
 
     @property
     def health_path(self):
@@ -348,11 +357,13 @@ class Agent(object):
             state, events = step(state, checks, settings, fail_on=fail_on, now=started)
         except AgentError as exc:
             self.log("%s: %s" % (AGENT_NAME, exc))
+            self.status = "last cycle failed (journal), last good result kept"
             return 0
         except Exception as exc:  # never crash the timer loop; the traceback goes to the journal
             import traceback
 
             self.log("%s: cycle failed, last good result kept: %r\n%s" % (AGENT_NAME, exc, traceback.format_exc()))
+            self.status = "last cycle failed (journal), last good result kept"
             return 0
         for event in events:
             self.log("%s: %s" % (AGENT_NAME, event))
@@ -370,7 +381,11 @@ class Agent(object):
             atomic_write(self.health_path, json.dumps(result, sort_keys=True, allow_nan=False))
         except (AgentError, OSError) as exc:
             self.log("%s: state not written, last good result kept: %s" % (AGENT_NAME, exc))
+            self.status = "last cycle's state not written (journal), last good result kept"
             return 0
+        self.status = "cycle %d: %s, %.1f ms CPU" % (
+            state["cycle"], "healthy" if state["healthy"] else "unhealthy: " + summary_message(failing, 200),
+            result["agent"]["cpu_ms"])
         if self.textfile_dir:
             try:
                 atomic_write(os.path.join(self.textfile_dir, "gpufleet.prom"),
@@ -450,6 +465,9 @@ def config_errors(config):
     python_path = config.get("python_path") or []
     if not isinstance(python_path, list) or not all(isinstance(item, str) for item in python_path):
         errors.append("python_path must be a list of directories, got %r" % (python_path,))
+    interval = config.get("interval", DEFAULT_INTERVAL)
+    if isinstance(interval, bool) or not isinstance(interval, (int, float)) or not interval > 0:
+        errors.append("interval must be a number of seconds > 0, got %r" % (interval,))
     return errors
 
 
@@ -488,6 +506,185 @@ def npd_status(result, now, max_age=300, max_length=80):
     return code, message[:max_length]
 
 
+def run_once(path):
+    """One cycle, the same in both modes: the configuration read, the publishers built (a rotated
+    client certificate or token is picked up), ``Agent.cycle``. Returns the cycle's status line;
+    never raises (each problem is a journal line and the last good result is kept)."""
+    try:
+        config = load_config(path)
+        agent = build_agent(config)
+    except AgentError as exc:
+        say("%s: %s; last good result kept" % (AGENT_NAME, exc))
+        return "no cycle: %s" % exc
+    except Exception as exc:  # never crash the timer loop
+        say("%s: cannot start, last good result kept: %r" % (AGENT_NAME, exc))
+        return "no cycle: %r" % (exc,)
+    agent.cycle()
+    return agent.status
+
+
+# -- resident mode -----------------------------------------------------------------------------------
+
+def sd_notify(message, environ=None):
+    """Send ``message`` (``READY=1``, ``WATCHDOG=1``, ``STATUS=...``, newline-separated) to systemd
+    over ``$NOTIFY_SOCKET`` (the sd_notify(3) datagram, with the stdlib socket module: no libsystemd
+    binding needed). False when not run by a ``Type=notify`` service or when the send fails."""
+    address = (os.environ if environ is None else environ).get("NOTIFY_SOCKET")
+    if not address or address[0] not in "/@":
+        return False
+    import socket
+
+    if address[0] == "@":  # abstract namespace
+        address = "\0" + address[1:]
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    try:
+        sock.connect(address)
+        sock.sendall(message.encode("utf-8"))
+        return True
+    except OSError:
+        return False
+    finally:
+        sock.close()
+
+
+class StopSignals(object):
+    """SIGTERM and SIGINT end the resident agent between two cycles: the handler only records the
+    signal (a cycle in progress finishes and writes its result), ``wait`` sleeps until a deadline or
+    the signal (``signal.set_wakeup_fd`` wakes its ``select``: no race with a signal that arrives
+    just before the sleep). ``close`` restores the previous handlers."""
+
+    SIGNALS = ("SIGTERM", "SIGINT")
+
+    def __init__(self, clock=time.monotonic):
+        import select
+        import signal
+
+        self._select = select.select
+        self._signal = signal
+        self.clock = clock
+        self.received = []
+        self._read, self._write = os.pipe()
+        os.set_blocking(self._write, False)
+        self._old_fd = signal.set_wakeup_fd(self._write)
+        self._old = dict((name, signal.signal(getattr(signal, name), self._handler)) for name in self.SIGNALS)
+
+    def _handler(self, signum, frame):
+        self.received.append(signum)
+
+    def wait(self, timeout):
+        """Sleep ``timeout`` seconds; True at once when a stop signal came (before or during)."""
+        end = self.clock() + timeout
+        while not self.received:
+            left = end - self.clock()
+            if left <= 0:
+                return False
+            if self._select([self._read], [], [], left)[0]:
+                os.read(self._read, 512)
+        return True
+
+    def close(self):
+        for name, handler in self._old.items():
+            self._signal.signal(getattr(self._signal, name), handler)
+        self._signal.set_wakeup_fd(self._old_fd)
+        os.close(self._read)
+        os.close(self._write)
+
+
+class Loop(object):
+    """The resident agent: ``run_cycle()`` (returns a status line) every ``interval`` seconds on a
+    monotonic schedule: cycle k starts at start + k * interval whatever the cycles take (no drift),
+    never two at once (one thread; a cycle longer than the interval makes the next start at the
+    next slot of the schedule, the slots missed are journalled, none is run late in a burst).
+    An exception of a cycle is journalled and the loop goes on (the last good result stays on
+    disk). systemd (Type=notify) hears READY=1 after the first cycle (health.json is written
+    when ``systemctl start`` returns), WATCHDOG=1 and the status after every cycle, STOPPING=1 at
+    the end. ``wait(seconds)`` sleeps and returns True to stop (StopSignals.wait)."""
+
+    def __init__(self, run_cycle, interval, wait, clock=time.monotonic, notify=sd_notify, log=None):
+        self.run_cycle = run_cycle
+        self.interval = float(interval)
+        self.wait = wait
+        self.clock = clock
+        self.notify = notify
+        self.log = log or say
+        self.cycles = 0
+        self.skipped = 0
+
+    def run(self, max_cycles=None):
+        """Cycles until ``wait`` says stop (or ``max_cycles``); returns the number of cycles run."""
+        slot = self.clock()
+        while max_cycles is None or self.cycles < max_cycles:
+            try:
+                status = self.run_cycle()
+            except Exception as exc:  # run_once reports its own problems; anything else lands here
+                import traceback
+
+                self.log("%s: cycle failed, last good result kept: %r\n%s" % (AGENT_NAME, exc, traceback.format_exc()))
+                status = "last cycle failed (journal), last good result kept"
+            self.cycles += 1
+            status = " ".join(str(status).split())  # one line: systemd reads KEY=VALUE lines
+            self.notify("%sWATCHDOG=1\nSTATUS=%s" % ("READY=1\n" if self.cycles == 1 else "", status))
+            if max_cycles is not None and self.cycles >= max_cycles:
+                break
+            slot += self.interval
+            now = self.clock()
+            if now >= slot:
+                missed = int((now - slot) // self.interval) + 1
+                slot += missed * self.interval
+                self.skipped += missed
+                self.log("%s: a cycle took longer than the interval (%g s): %d cycle(s) skipped"
+                         % (AGENT_NAME, self.interval, missed))
+            if self.wait(slot - now):
+                break
+        self.notify("STOPPING=1")
+        return self.cycles
+
+
+def loop_interval(path, override=None):
+    """Seconds between two cycles: ``--interval``, else the configuration's ``interval`` (the
+    role writes node_health_agent_interval), else 60. An unreadable configuration gives 60 here:
+    each cycle reports it."""
+    value = override
+    if value is None:
+        try:
+            value = load_config(path).get("interval", DEFAULT_INTERVAL)
+        except AgentError:
+            value = DEFAULT_INTERVAL
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        value = 0
+    if not value > 0:
+        say("%s: interval must be a number of seconds > 0, got %r: %g s" % (AGENT_NAME, value, DEFAULT_INTERVAL))
+        value = DEFAULT_INTERVAL
+    return value
+
+
+def resident(path, interval=None, max_cycles=None):
+    """``--loop``: the resident agent until SIGTERM (systemd's stop) or SIGINT; returns 0."""
+    signals = StopSignals()
+    try:
+        loop = Loop(lambda: run_once(path), loop_interval(path, interval), signals.wait)
+        say("%s: resident, a cycle every %g s (%s)" % (AGENT_NAME, loop.interval, path))
+        loop.run(max_cycles)
+    finally:
+        signals.close()
+    say("%s: stopped after %d cycle(s)" % (AGENT_NAME, loop.cycles))
+    return 0
+
+
+def _option_value(argv, name):
+    """Remove ``name VALUE`` from argv and return VALUE (None when absent)."""
+    if name not in argv:
+        return None
+    index = argv.index(name)
+    if index + 1 >= len(argv):
+        raise AgentError("%s needs a value" % name)
+    value = argv[index + 1]
+    del argv[index:index + 2]
+    return value
+
+
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--npd" in argv:
@@ -510,7 +707,19 @@ def main(argv=None):
     check_only = "--check-config" in argv
     if check_only:
         argv.remove("--check-config")
+    loop = "--loop" in argv
+    if loop:
+        argv.remove("--loop")
+        try:
+            interval = _option_value(argv, "--interval")
+            cycles = _option_value(argv, "--cycles")
+            cycles = None if cycles is None else int(cycles)
+        except (AgentError, ValueError) as exc:
+            say("%s: --loop [--interval SECONDS] [--cycles N] [CONFIG]: %s" % (AGENT_NAME, exc))
+            return 2
     path = argv[0] if argv else os.environ.get("GPUFLEET_AGENT_CONFIG", DEFAULT_CONFIG)
+    if loop:
+        return resident(path, interval, cycles)
     if check_only:
         try:
             errors = config_errors(load_config(path))
@@ -519,13 +728,5 @@ def main(argv=None):
         for error in errors:
             say("%s: %s: %s" % (AGENT_NAME, path, error))
         return 1 if errors else 0
-    try:
-        config = load_config(path)
-        agent = build_agent(config)
-    except AgentError as exc:
-        say("%s: %s; last good result kept" % (AGENT_NAME, exc))
-        return 0
-    except Exception as exc:  # never crash the timer loop
-        say("%s: cannot start, last good result kept: %r" % (AGENT_NAME, exc))
-        return 0
-    return agent.cycle()
+    run_once(path)
+    return 0

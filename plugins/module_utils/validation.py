@@ -135,6 +135,7 @@ class Context(object):
         self.runner = runner
         self.reader = reader if reader is not None else SysfsReader(self.root)
         self._nvml = nvml
+        self._own_nvml = False
         self.now = time.time() if now is None else now
 
     @property
@@ -149,7 +150,15 @@ class Context(object):
             from ansible_collections.gpufleet.cluster.plugins.module_utils.nvml import NvmlAdapter
 
             self._nvml = NvmlAdapter(binding_path=binding_path)
+            self._own_nvml = True
         return self._nvml
+
+    def close(self):
+        """Shut NVML down if this context started it. A module's process ends after one run; the
+        resident node health agent runs a context per cycle in one process, and shuts NVML down
+        after each so that the next cycle initialises it again, as a process per cycle would."""
+        if self._own_nvml:
+            self._nvml.shutdown()
 
 
 # -- argument specs ------------------------------------------------------------------------------

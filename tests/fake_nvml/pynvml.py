@@ -4,7 +4,10 @@ Same function names, NVMLError hierarchy (one subclass per NVML_ERROR_* code, bu
 real binding's, carrying ``.value``) and constants as nvidia-ml-py 13.x, answering from a
 scenario JSON file:
 
-- ``GPUFLEET_FAKE_NVML_SCENARIO=<path>`` in the environment (read at import), or
+- ``GPUFLEET_FAKE_NVML_SCENARIO=<path>`` in the environment (read at import, and read again by
+  the first ``nvmlInit`` after a full ``nvmlShutdown`` when the file changed - a symlink switched
+  to another scenario - as the real library enumerates the GPUs again: a long-running process,
+  the resident node health agent, sees a fault injected into the scenario), or
 - ``set_scenario(path_or_dict)`` programmatically.
 
 Scenario keys: ``init_error`` (an NVML_ERROR_* suffix such as ``LIBRARY_NOT_FOUND``),
@@ -241,7 +244,7 @@ def _load(path):
         data = json.load(handle)
     parent = data.pop("extends", None)
     if parent:
-        base = _load(os.path.join(os.path.dirname(os.path.abspath(path)), parent))
+        base = _load(os.path.join(os.path.dirname(os.path.realpath(path)), parent))
         overrides = _merge(base.pop("device_overrides", {}), data.pop("device_overrides", {}))
         data = _merge(base, data)
         if overrides:
@@ -261,7 +264,7 @@ def set_scenario(scenario):
         device = _merge(template, entry)
         device = _merge(device, overrides.get(str(index), {}))
         devices.append(device)
-    _STATE.update({"scenario": scenario, "devices": devices, "initialised": 0})
+    _STATE.update({"scenario": scenario, "devices": devices, "initialised": 0, "path": None})
     module = globals()
     for name, value in list(_REMOVED.items()):
         module[name] = value
@@ -306,7 +309,26 @@ def _value(device, key):
 
 
 # -- library lifecycle -------------------------------------------------------------------
+def _file_identity(path):
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return (os.path.realpath(path), info.st_ino, info.st_mtime_ns, info.st_size)
+
+
+def _reload_from_environment():
+    """The environment's scenario again when its file changed since it was read."""
+    path = _STATE.get("path")
+    if path and not _STATE["initialised"]:
+        identity = _file_identity(path)
+        if identity is not None and identity != _STATE.get("identity"):
+            set_scenario(path)
+            _STATE.update({"path": path, "identity": identity})
+
+
 def nvmlInitWithFlags(flags):
+    _reload_from_environment()
     error = _STATE["scenario"].get("init_error")
     if error:
         _raise(error)
@@ -562,3 +584,5 @@ __all__ = [name for name in list(globals()) if name.startswith(("nvml", "NVML", 
 
 if os.environ.get("GPUFLEET_FAKE_NVML_SCENARIO"):
     set_scenario(os.environ["GPUFLEET_FAKE_NVML_SCENARIO"])
+    _STATE.update({"path": os.environ["GPUFLEET_FAKE_NVML_SCENARIO"],
+                   "identity": _file_identity(os.environ["GPUFLEET_FAKE_NVML_SCENARIO"])})

@@ -85,3 +85,41 @@ def test_npd_monitor_config_follows_the_custom_plugin_format():
     assert rule["path"] == "/usr/bin/python3"
     assert rule["args"][:4] == ["-s", "-S", "/opt/gpufleet/agent/gpufleet-health-agent", "--npd"]
     assert set(rule) <= {"type", "condition", "reason", "path", "args", "timeout", "invoke_interval"}
+
+
+def render_unit(mode, interval=60):
+    """The service unit as the role writes it (role vars and defaults the template reads)."""
+    import jinja2
+
+    with open(os.path.join(ROLE, "templates", "gpufleet-health-agent.service.j2")) as handle:
+        template = jinja2.Environment(trim_blocks=True, lstrip_blocks=False, undefined=jinja2.StrictUndefined,
+                                      keep_trailing_newline=True).from_string(handle.read())
+    return template.render(dict(role_vars(), ansible_managed="managed", node_health_agent_mode=mode,
+                                node_health_agent_interval=interval, node_health_agent_python="/usr/bin/python3",
+                                node_health_agent_environment={"PYTHONPATH": "/opt/fake-nvml"}))
+
+
+def unit_lines(text):
+    return [line for line in text.splitlines() if line and not line.startswith("#")]
+
+
+def test_daemon_mode_is_the_default_and_runs_the_loop_resident():
+    with open(os.path.join(ROLE, "defaults", "main.yml")) as handle:
+        assert yaml.safe_load(handle)["node_health_agent_mode"] == "daemon"
+    with open(os.path.join(ROLE, "meta", "argument_specs.yml")) as handle:
+        spec = yaml.safe_load(handle)["argument_specs"]["main"]["options"]["node_health_agent_mode"]
+    assert spec["choices"] == ["daemon", "timer"] and spec["default"] == "daemon"
+    lines = unit_lines(render_unit("daemon"))
+    assert "Type=notify" in lines and "Restart=always" in lines and "StartLimitIntervalSec=0" in lines
+    assert ("ExecStart=/usr/bin/python3 -s -S /opt/gpufleet/agent/gpufleet-health-agent --loop "
+            "/etc/gpufleet/agent.json") in lines
+    assert "WatchdogSec=180" in lines and "NotifyAccess=main" in lines and "MemoryMax=256M" in lines
+    assert lines[-2:] == ["[Install]", "WantedBy=multi-user.target"]
+    assert 'Environment="PYTHONPATH=/opt/fake-nvml"' in lines and "Nice=10" in lines
+
+
+def test_timer_mode_keeps_the_oneshot_without_install_section():
+    lines = unit_lines(render_unit("timer", 600))
+    assert "Type=oneshot" in lines and "TimeoutStartSec=595" in lines and "StartLimitIntervalSec=0" in lines
+    assert "ExecStart=/usr/bin/python3 -s -S /opt/gpufleet/agent/gpufleet-health-agent /etc/gpufleet/agent.json" in lines
+    assert "[Install]" not in lines and not any(line.startswith(("Restart=", "WatchdogSec=")) for line in lines)
