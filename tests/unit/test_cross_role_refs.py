@@ -317,3 +317,23 @@ def test_lab_inventory_states_the_node_once(tmp_path):
         assert msg[name]["gpu"] == {"expected_count": 8, "expected_driver_version": "580", "xid_source": "none"}, name
         assert msg[name]["rdma"].pop("enabled", True) is True, name
         assert msg[name]["rdma"] == {"expected_devices": 9}, name
+
+
+def test_every_tier_family_reaches_every_node_validate_built_from_the_tier():
+    """validate.yml, the health gate of kubernetes.yml and rolling_upgrade build node_validate's
+    options with the lookup node_validate_options: each of them passes all three families (gpu,
+    rdma, tuning) from it, so an expectation of the tier (e.g. gpufleet_hugepages_2m) is checked,
+    and gates, in every one of them."""
+    tasks = []
+    for path in _files(["roles/*/tasks/**/*.yml", "playbooks/**/*.yml"]):
+        for node in _walk(_yaml(path)):
+            options = (node.get("vars") or {}).get("__options", "") if isinstance(node.get("vars"), dict) else ""
+            if "gpufleet.cluster.node_validate" in node and "node_validate_options" in str(options):
+                tasks.append((os.path.relpath(path, REPO), node))
+    assert sorted(path for path, _ in tasks) == [
+        "playbooks/kubernetes.yml", "playbooks/validate.yml", "roles/rolling_upgrade/tasks/check.yml"]
+    for path, node in tasks:
+        args = node["gpufleet.cluster.node_validate"]
+        for family in ("gpu", "rdma", "tuning"):
+            assert "__options.%s" % family in str(args.get(family, "")), (path, family)
+        assert "tuning=" in str(node["vars"]["__options"]) or path.startswith("roles/rolling_upgrade"), path
