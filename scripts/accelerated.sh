@@ -22,4 +22,7 @@ if ! STRATEGIES="$("$PYTHON" -c 'import ansible_mitogen, os; print(os.path.join(
 fi
 export ANSIBLE_STRATEGY_PLUGINS="$HERE/scripts/accelerated:$STRATEGIES${ANSIBLE_STRATEGY_PLUGINS:+:$ANSIBLE_STRATEGY_PLUGINS}"
 export ANSIBLE_STRATEGY=gpufleet_mitogen_linear
+# One Mitogen multiplexer process per CPU (Mitogen's default is one for all connections, which
+# limits a large sweep to one core of the controller; docs/performance.md). Set it to override.
+export MITOGEN_CPU_COUNT="${MITOGEN_CPU_COUNT:-$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)}"
 exec "$@"
