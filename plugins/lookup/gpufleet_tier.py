@@ -45,7 +45,7 @@ _raw:
 from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 
-from ansible_collections.gpufleet.cluster.plugins.plugin_utils.gpufleet_tier import INVENTORY_DEFAULTS, TIER, tier_default
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils.gpufleet_tier import TIER, tier_default
 
 
 def tier_value(templar, variables, name):
@@ -56,11 +56,9 @@ def tier_value(templar, variables, name):
     variables = variables or {}
     value = templar.template(variables[name]) if name in variables else None
     if value is None:
-        groups, host = {}, None
-        if name in INVENTORY_DEFAULTS:  # the groups of a large inventory are costly to template
-            groups = templar.template(variables["groups"]) if "groups" in variables else {}
-            host = templar.template(variables["inventory_hostname"]) if "inventory_hostname" in variables else None
-        value = tier_default(name, groups, host)
+        value = tier_default(name, lambda: (
+            templar.template(variables["groups"]) if "groups" in variables else {},
+            templar.template(variables["inventory_hostname"]) if "inventory_hostname" in variables else None))
     return value
 
 

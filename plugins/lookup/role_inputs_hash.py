@@ -43,6 +43,7 @@ _raw:
   elements: str
 """
 
+import functools
 import hashlib
 import json
 import os
@@ -50,7 +51,7 @@ import re
 
 from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
-from ansible_collections.gpufleet.cluster.plugins.plugin_utils.gpufleet_tier import INVENTORY_DEFAULTS, TIER, tier_default
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils.gpufleet_tier import TIER, tier_default
 
 COLLECTION = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ROLE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -97,14 +98,12 @@ def inputs_hash(templar, variables, role, collection=COLLECTION):
     role_vars = dict((name, _value(templar, variables, name)) for name in sorted(variables)
                      if name.startswith(prefix))
     tier = {}
-    inventory = []  # (groups, host), templated at most once and only for a default that needs them
+    inventory = functools.lru_cache(maxsize=None)(lambda: (  # templated once, and only if a default needs it
+        _value(templar, variables, "groups") if "groups" in variables else {},
+        _value(templar, variables, "inventory_hostname") if "inventory_hostname" in variables else None))
     for name in sorted(TIER):
         value = _value(templar, variables, name) if name in variables else None
-        if value is None and name in INVENTORY_DEFAULTS and not inventory:
-            inventory.extend([_value(templar, variables, "groups") if "groups" in variables else {},
-                              _value(templar, variables, "inventory_hostname")
-                              if "inventory_hostname" in variables else None])
-        tier[name] = (tier_default(name, *inventory) if inventory else tier_default(name)) if value is None else value
+        tier[name] = tier_default(name, inventory) if value is None else value
     facts = _value(templar, variables, "ansible_facts") if "ansible_facts" in variables else {}
     facts = facts if isinstance(facts, dict) else {}
     group_names = _value(templar, variables, "group_names") if "group_names" in variables else []

@@ -70,22 +70,21 @@ KUBELET_POLICY_CHECKED = ("cpu_manager_policy", "reserved_system_cpus", "topolog
                           "topology_manager_scope", "memory_manager_policy")
 
 
-# Tier variables whose default is computed from the inventory (groups, host name): the others never
-# need the groups, which a lookup would otherwise template for every variable on every host.
-INVENTORY_DEFAULTS = frozenset(("gpufleet_kube_api_host", "gpufleet_kubelet"))
-
-
-def tier_default(name, groups=None, host=None):
-    """Default of tier variable ``name``; ``groups`` (the inventory groups) and ``host`` (the
-    inventory host name) for the defaults computed from the inventory."""
+def tier_default(name, inventory=None):
+    """Default of tier variable ``name``. ``inventory`` is a function returning the inventory's
+    groups and the host name, ``(groups, host)``; it is called only for the two defaults computed
+    from them (``gpufleet_kube_api_host``, ``gpufleet_kubelet``), since templating a large
+    inventory's groups for every variable on every host grows with the square of the fleet."""
     if name not in TIER:
         raise KeyError("%s is not a gpufleet_* tier variable (known: %s)" % (name, ", ".join(sorted(TIER))))
+    if name not in ("gpufleet_kube_api_host", "gpufleet_kubelet"):
+        return TIER[name][0]
+    groups, host = inventory() if inventory is not None else ({}, None)
+    groups = groups or {}
     if name == "gpufleet_kube_api_host":
-        control_plane = (groups or {}).get("kube_control_plane") or []
+        control_plane = groups.get("kube_control_plane") or []
         return control_plane[0] if control_plane else "localhost"
-    if name == "gpufleet_kubelet":
-        return host in ((groups or {}).get("kube_node") or []) + ((groups or {}).get("kube_control_plane") or [])
-    return TIER[name][0]
+    return host in (groups.get("kube_node") or []) + (groups.get("kube_control_plane") or [])
 
 
 def node_validate_options(values, gpu=None, rdma=None, tuning=None):
