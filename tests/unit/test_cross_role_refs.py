@@ -337,3 +337,21 @@ def test_every_tier_family_reaches_every_node_validate_built_from_the_tier():
         for family in ("gpu", "rdma", "tuning"):
             assert "__options.%s" % family in str(args.get(family, "")), (path, family)
         assert "tuning=" in str(node["vars"]["__options"]) or path.startswith("roles/rolling_upgrade"), path
+
+
+def test_tier_defaults_read_the_inventory_only_when_computed_from_it():
+    from ansible_collections.gpufleet.cluster.plugins.plugin_utils.gpufleet_tier import tier_default
+    calls = []
+
+    def inventory():
+        calls.append(1)
+        return {"kube_control_plane": ["cp1", "cp2"], "kube_node": ["w1"]}, "w1"
+
+    assert tier_default("gpufleet_gate_taint_key", inventory) == "gpufleet.io/unhealthy"
+    assert tier_default("gpufleet_sysfs_root", inventory) == "/"
+    assert calls == []  # not computed from the inventory: the groups are never templated
+    assert tier_default("gpufleet_kube_api_host", inventory) == "cp1"
+    assert tier_default("gpufleet_kubelet", inventory) is True
+    assert tier_default("gpufleet_kubelet", lambda: ({"kube_node": ["w1"]}, "other")) is False
+    assert tier_default("gpufleet_kube_api_host") == "localhost" and tier_default("gpufleet_kubelet") is False
+    assert len(calls) == 2
