@@ -7,8 +7,11 @@
 #
 # Everything else (inventory, ansible.cfg, callbacks, fleet report) is unchanged; only
 # ANSIBLE_STRATEGY_PLUGINS and ANSIBLE_STRATEGY are set for the command. The strategy is Mitogen's
-# mitogen_linear with one fix (scripts/accelerated/gpufleet_mitogen_linear.py: the installed
-# collections are listed once per run instead of once per task and host).
+# mitogen_linear with two fixes (scripts/accelerated/gpufleet_mitogen_linear.py: the installed
+# collections are listed once per run instead of once per task and host; on a controller with fewer
+# than 4 CPUs Mitogen's CPU pinning, which put all but one multiplexer on one CPU, is switched off).
+# Mitogen's own settings apply as documented by Mitogen (MITOGEN_CPU_COUNT: multiplexer processes,
+# default 1; measured on 2 CPUs without the pinning, a second one gave no gain: docs/performance.md).
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PYTHON="${PYTHON:-$HERE/.venv/bin/python}"
@@ -22,7 +25,4 @@ if ! STRATEGIES="$("$PYTHON" -c 'import ansible_mitogen, os; print(os.path.join(
 fi
 export ANSIBLE_STRATEGY_PLUGINS="$HERE/scripts/accelerated:$STRATEGIES${ANSIBLE_STRATEGY_PLUGINS:+:$ANSIBLE_STRATEGY_PLUGINS}"
 export ANSIBLE_STRATEGY=gpufleet_mitogen_linear
-# One Mitogen multiplexer process per CPU (Mitogen's default is one for all connections, which
-# limits a large sweep to one core of the controller; docs/performance.md). Set it to override.
-export MITOGEN_CPU_COUNT="${MITOGEN_CPU_COUNT:-$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)}"
 exec "$@"

@@ -120,3 +120,64 @@ def test_failing_hosts_bad_fail_on_is_named():
     with pytest.raises(AnsibleFilterError, match="fail_on must be one of"):
         failing_hosts(["n1"], {"n1": {"gpufleet_node_validation": dgx("h100-healthy"),
                                       "gpufleet_validate_fail_on": "sometimes"}})
+
+
+class Unwalkable(list):
+    """A checks list that fails the test when walked (its length can be read)."""
+
+    def __iter__(self):
+        raise AssertionError("the checks were walked")
+
+
+def counted(checks, **summary):
+    counts = {"pass": 0, "warn": 0, "fail": 0, "skip": 0}
+    for check in checks:
+        counts[check["status"]] += 1
+    counts.update(summary)
+    return counts
+
+
+def test_failing_hosts_reads_the_summary_not_the_checks():
+    """The module's summary (counts per status of the same checks) decides, so the play's one
+    template does not walk every check of every node (each a lazy container under ansible-core
+    2.19); fail_on never reads nothing."""
+    fabric, healthy = dgx("h100-fabric-not-started"), dgx("h100-healthy")
+    hostvars = {}
+    for name, result, fail_on in (("f", fabric, None), ("h", healthy, None), ("n", fabric, "never")):
+        entry = {"gpufleet_node_validation": dict(result, checks=Unwalkable(result["checks"]))}
+        if fail_on:
+            entry["gpufleet_validate_fail_on"] = fail_on
+        hostvars[name] = entry
+    assert failing_hosts(["f", "h", "n"], hostvars) == ["f"]
+    warned = [{"id": "x", "target": "node", "status": "warn", "message": "m"}]
+    hostvars["w"] = {"gpufleet_node_validation": {"checks": Unwalkable(warned), "summary": counted(warned),
+                                                  "healthy": True}}
+    assert failing_hosts(["w"], hostvars) == []
+    assert failing_hosts(["w"], hostvars, fail_on="warn") == ["w"]
+
+
+@pytest.mark.parametrize("summary, healthy", [
+    (None, None),                                    # no summary
+    ({"pass": 1, "warn": 0, "fail": 0}, True),       # a status missing
+    ({"pass": 1, "warn": 0, "fail": 0, "skip": 0}, True),  # counts 1 check of 2
+    ({"pass": 2, "warn": 0, "fail": 0, "skip": 0}, False),  # disagrees with healthy
+    ({"pass": 1, "warn": 0, "fail": False, "skip": 1}, True),  # a bool is not a count
+    ({"pass": 3, "warn": 0, "fail": -1, "skip": 0}, True),  # negative
+    ("2 pass", True),                                # not a dict
+])
+def test_failing_hosts_walks_the_checks_when_the_summary_is_not_whole(summary, healthy):
+    """A summary that does not account for every check (or disagrees with healthy) is not trusted:
+    the checks themselves decide, so a failing check is never missed (fail closed)."""
+    checks = [{"id": "a", "target": "node", "status": "pass", "message": "ok"},
+              {"id": "b", "target": "node", "status": "fail", "message": "broken"}]
+    result = {"checks": checks}
+    if summary is not None:
+        result["summary"] = summary
+    if healthy is not None:
+        result["healthy"] = healthy
+    assert failing_hosts(["n"], {"n": {"gpufleet_node_validation": result}}) == ["n"]
+
+
+def test_failing_hosts_names_a_result_without_a_checks_list():
+    with pytest.raises(AnsibleFilterError, match="expected a validation result with a 'checks' list"):
+        failing_hosts(["n"], {"n": {"gpufleet_node_validation": {"checks": "none", "summary": {}}}})
