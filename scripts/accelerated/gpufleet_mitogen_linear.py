@@ -47,11 +47,21 @@ def _load_collections(invocation):
 ansible_mitogen.planner._load_collections = _load_collections
 
 # Mitogen's policy object is looked up at each use (ansible_mitogen.affinity.policy.assign_*), so the
-# no-op base class in its place switches the pinning off for the whole run, workers included. The CPU
-# count is the one Mitogen's policy was built with (absent: a platform where Mitogen does not pin).
+# no-op base class in its place switches the pinning off for the whole run, workers included.
 PINNING_MIN_CPUS = 4
-if getattr(ansible_mitogen.affinity.policy, "cpu_count", PINNING_MIN_CPUS) < PINNING_MIN_CPUS:
-    ansible_mitogen.affinity.policy = ansible_mitogen.affinity.Policy()
+
+
+def unpin_small_controller(affinity=ansible_mitogen.affinity, min_cpus=PINNING_MIN_CPUS):
+    """Replace Mitogen's pinning policy by its no-op base class when the policy was built for fewer
+    than ``min_cpus`` CPUs (its own count; a policy without one, Mitogen's no-op, is left alone).
+    Returns whether it did."""
+    if getattr(affinity.policy, "cpu_count", min_cpus) >= min_cpus:
+        return False
+    affinity.policy = affinity.Policy()
+    return True
+
+
+unpin_small_controller()
 
 Base = ansible_mitogen.loaders.strategy_loader.get("linear", class_only=True)
 
