@@ -15,7 +15,7 @@ __metaclass__ = type
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import (
-    FAIL, FAIL_ON_CHOICES, STATUSES, WARN, failure_lines, offending)
+    FAIL, FAIL_ON_CHOICES, STATUSES, failing_statuses, failure_lines, offending)
 
 NOTE = "(every check of the node, with observed and expected values: the fleet report)"
 
@@ -68,7 +68,7 @@ def _failing(result, fail_on):
     counts = _counted(result)
     if counts is None:
         return bool(check_failures(result, fail_on, limit=1))
-    return counts[FAIL] > 0 or (fail_on == "warn" and counts[WARN] > 0)
+    return any(counts[status] > 0 for status in failing_statuses(fail_on))
 
 
 def failing_hosts(hosts, hostvars, result_var="gpufleet_node_validation",

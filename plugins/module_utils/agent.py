@@ -29,7 +29,7 @@ import os
 import sys
 import time
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import FAIL, WARN, json_safe
+from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import FAIL, failing_statuses, json_safe
 
 
 def say(line):
@@ -141,7 +141,7 @@ def step(state, checks, settings, fail_on="fail", now=None):
     ``recover_after`` consecutive other cycles. A flap is a change of the raw outcome between two
     cycles. The node is healthy when no check is failing. Events are journal lines."""
     now = time.time() if now is None else now
-    bad = (FAIL,) if fail_on == "fail" else (FAIL, WARN)
+    bad = failing_statuses(fail_on)
     old = (state or {}).get("checks") or {}
     new, events = {}, []
     for check in checks:

@@ -150,17 +150,22 @@ def is_healthy(checks):
     return not any(check["status"] == FAIL for check in checks)
 
 
+def failing_statuses(fail_on):
+    """The statuses at or above ``fail_on``: fail, or fail and warn (callers settle ``never`` first)."""
+    return (FAIL,) if fail_on == "fail" else (FAIL, WARN)
+
+
 def should_fail(checks, fail_on):
     """Whether the module must fail for ``fail_on`` (fail | warn | never)."""
     if fail_on == "never":
         return False
-    bad = (FAIL,) if fail_on == "fail" else (FAIL, WARN)
+    bad = failing_statuses(fail_on)
     return any(check["status"] in bad for check in checks)
 
 
 def offending(checks, fail_on):
     """The checks at or above ``fail_on`` (fail, or fail and warn), in their order."""
-    bad = (FAIL,) if fail_on == "fail" else (FAIL, WARN)
+    bad = failing_statuses(fail_on)
     return [c for c in checks if c["status"] in bad]
 
 

@@ -6,7 +6,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.cluster.plugins.filter.checks import check_failures, failing_hosts
-from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import compress_targets, group_checks
+from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import compress_targets, group_checks, summarize
 from ansible_collections.gpufleet.cluster.plugins.module_utils.nvml import NvmlAdapter
 from nvml_scenarios import fake_with
 from test_node_validate import node_validate
@@ -129,14 +129,6 @@ class Unwalkable(list):
         raise AssertionError("the checks were walked")
 
 
-def counted(checks, **summary):
-    counts = {"pass": 0, "warn": 0, "fail": 0, "skip": 0}
-    for check in checks:
-        counts[check["status"]] += 1
-    counts.update(summary)
-    return counts
-
-
 def test_failing_hosts_reads_the_summary_not_the_checks():
     """The module's summary (counts per status of the same checks) decides, so the play's one
     template does not walk every check of every node (each a lazy container under ansible-core
@@ -150,7 +142,7 @@ def test_failing_hosts_reads_the_summary_not_the_checks():
         hostvars[name] = entry
     assert failing_hosts(["f", "h", "n"], hostvars) == ["f"]
     warned = [{"id": "x", "target": "node", "status": "warn", "message": "m"}]
-    hostvars["w"] = {"gpufleet_node_validation": {"checks": Unwalkable(warned), "summary": counted(warned),
+    hostvars["w"] = {"gpufleet_node_validation": {"checks": Unwalkable(warned), "summary": summarize(warned),
                                                   "healthy": True}}
     assert failing_hosts(["w"], hostvars) == []
     assert failing_hosts(["w"], hostvars, fail_on="warn") == ["w"]
