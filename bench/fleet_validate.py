@@ -104,7 +104,9 @@ def build(workdir, count):
 
 def environment(workdir, forks):
     env = dict(os.environ)
-    for name in ("PYTHONPATH", "GPUFLEET_FAKE_NVML_SCENARIO"):
+    # PYTHONDONTWRITEBYTECODE too: the simulated nodes' modules inherit this environment, and on a real node
+    # the module's interpreter does not get the controller's (it turns the module_utils cache off).
+    for name in ("PYTHONPATH", "GPUFLEET_FAKE_NVML_SCENARIO", "PYTHONDONTWRITEBYTECODE"):
         env.pop(name, None)
     env.update({"ANSIBLE_CONFIG": os.path.join(REPO, "ansible.cfg"),
                 "GPUFLEET_REPORT_DIR": os.path.join(workdir, "reports"),

@@ -13,6 +13,12 @@ class ModuleDocFragment(object):
     # and details, or adds READ_ONLY.
     DOCUMENTATION = r"""
 options: {}
+notes:
+  - The collection's module_utils are compiled once per node, not on every run. The module copies them
+    from its payload to C($XDG_CACHE_HOME/gpufleet/module_utils/<content hash>) (default C(~/.cache)) of
+    the user it runs as, mode 0700, and Python keeps their bytecode there. Copies not used for 7 days are
+    removed when a new one is made. Nothing is written when E(PYTHONDONTWRITEBYTECODE) is set in the
+    task's environment; a problem with the directory leaves the imports in the payload (docs/performance.md).
 attributes:
   check_mode:
     description: Can run in C(check_mode) and return changed status prediction without modifying target.

@@ -71,6 +71,10 @@ import copy
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.cluster.plugins.module_utils import module_cache
+
+module_cache.activate()  # before the other module_utils: compiled once per node, not per run
+
 from ansible_collections.gpufleet.cluster.plugins.module_utils.irq_affinity import affinity_path, hca_irqs
 from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import SysfsReader, validate_root
 

@@ -217,6 +217,10 @@ ansible_facts:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils import module_cache
+
+module_cache.activate()  # before the other module_utils: compiled once per node, not per run
+
 from ansible_collections.gpufleet.cluster.plugins.module_utils.mlx5 import (
     MLX5_FACTS_ARGSPEC,
     check_mlx5_options,

@@ -114,6 +114,8 @@ extends_documentation_fragment:
 notes:
   - Supports check mode; the test is not run and RV(cmd) holds the planned command.
   - The test does not change the host; the module always returns changed=false.
+  - The collection's module_utils are compiled once per node and kept below C(~/.cache/gpufleet/module_utils),
+    as the notes of M(gpufleet.cluster.node_validate) describe.
 seealso:
   - name: perftest
     description: RDMA performance tests (linux-rdma/perftest).
@@ -279,6 +281,10 @@ healthy:
 import copy
 
 from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils import module_cache
+
+module_cache.activate()  # before the other module_utils: compiled once per node, not per run
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import exit_with_checks
 from ansible_collections.gpufleet.cluster.plugins.module_utils.perftest import run_bandwidth

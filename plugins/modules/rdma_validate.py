@@ -189,6 +189,10 @@ ansible_facts:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.cluster.plugins.module_utils import module_cache
+
+module_cache.activate()  # before the other module_utils: compiled once per node, not per run
+
 from ansible_collections.gpufleet.cluster.plugins.module_utils.families import RDMA
 from ansible_collections.gpufleet.cluster.plugins.module_utils.runner import ModuleRunner
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import module_argspec, run_single

@@ -70,6 +70,10 @@ host_checks:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.cluster.plugins.module_utils import module_cache
+
+module_cache.activate()  # before the other module_utils: compiled once per node, not per run
+
 from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import (
     exit_with_checks,
     failure_message,

@@ -107,6 +107,10 @@ import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes, to_native, to_text
+from ansible_collections.gpufleet.cluster.plugins.module_utils import module_cache
+
+module_cache.activate()  # before the other module_utils: compiled once per node, not per run
+
 from ansible_collections.gpufleet.cluster.plugins.module_utils.toml_merge import (
     TomlMergeError,
     merge,

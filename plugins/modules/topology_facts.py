@@ -93,6 +93,10 @@ ansible_facts:
 import copy
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.cluster.plugins.module_utils import module_cache
+
+module_cache.activate()  # before the other module_utils: compiled once per node, not per run
+
 from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import SysfsReader, validate_root
 from ansible_collections.gpufleet.cluster.plugins.module_utils.topology import (
     TOPOLOGY_FACTS_ARGSPEC,

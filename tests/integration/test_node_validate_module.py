@@ -6,6 +6,7 @@ validate.yml on inventories/local with the fleet report. Three ansible runs in a
 import json
 import os
 import subprocess
+import sys
 
 import pytest
 
@@ -35,17 +36,24 @@ def first_json(text):
     return document
 
 
-def test_adhoc_short_name_on_dgx_h100_with_fake_nvml(tmp_path):
+def adhoc_dgx_h100(tmp_path, **extra):
+    """node_validate ad-hoc (short module name) on dgx-h100 with the fake NVML; the host's result."""
     env = environment(tmp_path, PYTHONPATH=FAKE_NVML, ANSIBLE_PYTHON_INTERPRETER=VENV_PYTHON,
                       GPUFLEET_FAKE_NVML_SCENARIO=os.path.join(SCENARIOS, "h100-healthy.json"),
-                      ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="json")
+                      ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="json", **extra)
+    if "PYTHONDONTWRITEBYTECODE" not in extra:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)  # as on a node: the controller's setting stays here
     args = {"root": os.path.join(NODES, "dgx-h100"),
             "gpu": {"expected_count": 8, "expected_driver_version": "580", "xid_source": "none"},
             "rdma": {"expected_devices": 9, "min_rate_gbps": 200, "require_peermem": True}}
     proc = subprocess.run([os.path.join(BIN, "ansible"), "localhost", "-m", "node_validate", "-a", json.dumps(args)],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    result = first_json(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    return first_json(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+
+
+def test_adhoc_short_name_on_dgx_h100_with_fake_nvml(tmp_path):
+    result = adhoc_dgx_h100(tmp_path, XDG_CACHE_HOME=str(tmp_path / "cache"))
     assert result["healthy"] is True and result["changed"] is False
     assert result["summary"]["fail"] == 0 and result["summary"]["warn"] == 0
     # Values only the fake gives prove the environment reached the module's interpreter.
@@ -57,6 +65,24 @@ def test_adhoc_short_name_on_dgx_h100_with_fake_nvml(tmp_path):
     assert {"gpu.nvml", "gpu.nvlink", "gpu.fabric", "rdma.port.rate", "rdma.roce_gid", "rdma.peermem"} <= ids
     assert result["msg"].startswith("gpu: pass (") and "; rdma: pass (" in result["msg"]
     assert 0 < result["elapsed_ms"] < 60000
+
+
+def test_module_utils_are_compiled_once_per_node(tmp_path):
+    """The second run imports the collection's module_utils from the node's cache (module_cache), same result."""
+    cache = tmp_path / "cache"
+    first = adhoc_dgx_h100(tmp_path, XDG_CACHE_HOME=str(cache))
+    [copy] = list((cache / "gpufleet" / "module_utils").iterdir())
+    compiled = {path.name: path.stat().st_mtime_ns for path in (copy / "__pycache__").iterdir()}
+    tag = sys.implementation.cache_tag
+    assert {"gpu_checks.%s.pyc" % tag, "rdma_checks.%s.pyc" % tag, "validation.%s.pyc" % tag} <= set(compiled)
+    second = adhoc_dgx_h100(tmp_path, XDG_CACHE_HOME=str(cache))
+    assert {path.name: path.stat().st_mtime_ns for path in (copy / "__pycache__").iterdir()} == compiled
+    assert list((cache / "gpufleet" / "module_utils").iterdir()) == [copy]
+    assert second["checks"] == first["checks"] and second["summary"] == first["summary"]
+
+    off = tmp_path / "off"
+    assert adhoc_dgx_h100(tmp_path, XDG_CACHE_HOME=str(off), PYTHONDONTWRITEBYTECODE="1")["checks"] == first["checks"]
+    assert not off.exists()
 
 
 HOSTS = {

@@ -221,10 +221,11 @@ def test_gate_taint_key_is_stated_once(literal):
 
 
 def _options_expression(path):
-    """The `__options` expression of the node_validate task in a playbook or tasks file."""
+    """The options expression of the node_validate task in a playbook or tasks file: its `__options`
+    variable, or its `args` template (validate.yml: the options in one template)."""
     for item in _walk(_yaml(path)):
         if "gpufleet.cluster.node_validate" in item:
-            return item["vars"]["__options"]
+            return item["vars"]["__options"] if "__options" in item.get("vars", {}) else item["args"]
     raise AssertionError("%s: no node_validate task" % path)
 
 
@@ -323,20 +324,25 @@ def test_every_tier_family_reaches_every_node_validate_built_from_the_tier():
     """validate.yml, the health gate of kubernetes.yml and rolling_upgrade build node_validate's
     options with the lookup node_validate_options: each of them passes all three families (gpu,
     rdma, tuning) from it, so an expectation of the tier (e.g. gpufleet_hugepages_2m) is checked,
-    and gates, in every one of them."""
+    and gates, in every one of them. Either each family refers to the lookup's `__options`, or the
+    lookup is the task's `args` (it returns all three) and no explicit family argument overrides it."""
     tasks = []
     for path in _files(["roles/*/tasks/**/*.yml", "playbooks/**/*.yml"]):
         for node in _walk(_yaml(path)):
             options = (node.get("vars") or {}).get("__options", "") if isinstance(node.get("vars"), dict) else ""
+            options = options or (node.get("args") if isinstance(node.get("args"), str) else "")
             if "gpufleet.cluster.node_validate" in node and "node_validate_options" in str(options):
-                tasks.append((os.path.relpath(path, REPO), node))
-    assert sorted(path for path, _ in tasks) == [
+                tasks.append((os.path.relpath(path, REPO), node, options))
+    assert sorted(path for path, _, _ in tasks) == [
         "playbooks/kubernetes.yml", "playbooks/validate.yml", "roles/rolling_upgrade/tasks/check.yml"]
-    for path, node in tasks:
+    for path, node, options in tasks:
         args = node["gpufleet.cluster.node_validate"]
         for family in ("gpu", "rdma", "tuning"):
-            assert "__options.%s" % family in str(args.get(family, "")), (path, family)
-        assert "tuning=" in str(node["vars"]["__options"]) or path.startswith("roles/rolling_upgrade"), path
+            if options is node.get("args"):
+                assert family not in args, (path, family)
+            else:
+                assert "__options.%s" % family in str(args.get(family, "")), (path, family)
+        assert "tuning=" in str(options) or path.startswith("roles/rolling_upgrade"), path
 
 
 def test_tier_defaults_read_the_inventory_only_when_computed_from_it():
