@@ -69,7 +69,7 @@ def cpu_ms(path, env):
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     proc = subprocess.run([PYTHON, path], env=env, stdout=subprocess.PIPE, check=False)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if proc.returncode != 0 or b'"checks"' not in proc.stdout and b'"ping"' not in proc.stdout:
+    if proc.returncode != 0 or (b'"checks"' not in proc.stdout and b'"ping"' not in proc.stdout):
         sys.exit("%s failed (rc %d): %s" % (path, proc.returncode, proc.stdout[-500:]))
     return (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) * 1000
 

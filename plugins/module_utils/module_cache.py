@@ -5,17 +5,18 @@
 
 Why this exists (hand-written, because no library does it): Ansible ships a module and its
 module_utils to the node in a zip on every run (AnsiballZ), and Python imports from a zip with
-``zipimport``, which keeps no bytecode cache and, in the Pythons nodes run (3.8-3.12), compiles each
-module twice: once in ``find_spec`` to learn its file name, once to run it. ``node_validate`` imports
-16 module_utils files (about 220 kB of source); compiling them was about 60 ms of CPU per run, more
-than the checks themselves (docs/performance.md). Python's own import system caches bytecode for
-files on disk (``__pycache__``). So :func:`activate` copies this collection's module_utils from the
-payload once per content to a private directory on the node and puts that directory first on the
-package's ``__path__``: the standard path finder and ``SourceFileLoader`` import them from there and
-keep their ``.pyc`` files. Only this collection's module_utils are affected; ansible-core's own
-stay in the zip.
+``zipimport``, which keeps no bytecode cache and (Python 3.11, profiled) compiles each module twice:
+once in ``find_spec`` to learn its file name, once to run it. ``node_validate`` imports 16
+module_utils files (about 220 kB of source); the cache saves 48.6 ms of CPU per run of it
+(``bench/module_payload.py``, docs/performance.md), more than the checks themselves take.
+Python's own import system caches bytecode for files on disk (``__pycache__``). So
+:func:`activate` copies this collection's module_utils from the payload once per content to a
+private directory on the node and puts that directory first on the package's ``__path__``: the
+standard path finder and ``SourceFileLoader`` import them from there and keep their ``.pyc`` files.
+Only this collection's module_utils are affected; ansible-core's own stay in the zip.
 
-Where: ``$XDG_CACHE_HOME/gpufleet/module_utils/<content hash>`` (default ``~/.cache``), created with
+Where: ``$XDG_CACHE_HOME/gpufleet/module_utils/<content hash>`` (default ``~/.cache``; one per
+module's set of module_utils, since each payload carries only what its module imports), created with
 mode 0700 and used only when it belongs to the user the module runs as and nobody else can write to
 it. A content hash names each directory, so a changed collection gets a new one; directories not used
 for 7 days are removed when a new one is made. Nothing is written when Python is told not to write
