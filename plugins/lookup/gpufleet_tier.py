@@ -45,21 +45,15 @@ _raw:
 from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 
-from ansible_collections.gpufleet.cluster.plugins.plugin_utils.gpufleet_tier import TIER, tier_default
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils import gpufleet_tier
 
 
 def tier_value(templar, variables, name):
     """The templated value of tier variable ``name`` in ``variables``, else its default."""
-    if name not in TIER:
-        raise AnsibleLookupError("gpufleet_tier: %r is not a gpufleet_* tier variable (known: %s)"
-                                 % (name, ", ".join(sorted(TIER))))
-    variables = variables or {}
-    value = templar.template(variables[name]) if name in variables else None
-    if value is None:
-        value = tier_default(name, lambda: (
-            templar.template(variables["groups"]) if "groups" in variables else {},
-            templar.template(variables["inventory_hostname"]) if "inventory_hostname" in variables else None))
-    return value
+    try:
+        return gpufleet_tier.tier_value(templar.template, variables, name)
+    except KeyError as exc:
+        raise AnsibleLookupError("gpufleet_tier: %s" % exc.args[0])
 
 
 class LookupModule(LookupBase):

@@ -62,11 +62,7 @@ _raw:
 from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 
-from ansible_collections.gpufleet.cluster.plugins.lookup.gpufleet_tier import tier_value
-from ansible_collections.gpufleet.cluster.plugins.plugin_utils.gpufleet_tier import (
-    NODE_VALIDATE_OPTIONS,
-    node_validate_options,
-)
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils.gpufleet_tier import tier_node_validate_options
 
 
 class LookupModule(LookupBase):
@@ -74,9 +70,8 @@ class LookupModule(LookupBase):
         self.set_options(var_options=variables, direct=kwargs)
         if terms:
             raise AnsibleLookupError("node_validate_options takes no terms, only the options gpu, rdma and tuning")
-        values = {name: tier_value(self._templar, variables, name) for name in NODE_VALIDATE_OPTIONS}
         try:
-            return [node_validate_options(values, gpu=self.get_option("gpu"), rdma=self.get_option("rdma"),
-                                          tuning=self.get_option("tuning"))]
+            return [tier_node_validate_options(self._templar.template, variables, gpu=self.get_option("gpu"),
+                                               rdma=self.get_option("rdma"), tuning=self.get_option("tuning"))]
         except TypeError as exc:
             raise AnsibleLookupError("node_validate_options: %s" % exc)

@@ -215,6 +215,9 @@ def build_node_module(module_class, families, raw_params=None):
             msg="option %s must be a dict of that family's options (use {enabled: false} to turn "
                 "the family off), got %s" % (
                     ", ".join(bad), ", ".join(type(params[name]).__name__ for name in bad)))
+    # from_tier is applied by the action plugin on the controller (plugins/action/node_validate.py), which
+    # never passes it on; it is declared here so that the documentation and the spec agree.
+    spec["from_tier"] = {"type": "bool", "default": False}
     return module_class(argument_spec=spec, supports_check_mode=True)
 
 

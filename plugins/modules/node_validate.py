@@ -31,6 +31,19 @@ author:
 requirements:
   - nvidia-ml-py on the managed host (only needed when NVIDIA GPUs are present)
 options:
+  from_tier:
+    description:
+      - V(true) fills O(root), O(gpu), O(rdma) and O(tuning) from the node's C(gpufleet_*) tier variables
+        (C(docs/contracts.md), "gpufleet_* tier"), as the lookup C(gpufleet.cluster.node_validate_options) maps them
+        (C(gpufleet_gpu_count) -> O(gpu.expected_count), C(gpufleet_expected_hcas) -> O(rdma.expected_devices), ...);
+        an unset O(root) is C(gpufleet_sysfs_root).
+      - Options given in the task win over the tier's, key by key; V(false) for O(gpu), O(rdma) or O(tuning) turns that
+        family off (as O(gpu.enabled=false)).
+      - Done by the action plugin on the controller before the module runs (C(invocation) shows the options used);
+        the module itself ignores this option.
+    type: bool
+    default: false
+    version_added: 0.3.0
   root:
     description:
       - Directory used as the filesystem root for every read (C(<root>/sys/...), C(<root>/proc/...),

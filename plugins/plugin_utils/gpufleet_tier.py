@@ -87,6 +87,21 @@ def tier_default(name, inventory=None):
     return host in (groups.get("kube_node") or []) + (groups.get("kube_control_plane") or [])
 
 
+def tier_value(template, variables, name):
+    """The value of tier variable ``name``: ``variables[name]`` through ``template`` (a templar's
+    ``template``), else (unset or null) its default. Shared by the lookups and the action plugin of
+    node_validate, which read the tier from their task variables. Unknown names raise KeyError."""
+    if name not in TIER:
+        raise KeyError("%r is not a gpufleet_* tier variable (known: %s)" % (name, ", ".join(sorted(TIER))))
+    variables = variables or {}
+    value = template(variables[name]) if name in variables else None
+    if value is None:
+        value = tier_default(name, lambda: (
+            template(variables["groups"]) if "groups" in variables else {},
+            template(variables["inventory_hostname"]) if "inventory_hostname" in variables else None))
+    return value
+
+
 def node_validate_options(values, gpu=None, rdma=None, tuning=None):
     """node_validate's ``gpu``, ``rdma`` and ``tuning`` options from the tier ``values`` (name -> value).
 
@@ -114,3 +129,11 @@ def node_validate_options(values, gpu=None, rdma=None, tuning=None):
                                 % (family, family, type(explicit).__name__))
             out[family].update(explicit)
     return out
+
+
+def tier_node_validate_options(template, variables, gpu=None, rdma=None, tuning=None):
+    """node_validate's ``gpu``, ``rdma`` and ``tuning`` options from the tier variables of ``variables``
+    (each through ``template``) and the explicit options (see node_validate_options): what the lookup
+    node_validate_options returns and the action plugin of node_validate applies with ``from_tier``."""
+    values = dict((name, tier_value(template, variables, name)) for name in NODE_VALIDATE_OPTIONS)
+    return node_validate_options(values, gpu=gpu, rdma=rdma, tuning=tuning)

@@ -93,6 +93,13 @@ HOSTS = {
             "gpufleet_validate_environment": {
                 "PYTHONPATH": FAKE_NVML,
                 "GPUFLEET_FAKE_NVML_SCENARIO": os.path.join(SCENARIOS, "h100-healthy.json")}},
+    # the same node stated through the gpufleet_* tier (root, GPUs, driver, rate), one explicit option over it
+    "tier": {"gpufleet_sysfs_root": os.path.join(NODES, "dgx-h100"), "gpufleet_gpu_count": 8,
+             "gpufleet_driver_branch": 580, "gpufleet_expected_hcas": 4, "gpufleet_min_rate_gbps": 200,
+             "gpufleet_validate_gpu": {"xid_source": "none"}, "gpufleet_validate_rdma": {"expected_devices": 9},
+             "gpufleet_validate_environment": {
+                 "PYTHONPATH": FAKE_NVML,
+                 "GPUFLEET_FAKE_NVML_SCENARIO": os.path.join(SCENARIOS, "h100-healthy.json")}},
     # GPUs on the bus, the real nvidia-ml-py and no driver libraries on this machine
     "dgx-real-nvml": {"gpufleet_validate_root": os.path.join(NODES, "dgx-h100"),
                       "gpufleet_validate_gpu": {"xid_source": "none"}, "gpufleet_validate_rdma": False,
@@ -153,7 +160,7 @@ def test_validate_yml_runs_one_task_per_host(fleet):
     assert sum(stats[h]["skipped"] for h in HOSTS) == 1  # the passing node of the failure play
     # Every host is in the fleet report; the bad-option hosts failed before any check: host.validation
     # with the reason.
-    assert sorted(report["hosts"]) == sorted(BAD_OPTIONS + ["degraded", "dgx", "dgx-real-nvml", "empty"])
+    assert sorted(report["hosts"]) == sorted(BAD_OPTIONS + ["degraded", "dgx", "dgx-real-nvml", "empty", "tier"])
     assert report["totals"]["unhealthy"] == 2 + len(BAD_OPTIONS)
     badopt = report["hosts"]["badopt"]["checks"]
     assert [(c["id"], c["status"]) for c in badopt] == [("host.validation", "fail")]
@@ -166,6 +173,18 @@ def test_validate_yml_host_results(fleet):
     dgx = results["dgx"]
     assert dgx["healthy"] is True and dgx["nvml"]["driver_version"] == "580.95.05"
     assert report["hosts"]["dgx"]["summary"] == dgx["summary"]
+
+    # from_tier: the action plugin built the options from the host's gpufleet_* variables; the module got them
+    tier = results["tier"]
+    used = tier["invocation"]["module_args"]
+    assert used["from_tier"] is False and used["root"] == os.path.join(NODES, "dgx-h100")  # never passed on
+    assert (used["gpu"]["expected_count"], used["gpu"]["expected_driver_version"], used["gpu"]["xid_source"]) == (
+        8, "580", "none")
+    assert (used["rdma"]["expected_devices"], used["rdma"]["min_rate_gbps"]) == (9, 200)  # explicit 9 over the tier's 4
+    assert tier["healthy"] is True and tier["summary"]["fail"] == 0
+    driver = [c for c in tier["checks"] if c["id"] == "gpu.driver_version"]
+    assert [(c["status"], c["expected"]) for c in driver] == [("pass", "580")]  # dgx (no driver stated): skip
+    assert [c["status"] for c in dgx["checks"] if c["id"] == "gpu.driver_version"] == ["skip"]
 
     real = results["dgx-real-nvml"]
     nvml = [c for c in real["checks"] if c["id"] == "gpu.nvml"][0]

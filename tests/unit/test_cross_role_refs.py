@@ -222,11 +222,35 @@ def test_gate_taint_key_is_stated_once(literal):
 
 def _options_expression(path):
     """The options expression of the node_validate task in a playbook or tasks file: its `__options`
-    variable, or its `args` template (validate.yml: the options in one template)."""
+    variable (the lookup node_validate_options)."""
     for item in _walk(_yaml(path)):
         if "gpufleet.cluster.node_validate" in item:
-            return item["vars"]["__options"] if "__options" in item.get("vars", {}) else item["args"]
+            return item["vars"]["__options"]
     raise AssertionError("%s: no node_validate task" % path)
+
+
+def _node_validate_task(path):
+    """The node_validate task of a playbook, as written there."""
+    for item in _walk(_yaml(path)):
+        if "gpufleet.cluster.node_validate" in item:
+            return item
+    raise AssertionError("%s: no node_validate task" % path)
+
+
+def _module_args_set(args):
+    """node_validate's module arguments (its `invocation`) without the values that are the module's
+    defaults, i.e. what the task and the tier set (a default the tier states, e.g. link_layer any, is
+    kept when the tier states it: see the callers)."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.families import FAMILIES
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import node_argspec
+
+    spec = node_argspec(FAMILIES)
+    out = {"root": args["root"]}
+    for family in ("gpu", "rdma", "tuning"):
+        options = spec[family]["options"]
+        out[family] = dict((key, value) for key, value in args[family].items()
+                           if value != options[key].get("default"))
+    return out
 
 
 def _renderer(tmp_path, inventory, host, msg):
@@ -251,8 +275,12 @@ def _renderer(tmp_path, inventory, host, msg):
         "preflight_expected_gpus": pf_defaults["preflight_expected_gpus"],
         "preflight_sysfs_root": pf_defaults["preflight_sysfs_root"],
         "rdma_stack_sysfs_root": rs_defaults["rdma_stack_sysfs_root"]}))
+    # validate.yml's node_validate task as it is written there (its options are built by the module's action
+    # plugin from the tier, from_tier): it runs on this machine and its invocation shows the options it got.
+    validate = dict(_node_validate_task(os.path.join(REPO, "playbooks", "validate.yml")),
+                    register="__validate", failed_when=False)  # the inventory's root need not exist here
     (role / "tasks" / "main.yml").write_text(yaml.safe_dump(
-        [{"name": "render", "ansible.builtin.debug": {"msg": msg}}]))
+        [{"name": "render", "ansible.builtin.debug": {"msg": msg}}, validate]))
     play = [{"hosts": host, "connection": "local", "gather_facts": False, "roles": ["render"]}]
     playbook = tmp_path / "render.yml"
     playbook.write_text(yaml.safe_dump(play))
@@ -260,20 +288,26 @@ def _renderer(tmp_path, inventory, host, msg):
                ANSIBLE_CALLBACKS_ENABLED="ansible.posix.json", ANSIBLE_NOCOLOR="1",
                ANSIBLE_ROLES_PATH=str(tmp_path / "roles"))
 
+    # on this machine whatever the inventory's connection (the lab's hosts are containers)
+    local = {"ansible_connection": "local", "ansible_python_interpreter": os.path.join(REPO, ".venv", "bin", "python")}
+
     def render(*extra):
         proc = subprocess.run([os.path.join(REPO, ".venv", "bin", "ansible-playbook"), "-i",
-                               os.path.join(REPO, "inventories", inventory, "hosts.yml"), str(playbook), *extra],
+                               os.path.join(REPO, "inventories", inventory, "hosts.yml"), str(playbook),
+                               "-e", json.dumps(local), *extra],
                               cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         out = json.loads(proc.stdout[proc.stdout.index("{"):])
-        return out["plays"][0]["tasks"][0]["hosts"][host]["msg"]
+        tasks = out["plays"][0]["tasks"]
+        assert "invocation" in tasks[1]["hosts"][host], json.dumps(tasks[1]["hosts"][host])[:1500]
+        return dict(tasks[0]["hosts"][host]["msg"], validate=tasks[1]["hosts"][host]["invocation"]["module_args"])
 
     return render
 
 
 def _consumers():
+    """The options of the consumers built with the lookup; validate.yml's come from its task (_renderer)."""
     return {
-        "validate": _options_expression(os.path.join(REPO, "playbooks", "validate.yml")),
         "health_gate": _options_expression(os.path.join(REPO, "playbooks", "kubernetes.yml")),
         "rolling_upgrade": _options_expression(os.path.join(ROLES_DIR, "rolling_upgrade", "tasks", "check.yml")),
     }
@@ -293,10 +327,15 @@ def test_consumers_render_one_inventory_value(tmp_path):
         assert msg[name]["gpu"] == {"expected_count": 8, "expected_driver_version": "580"}, name
         assert msg[name]["rdma"] == {"expected_devices": 9, "link_layer": "any", "min_rate_gbps": 200,
                                      "require_peermem": True}, name
+    # validate.yml: what the module got (link_layer any is also the module's default)
+    validate = _module_args_set(msg["validate"])
+    assert validate["gpu"] == {"expected_count": 8, "expected_driver_version": "580"}
+    assert validate["rdma"] == {"expected_devices": 9, "min_rate_gbps": 200, "require_peermem": True}
+    assert msg["validate"]["rdma"]["link_layer"] == "any"
     # one value moves every consumer
     msg = render("-e", '{"gpufleet_gpu_count": 4}')
     assert msg["preflight"] == 4
-    assert {msg[name]["gpu"]["expected_count"] for name in consumers} == {4}
+    assert {msg[name]["gpu"]["expected_count"] for name in list(consumers) + ["validate"]} == {4}
 
 
 def test_lab_inventory_states_the_node_once(tmp_path):
@@ -307,41 +346,42 @@ def test_lab_inventory_states_the_node_once(tmp_path):
     render = _renderer(tmp_path, "lab", "gpufleet-lab-1", dict(
         consumers, preflight="{{ preflight_expected_gpus }}", preflight_root="{{ preflight_sysfs_root }}",
         rdma_stack_root="{{ rdma_stack_sysfs_root }}",
-        upgrade_root="{{ rolling_upgrade_validate_root }}",
-        validate_root="{{ gpufleet_validate_root | default(lookup('gpufleet.cluster.gpufleet_tier', 'gpufleet_sysfs_root')) }}"))
+        upgrade_root="{{ rolling_upgrade_validate_root }}"))
     msg = render()
     assert msg["preflight"] == 8
-    roots = {msg[key] for key in ("preflight_root", "rdma_stack_root", "upgrade_root", "validate_root")}
+    validate = _module_args_set(msg.pop("validate"))
+    roots = {msg[key] for key in ("preflight_root", "rdma_stack_root", "upgrade_root")} | {validate["root"]}
     assert roots == {"/opt/gpufleet-sim/root"}
-    for name in consumers:
-        assert msg[name]["gpu"].pop("enabled", True) is True, name
-        assert msg[name]["gpu"] == {"expected_count": 8, "expected_driver_version": "580", "xid_source": "none"}, name
-        assert msg[name]["rdma"].pop("enabled", True) is True, name
-        assert msg[name]["rdma"] == {"expected_devices": 9}, name
+    for name, options in [(name, msg[name]) for name in consumers] + [("validate", validate)]:
+        assert options["gpu"].pop("enabled", True) is True, name
+        assert options["gpu"] == {"expected_count": 8, "expected_driver_version": "580", "xid_source": "none"}, name
+        assert options["rdma"].pop("enabled", True) is True, name
+        assert options["rdma"] == {"expected_devices": 9}, name
 
 
 def test_every_tier_family_reaches_every_node_validate_built_from_the_tier():
     """validate.yml, the health gate of kubernetes.yml and rolling_upgrade build node_validate's
-    options with the lookup node_validate_options: each of them passes all three families (gpu,
-    rdma, tuning) from it, so an expectation of the tier (e.g. gpufleet_hugepages_2m) is checked,
-    and gates, in every one of them. Either each family refers to the lookup's `__options`, or the
-    lookup is the task's `args` (it returns all three) and no explicit family argument overrides it."""
+    options from the tier: each of them passes all three families (gpu, rdma, tuning) from it, so an
+    expectation of the tier (e.g. gpufleet_hugepages_2m) is checked, and gates, in every one of them.
+    Either each family refers to the lookup node_validate_options (its `__options`), or the task sets
+    node_validate's from_tier (its action plugin fills all three; explicit options only add to them)."""
     tasks = []
     for path in _files(["roles/*/tasks/**/*.yml", "playbooks/**/*.yml"]):
         for node in _walk(_yaml(path)):
+            if "gpufleet.cluster.node_validate" not in node:
+                continue
             options = (node.get("vars") or {}).get("__options", "") if isinstance(node.get("vars"), dict) else ""
-            options = options or (node.get("args") if isinstance(node.get("args"), str) else "")
-            if "gpufleet.cluster.node_validate" in node and "node_validate_options" in str(options):
+            if "node_validate_options" in str(options) or node["gpufleet.cluster.node_validate"].get("from_tier"):
                 tasks.append((os.path.relpath(path, REPO), node, options))
     assert sorted(path for path, _, _ in tasks) == [
         "playbooks/kubernetes.yml", "playbooks/validate.yml", "roles/rolling_upgrade/tasks/check.yml"]
     for path, node, options in tasks:
         args = node["gpufleet.cluster.node_validate"]
+        if args.get("from_tier"):
+            assert args["from_tier"] is True and "args" not in node, path
+            continue
         for family in ("gpu", "rdma", "tuning"):
-            if options is node.get("args"):
-                assert family not in args, (path, family)
-            else:
-                assert "__options.%s" % family in str(args.get(family, "")), (path, family)
+            assert "__options.%s" % family in str(args.get(family, "")), (path, family)
         assert "tuning=" in str(options) or path.startswith("roles/rolling_upgrade"), path
 
 
