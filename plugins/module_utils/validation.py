@@ -186,6 +186,15 @@ def node_argspec(families):
     return spec
 
 
+def node_module_argspec(families):
+    """The node_validate module's argument spec: node_argspec plus ``from_tier``, which the action plugin
+    applies on the controller (plugins/action/node_validate.py) and never passes on; the module declares it
+    so that its documentation and its spec agree."""
+    spec = node_argspec(families)
+    spec["from_tier"] = {"type": "bool", "default": False}
+    return spec
+
+
 def _raw_module_params():
     """The module's parameters as sent, before any validation ({} when they cannot be read here:
     AnsibleModule then reads them again and reports the problem itself)."""
@@ -205,7 +214,7 @@ def build_node_module(module_class, families, raw_params=None):
     parameters (ansible's own reader, cached by ansible) are looked at first, and a non-dict family
     option fails with its name and the accepted forms; otherwise the module is built with its
     real argument spec."""
-    spec = node_argspec(families)
+    spec = node_module_argspec(families)
     params = _raw_module_params() if raw_params is None else raw_params
     names = [family.name for family in families]
     bad = [name for name in names if params.get(name) is not None and not isinstance(params[name], dict)]
@@ -215,9 +224,6 @@ def build_node_module(module_class, families, raw_params=None):
             msg="option %s must be a dict of that family's options (use {enabled: false} to turn "
                 "the family off), got %s" % (
                     ", ".join(bad), ", ".join(type(params[name]).__name__ for name in bad)))
-    # from_tier is applied by the action plugin on the controller (plugins/action/node_validate.py), which
-    # never passes it on; it is declared here so that the documentation and the spec agree.
-    spec["from_tier"] = {"type": "bool", "default": False}
     return module_class(argument_spec=spec, supports_check_mode=True)
 
 

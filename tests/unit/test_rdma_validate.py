@@ -28,7 +28,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.rdma_checks impor
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import (
     module_argspec,
-    node_argspec,
+    node_module_argspec,
     record_checks_argspec,
 )
 
@@ -489,7 +489,7 @@ ARGSPECS = {
     "gpu_health": lambda: module_argspec(GPU),
     "hca_irq_affinity": lambda: _module("hca_irq_affinity").ARGUMENT_SPEC,
     "mlx5_facts": lambda: MLX5_FACTS_ARGSPEC,
-    "node_validate": lambda: node_argspec(FAMILIES),
+    "node_validate": lambda: node_module_argspec(FAMILIES),
     "rdma_bandwidth": lambda: _module("rdma_bandwidth").ARGUMENT_SPEC,
     "rdma_validate": rdma_validate_module_argspec,
     "record_checks": record_checks_argspec,
