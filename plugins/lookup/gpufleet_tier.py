@@ -53,6 +53,8 @@ def tier_value(templar, variables, name):
     try:
         return gpufleet_tier.tier_value(templar.template, variables, name)
     except KeyError as exc:
+        if name in gpufleet_tier.TIER:  # not the unknown name: let it through as it is
+            raise
         raise AnsibleLookupError("gpufleet_tier: %s" % exc.args[0])
 
 

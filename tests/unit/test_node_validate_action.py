@@ -85,3 +85,15 @@ def test_bad_input_names_the_option(args, named):
     if "gpu" in args:
         with pytest.raises(AnsibleLookupError, match=named):
             lookup(TIER_VARS, gpu=args["gpu"])
+
+
+def test_an_unknown_tier_name_is_named():
+    from ansible_collections.gpufleet.cluster.plugins.lookup import gpufleet_tier as lookup_tier
+    from ansible_collections.gpufleet.cluster.plugins.plugin_utils.gpufleet_tier import tier_value
+
+    templar = Templar(loader=DataLoader(), variables=TIER_VARS)
+    with pytest.raises(KeyError, match="'gpufleet_gpus' is not a gpufleet_\\* tier variable"):
+        tier_value(templar.template, TIER_VARS, "gpufleet_gpus")
+    with pytest.raises(AnsibleLookupError, match="gpufleet_tier: 'gpufleet_gpus' is not a gpufleet_\\* tier variable"):
+        lookup_tier.tier_value(templar, TIER_VARS, "gpufleet_gpus")
+    assert lookup_tier.tier_value(templar, TIER_VARS, "gpufleet_expected_hcas") == 9
