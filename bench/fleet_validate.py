@@ -18,7 +18,10 @@ times, one after the other in the same run:
 and prints wall time, per-host cost, CPU time of ansible-playbook and all its children, the
 controller's memory peak (PSS of the whole ansible-playbook process tree sampled every 2 s, and
 the largest single process RSS from getrusage), and the ratios b/a, c/b, d/a, e/a (targets:
-b/a <= 1.3, c/b >= 5, e/a <= 0.5). node_validate's module time (fresh interpreters, dgx-h100,
+b/a <= 1.3, c/b >= 5, e/a <= 0.5). With --rounds R (default 3), a and b run R - 1 more times,
+next to each other in alternating order, and b/a is also printed per round and as the median of
+the rounds: one pair varies by about 0.1 on a shared machine, more than the changes it should show.
+node_validate's module time (fresh interpreters, dgx-h100,
 target <= 150 ms) is measured in the same run. The load average is printed with each row: on a
 loaded machine wall time includes waiting for a core, CPU time does not.
 
@@ -26,6 +29,7 @@ loaded machine wall time includes waiting for a core, CPU time does not.
     .venv/bin/python bench/fleet_validate.py --large      # also N = 1000
     .venv/bin/python bench/fleet_validate.py --sizes 20 --forks 20 --keep
     .venv/bin/python bench/fleet_validate.py --no-shell   # without the (long) shell baseline
+    .venv/bin/python bench/fleet_validate.py --sizes 1000 --rounds 1   # one pair of a and b
     .venv/bin/python bench/fleet_validate.py --sizes --site-lab   # only site.yml twice in a fresh lab (Docker)
 """
 
@@ -256,8 +260,29 @@ HEADER = "  %-3s%-16s %8s %8s %8s %8s %8s %8s %8s  %s" % (
     "", "play", "wall s", "ms/host", "CPU s", "CPU ms/h", "PSS MB", "RSS MB", "results", "load 1m before/after")
 
 
-def bench_size(count, forks, keep, shell=True):
-    """Runs the plays for ``count`` hosts, printing each row as it finishes; returns the rows."""
+def run_play(key, label, argv, env, count, tasks, per_play, workdir):
+    """Runs one play and prints its row; returns (label, wall, CPU, results, load, PSS, RSS)."""
+    load_before = load()
+    wall, cpu, proc, pss, rss = run(argv, env, workdir)
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
+        raise SystemExit("%s failed with rc %d (N=%d)" % (label, proc.returncode, count))
+    counts = recap_counts(proc.stdout)
+    counts.pop("localhost", None)  # validate.yml's report play (a skipped note)
+    results = task_results(counts)  # ok + failed + skipped + unreachable of the simulated hosts
+    if results != tasks * count + per_play:
+        raise SystemExit("%s: %d task results, expected %d" % (label, results, tasks * count + per_play))
+    row = (label, wall, cpu, results, "%s/%s" % (load_before, load()), pss, rss)
+    print("  %-3s%-16s %8.1f %8.0f %8.1f %8.0f %8.0f %8s %8d  %s" % (
+        key, label, wall, wall / count * 1000, cpu, cpu / count * 1000, pss, rss, results, row[4]))
+    sys.stdout.flush()
+    return row
+
+
+def bench_size(count, forks, keep, shell=True, rounds=1):
+    """Runs the plays for ``count`` hosts, printing each row as it finishes; returns the rows and the
+    (a, b) pairs of every round: round 1 is the sequence of PLAYS, each further round runs a and b
+    once more, next to each other, in alternating order (b then a, a then b, ...)."""
     workdir = tempfile.mkdtemp(prefix="gpufleet-bench-%d-" % count)
     print()
     print("N = %d hosts (started %s UTC)" % (count, time.strftime("%H:%M:%S", time.gmtime())))
@@ -268,29 +293,22 @@ def bench_size(count, forks, keep, shell=True):
         playbooks = {"floor": os.path.join(workdir, "floor.yml"),
                      "validate": os.path.join(REPO, "playbooks", "validate.yml"),
                      "shell": os.path.join(REPO, "bench", "shell_checks.yml")}
-        rows = {}
-        for key, label, play, accelerated, tasks, per_play in PLAYS:
-            if play == "shell" and not shell:
-                continue
+        plays = dict((play[0], play) for play in PLAYS)
+
+        def play_row(key, suffix=""):
+            _key, label, play, accelerated, tasks, per_play = plays[key]
             env = environment(workdir, forks)
-            env["GPUFLEET_REPORT_DIR"] = os.path.join(workdir, "reports-" + key)
+            env["GPUFLEET_REPORT_DIR"] = os.path.join(workdir, "reports-" + key + suffix)
             argv = [PLAYBOOK, "-i", inventory, playbooks[play]]
             if accelerated:
                 argv = ["bash", ACCELERATED] + argv
-            load_before = load()
-            wall, cpu, proc, pss, rss = run(argv, env, workdir)
-            if proc.returncode != 0:
-                sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
-                raise SystemExit("%s failed with rc %d (N=%d)" % (label, proc.returncode, count))
-            counts = recap_counts(proc.stdout)
-            counts.pop("localhost", None)  # validate.yml's report play (a skipped note)
-            results = task_results(counts)  # ok + failed + skipped + unreachable of the simulated hosts
-            if results != tasks * count + per_play:
-                raise SystemExit("%s: %d task results, expected %d" % (label, results, tasks * count + per_play))
-            rows[key] = (label, wall, cpu, results, "%s/%s" % (load_before, load()), pss, rss)
-            print("  %-3s%-16s %8.1f %8.0f %8.1f %8.0f %8.0f %8s %8d  %s" % (
-                key, label, wall, wall / count * 1000, cpu, cpu / count * 1000, pss, rss, results, rows[key][4]))
-            sys.stdout.flush()
+            return run_play(key + suffix, label, argv, env, count, tasks, per_play, workdir)
+
+        rows = {}
+        for key, _label, play, _accelerated, _tasks, _per_play in PLAYS:
+            if play == "shell" and not shell:
+                continue
+            rows[key] = play_row(key)
             if key == "e":
                 differences, compared = compare_reports(os.path.join(workdir, "reports-b"),
                                                         os.path.join(workdir, "reports-e"))
@@ -301,7 +319,13 @@ def bench_size(count, forks, keep, shell=True):
                     raise SystemExit("the accelerated mode gave different results (N=%d)" % count)
                 print("     fleet reports of b (plain) and e (accelerated): identical, %d checks compared one by one"
                       % compared)
-        return rows
+        pairs = [(rows["a"], rows["b"])]
+        for number in range(2, rounds + 1):
+            suffix = str(number)
+            order = ("b", "a") if number % 2 == 0 else ("a", "b")
+            pair = dict((key, play_row(key, suffix)) for key in order)
+            pairs.append((pair["a"], pair["b"]))
+        return rows, pairs
     finally:
         if keep:
             print("kept %s" % workdir)
@@ -309,7 +333,7 @@ def bench_size(count, forks, keep, shell=True):
             shutil.rmtree(workdir, ignore_errors=True)
 
 
-def print_ratios(count, rows):
+def print_ratios(count, rows, pairs):
     def ratio(x, y, index):
         return rows[x][index] / rows[y][index]
 
@@ -320,6 +344,13 @@ def print_ratios(count, rows):
     print("  N=%d  d/a = %.2f wall, %.2f CPU;  e/a = %.2f wall, %.2f CPU (target <= 0.5);  e/b = %.2f wall, %.2f CPU"
           % (count, ratio("d", "a", 1), ratio("d", "a", 2), ratio("e", "a", 1), ratio("e", "a", 2),
              ratio("e", "b", 1), ratio("e", "b", 2)))
+    if len(pairs) > 1:
+        walls = [b[1] / a[1] for a, b in pairs]
+        cpus = [b[2] / a[2] for a, b in pairs]
+        print("  N=%d  b/a in %d rounds (round 1 above, then a and b next to each other): CPU %s, wall %s"
+              % (count, len(pairs), " ".join("%.2f" % x for x in cpus), " ".join("%.2f" % x for x in walls)))
+        print("  N=%d  b/a median of the rounds = %.2f wall, %.2f CPU (target <= 1.3; min %.2f, max %.2f CPU)"
+              % (count, statistics.median(walls), statistics.median(cpus), min(cpus), max(cpus)))
 
 
 def module_time(processes):
@@ -380,6 +411,9 @@ def main():
     parser.add_argument("--forks", type=int, help="override forks (default: ansible.cfg)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary inventories")
     parser.add_argument("--no-shell", action="store_true", help="skip the shell baseline (c)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="rounds of a and b per size (default 3): b/a is also printed as the median of the "
+                             "rounds, because one pair on a shared machine varies by about 0.1")
     parser.add_argument("--site-lab", action="store_true",
                         help="also time site.yml twice in a freshly created lab (recreates the lab containers)")
     args = parser.parse_args()
@@ -393,20 +427,22 @@ def main():
           "(inventory), fleet_report callback on; strategy linear (a, b, c), gpufleet_mitogen_linear (d, e: "
           "scripts/accelerated.sh)" % (args.forks or configured_forks(env)))
     print("hosts: pattern of 10 = 6 x dgx-h100 (8 GPUs, 9 HCAs), 2 x hdr-degraded, 2 x empty; fake NVML")
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
     all_rows = {}
     if sizes:
         median, worst = module_time(10)
         print("node_validate module time (dgx-h100, the module file as a process, 10 runs): elapsed_ms "
               "median %.1f, max %.1f (target <= 150)" % (median, worst))
     for count in sizes:
-        all_rows[count] = bench_size(count, args.forks, args.keep, shell=not args.no_shell)
-        print_ratios(count, all_rows[count])
+        all_rows[count] = bench_size(count, args.forks, args.keep, shell=not args.no_shell, rounds=args.rounds)
+        print_ratios(count, *all_rows[count])
         sys.stdout.flush()
     if len(all_rows) > 1:
         print()
         print("ratios of this run (wall / CPU):")
-        for count, rows in all_rows.items():
-            print_ratios(count, rows)
+        for count, (rows, pairs) in all_rows.items():
+            print_ratios(count, rows, pairs)
     if args.site_lab:
         site_lab(environment(tempfile.gettempdir(), args.forks))
 
