@@ -257,21 +257,28 @@ def option_errors(family, options, prefix=""):
     return list(family.validate(family.defaults(options), prefix))
 
 
+def given_root(params):
+    """``root`` as given: ``/`` only when it was not given at all. An empty string stays empty, so
+    ``validate_root`` rejects it naming ``root`` (``"" or "/"`` silently checked the controller)."""
+    root = params.get("root")
+    return "/" if root is None else root
+
+
 def single_errors(family, params):
     """Errors of a single-family module's validated parameters: root, then the family's."""
     errors = []
-    error = validate_root(params.get("root") or "/")
+    error = validate_root(given_root(params))
     if error:
         return [error]
     options = dict((name, params.get(name)) for name in family.options)
-    options["root"] = params.get("root") or "/"
+    options["root"] = given_root(params)
     errors.extend(family.validate(dict(family.defaults(options), root=options["root"]), ""))
     return errors
 
 
 def node_plan(families, params):
     """({family name: options or None when off}, [errors]) for node_validate's validated params."""
-    root = params.get("root") or "/"
+    root = given_root(params)
     errors = []
     error = validate_root(root)
     if error:
