@@ -31,9 +31,11 @@ loaded machine wall time includes waiting for a core, CPU time does not.
     .venv/bin/python bench/fleet_validate.py --no-shell   # without the (long) shell baseline
     .venv/bin/python bench/fleet_validate.py --sizes 1000 --rounds 1   # one pair of a and b
     .venv/bin/python bench/fleet_validate.py --sizes --site-lab   # only site.yml twice in a fresh lab (Docker)
+    .venv/bin/python bench/fleet_validate.py --smoke      # N = 2, 2 rounds: that it runs (bench/smoke.py)
 """
 
 import argparse
+import collections
 import json
 import os
 import resource
@@ -165,8 +167,14 @@ class TreeMemory(threading.Thread):
             self.sample()
 
 
+# What run() returns. A named tuple, so callers in other scripts (bench/fleet_status_api.py) read the
+# fields by name: adding one (the memory figures were added with the accelerated mode) broke their
+# three-value unpacking ("too many values to unpack").
+Run = collections.namedtuple("Run", "wall cpu proc pss rss")
+
+
 def run(argv, env, cwd):
-    """(wall s, CPU s of the process tree, completed process, PSS peak of the tree in MB, largest
+    """Run(wall s, CPU s of the process tree, completed process, PSS peak of the tree in MB, largest
     process RSS in MB as text). ru_maxrss of RUSAGE_CHILDREN is the largest RSS of any waited-for
     descendant so far: it is this run's figure only when it grew during the run (else "<=" it)."""
     before = os.times()
@@ -183,7 +191,7 @@ def run(argv, env, cwd):
     cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
     completed = subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
     largest = "%.0f" % (rss_after / 1024.0) if rss_after > rss_before else "<=%.0f" % (rss_before / 1024.0)
-    return wall, cpu, completed, memory.peak / 1024.0, largest
+    return Run(wall, cpu, completed, memory.peak / 1024.0, largest)
 
 
 def recap_counts(stdout):
@@ -416,8 +424,14 @@ def main():
                              "rounds, because one pair on a shared machine varies by about 0.1")
     parser.add_argument("--site-lab", action="store_true",
                         help="also time site.yml twice in a freshly created lab (recreates the lab containers)")
+    parser.add_argument("--smoke", action="store_true",
+                        help="N = 2, 2 rounds, 2 module-time processes: checks that every play runs (bench/smoke.py, "
+                             "in make test); its figures are not measurements")
     args = parser.parse_args()
+    if args.smoke:
+        args.sizes, args.rounds, args.large = [2], 2, False
     sizes = list(args.sizes) + ([1000] if args.large and 1000 not in args.sizes else [])
+    processes = 2 if args.smoke else 10
 
     env = environment(tempfile.gettempdir(), args.forks)
     print("gpufleet fleet validation benchmark, %s UTC" % time.strftime("%Y-%m-%d %H:%M", time.gmtime()))
@@ -427,13 +441,15 @@ def main():
           "(inventory), fleet_report callback on; strategy linear (a, b, c), gpufleet_mitogen_linear (d, e: "
           "scripts/accelerated.sh)" % (args.forks or configured_forks(env)))
     print("hosts: pattern of 10 = 6 x dgx-h100 (8 GPUs, 9 HCAs), 2 x hdr-degraded, 2 x empty; fake NVML")
+    if args.smoke:
+        print("smoke run: tiny sizes, so the figures below are not measurements")
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
     all_rows = {}
     if sizes:
-        median, worst = module_time(10)
-        print("node_validate module time (dgx-h100, the module file as a process, 10 runs): elapsed_ms "
-              "median %.1f, max %.1f (target <= 150)" % (median, worst))
+        median, worst = module_time(processes)
+        print("node_validate module time (dgx-h100, the module file as a process, %d runs): elapsed_ms "
+              "median %.1f, max %.1f (target <= 150)" % (processes, median, worst))
     for count in sizes:
         all_rows[count] = bench_size(count, args.forks, args.keep, shell=not args.no_shell, rounds=args.rounds)
         print_ratios(count, *all_rows[count])

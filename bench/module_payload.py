@@ -13,6 +13,7 @@ times, alternating, in three ways:
 and the median CPU time (user + system of the child) of each is printed, with the differences.
 
     .venv/bin/python bench/module_payload.py [--runs 30]
+    .venv/bin/python bench/module_payload.py --smoke     # 2 runs: that it runs (bench/smoke.py)
 """
 
 import argparse
@@ -77,7 +78,11 @@ def cpu_ms(path, env):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--smoke", action="store_true",
+                        help="2 runs each: checks that it runs (bench/smoke.py, in make test); not a measurement")
     args = parser.parse_args()
+    if args.smoke:
+        args.runs = 2
     with tempfile.TemporaryDirectory(prefix="gpufleet-payload-") as work:
         ping, validate = payloads(work)
         base = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE")}

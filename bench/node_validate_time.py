@@ -17,6 +17,7 @@ Wall time and CPU time (time.process_time of this process) are both printed: on 
 machine wall time includes waiting for a core, CPU time does not.
 
     .venv/bin/python bench/node_validate_time.py [--runs 30] [--node dgx-h100] [--scenario h100-healthy]
+    .venv/bin/python bench/node_validate_time.py --smoke   # 2 runs, 2 processes: that it runs (bench/smoke.py)
 """
 
 import argparse
@@ -137,7 +138,12 @@ def main():
                         help="fresh interpreters for the cold and module-process rows (default 10)")
     parser.add_argument("--node", default="dgx-h100", help="fixture node under tests/fixtures/nodes")
     parser.add_argument("--scenario", default="h100-healthy", help="fake NVML scenario under tests/fixtures/nvml")
+    parser.add_argument("--smoke", action="store_true",
+                        help="2 runs and 2 processes: checks that it runs (bench/smoke.py, in make test); not a "
+                             "measurement")
     args = parser.parse_args()
+    if args.smoke:
+        args.runs, args.processes = 2, 2
 
     root = os.path.join(NODES, args.node)
     scenario = os.path.join(SCENARIOS, args.scenario + ".json")

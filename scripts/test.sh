@@ -26,6 +26,8 @@ step() {
 
 step "lint" bash scripts/lint.sh
 step "pytest (unit + integration)" pytest -q tests
+# Every bench/ script at a tiny size (--smoke): that it runs and prints its figures, not what they are.
+step "bench smoke" python bench/smoke.py
 step "ansible-test sanity" bash scripts/sanity.sh
 if [[ "${GPUFLEET_SKIP_MOLECULE:-0}" != "1" ]]; then
   step "molecule" bash scripts/molecule-all.sh
