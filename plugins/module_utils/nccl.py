@@ -11,7 +11,11 @@ and ``writeBenchmarkLine*``)::
 
 Layouts handled (see ``tests/fixtures/real/README.md`` for where each one was seen):
 
-* 2.13 and later: ``redop`` and ``root`` columns, ``#wrong`` (a count, or ``N/A`` with ``-c 0``).
+* 2.13 and later: ``redop`` and ``root`` columns, ``#wrong`` (a count printed with ``%6g``, so
+  ``1e+06`` for a million; ``N/A`` with ``-c 0``). Since September 2022 (nccl-tests a0a1491)
+  sendrecv, alltoall and alltoallv print ``N/A`` as the in-place ``#wrong`` even with ``-c 1``:
+  those collectives do not support in-place buffers, only their out-of-place half is checked
+  (``args->reportErrors = in_place ? 0 : 1`` in ``src/sendrecv.cu``, ``src/alltoall.cu``).
 * Older releases: no ``root`` column and ``error`` (a float tolerance such as ``5e-07``, or ``N/A``)
   instead of ``#wrong``; broadcast/reduce of that era print ``root`` instead of ``redop``, and
   all_gather neither (the header names the columns between ``type`` and ``time``).
@@ -42,6 +46,7 @@ _OOB = re.compile(r"^#?\s*Out of bounds values\s*:\s*(\d+)\s*(OK|FAILED)?", re.I
 _HEADER = re.compile(r"^#?\s*size\s+count\s+type\s+(.*)$", re.IGNORECASE)
 _DEVICE = re.compile(r"^#?\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?(?:Pid\s+\d+\s+)?on\s+(\S+)\s+device\s+(\d+)"
                      r"\s+\[(\S+)\]\s+(.*)$")
+_VALIDATION = re.compile(r"^#?\s*nThread\b.*\bvalidation:\s*(\d+)", re.IGNORECASE)
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _TIME = re.compile(r"^\d{2}:\d{2}:\d{2}$")
 
@@ -68,24 +73,32 @@ def _is_number(text):
     return True
 
 
+def _is_na(text):
+    return text in ("N/A", "n/a")
+
+
 def _wrong(text):
-    """``0`` / ``12`` (#wrong), ``5e-07`` (old error column) or ``N/A`` (no check)."""
-    if text in ("N/A", "n/a"):
+    """``0`` / ``12`` / ``1e+06`` (#wrong), ``5e-07`` (old error column); None for ``N/A`` (no
+    check) and for a figure that is not finite (``nan``: judged from ``wrong_text``)."""
+    if _is_na(text):
         return None
     return _number(text)
 
 
 def _half(values):
-    """time, algbw, busbw, wrong of one half of a row (None values for non-finite figures)."""
+    """time, algbw, busbw, wrong of one half of a row (None values for non-finite figures, and for
+    every figure of a half printed as ``N/A``); ``wrong_text`` is the #wrong column as printed."""
     time_us, algbw, busbw, wrong = values
     return {"time_us": _number(time_us), "algbw_gbps": _number(algbw), "busbw_gbps": _number(busbw),
-            "wrong": _wrong(wrong)}
+            "wrong": _wrong(wrong), "wrong_text": wrong}
 
 
 def _body_ok(values):
-    """time, algbw, busbw numbers and #wrong a number or N/A, for each half of the row."""
-    return all(_is_number(values[i]) for i in (0, 1, 2)) and (
-        values[3] in ("N/A", "n/a") or _is_number(values[3]))
+    """time, algbw, busbw numbers and #wrong a number or N/A, for each half of the row; or the
+    whole half ``N/A`` (a collective without an in-place variant)."""
+    if all(_is_na(value) for value in values):
+        return True
+    return all(_is_number(values[i]) for i in (0, 1, 2)) and (_is_na(values[3]) or _is_number(values[3]))
 
 
 def parse_row(line, columns=None):
@@ -178,9 +191,15 @@ def parse_nccl_tests(text):
     header = False
     columns = None
     ranks = []
+    validation = None
+    wrong_column = None
     for raw in (text or "").splitlines():
         line = strip_prefix(raw.rstrip())
         stripped = line.strip()
+        match = _VALIDATION.match(stripped)
+        if match:
+            validation = int(match.group(1))
+            continue
         match = _AVG.match(stripped)
         if match:
             avg_text = match.group(1)
@@ -197,6 +216,8 @@ def parse_nccl_tests(text):
         if names is not None:
             header = True
             columns = names
+            lowered = stripped.lower().split()
+            wrong_column = "#wrong" if "#wrong" in lowered else ("error" if "error" in lowered else wrong_column)
             continue
         match = _DEVICE.match(stripped)
         if match:
@@ -207,17 +228,70 @@ def parse_nccl_tests(text):
         row = parse_row(line, columns)
         if row is not None:
             rows.append(row)
-    wrongs = [r[kind]["wrong"] for r in rows for kind in ("out_of_place", "in_place")]
-    wrong = None
-    if rows and all(w is not None for w in wrongs):
-        # The old "error" column holds a float tolerance figure, not a count.
-        wrong = int(sum(w for w in wrongs if float(w).is_integer()))
+    wrong, checked_rows, problems = _judge_wrong(rows, wrong_column, validation)
     busbws = [r[kind]["busbw_gbps"] for r in rows for kind in ("out_of_place", "in_place")]
     busbws = [value for value in busbws if value is not None]
     peak = max(busbws) if busbws else None
     return {"rows": rows, "avg_busbw_gbps": avg, "avg_busbw_text": avg_text, "avg_status": avg_status,
             "peak_busbw_gbps": peak, "out_of_bounds": oob, "out_of_bounds_status": oob_status,
-            "wrong": wrong, "ranks": ranks, "header_seen": header, "summaries": summaries}
+            "wrong": wrong, "wrong_checked_rows": checked_rows, "wrong_problems": problems,
+            "wrong_column": wrong_column, "validation": validation,
+            "ranks": ranks, "header_seen": header, "summaries": summaries}
+
+
+def _judge_wrong(rows, wrong_column, validation):
+    """(wrong, checked rows, problems) of the #wrong / error columns, as nccl-tests means them.
+
+    A half whose #wrong is ``N/A`` was not checked by nccl-tests. In-place ``N/A`` next to an
+    out-of-place figure is how sendrecv/alltoall(v) print a checked row (no in-place variant):
+    the row is checked on its out-of-place half. ``N/A`` on both halves is a row run without a
+    check (``-c 0``). Problems (each fails k8s.nccl.wrong): a #wrong that is not finite
+    (``nan``), ``N/A`` where the run checked results (``validation: 1`` in the first line, other
+    rows checked, or only the out-of-place half N/A) and a non-zero count of either sign
+    (``+5``, ``-5``: nccl-tests never prints a negative count). ``wrong`` is the total of
+    absolute counts (None when no row was checked). The old ``error`` column (releases before
+    2.13) holds the largest deviation, a float tolerance figure: only whole numbers count there.
+    """
+    counts = []
+    problems = []
+    unchecked = []
+    checked = 0
+    old = wrong_column == "error"
+    for row in rows:
+        halves = [("out-of-place", row["out_of_place"]), ("in-place", row["in_place"])]
+        texts = [half.get("wrong_text") for _name, half in halves]
+        na = [text is None or _is_na(text) for text in texts]
+        if all(na):
+            unchecked.append(row["size"])
+            continue
+        if na[0] and not na[1]:
+            problems.append("size %d: out-of-place #wrong is N/A but in-place is %s (nccl-tests never "
+                            "prints this)" % (row["size"], texts[1]))
+            continue
+        checked += 1
+        for (name, _half), text, skip in zip(halves, texts, na):
+            if skip:
+                continue  # in-place N/A of sendrecv / alltoall: checked on the out-of-place half
+            value = _number(text)
+            if value is None:
+                problems.append("size %d: %s #wrong is %r, not a count" % (row["size"], name, text))
+            elif old:
+                if value.is_integer() and value != 0:
+                    counts.append(abs(value))
+            elif value != 0 or text.lstrip()[:1] in ("+", "-"):
+                counts.append(abs(value))
+                if value == 0 or value < 0 or not value.is_integer():
+                    problems.append("size %d: %s #wrong is %s, not a count of wrong elements"
+                                    % (row["size"], name, text))
+    if unchecked and (checked or problems or (validation or 0) > 0):
+        problems.append("#wrong is N/A on both halves of %d row(s) (sizes %s) though the run checked "
+                        "results (%s)" % (len(unchecked), ", ".join(str(size) for size in unchecked[:5]),
+                                          "validation: %s" % validation if validation else "other rows checked"))
+    if validation == 0 and not counts and not problems:
+        # -c 0: nothing was compared, though sendrecv/alltoall still print 0 out of place
+        return None, 0, []
+    wrong = int(sum(counts)) if checked or counts else None
+    return wrong, checked, problems
 
 
 def _finite_threshold(value):
@@ -277,9 +351,16 @@ def nccl_checks(parsed, min_busbw_gbps=None, target="nccl", job_succeeded=True):
         add("pass", "average bus bandwidth %.2f GB/s (>= %s GB/s)" % (avg, minimum), avg)
     wrong = parsed.get("wrong")
     oob = parsed.get("out_of_bounds")
+    problems = parsed.get("wrong_problems") or []
     if not parsed.get("rows"):
         checks.append({"id": "k8s.nccl.wrong", "target": target, "status": "skip",
                        "message": "no result rows to check"})
+    elif problems:
+        shown = "; ".join(problems[:5]) + ("; +%d more" % (len(problems) - 5) if len(problems) > 5 else "")
+        checks.append({"id": "k8s.nccl.wrong", "target": target, "status": "fail",
+                       "message": "result check not trustworthy: %s" % shown,
+                       "observed": {"wrong": wrong, "out_of_bounds": oob, "problems": problems[:20]},
+                       "expected": 0})
     elif (wrong or 0) > 0 or (oob or 0) > 0 or parsed.get("out_of_bounds_status") == "FAILED":
         checks.append({"id": "k8s.nccl.wrong", "target": target, "status": "fail",
                        "message": "data corruption: %s wrong element(s), %s out-of-bounds value(s)"
@@ -288,8 +369,17 @@ def nccl_checks(parsed, min_busbw_gbps=None, target="nccl", job_succeeded=True):
         # -c 0: the #wrong/error columns say N/A; "Out of bounds values : 0 OK" is still printed
         # but nothing was compared.
         checks.append({"id": "k8s.nccl.wrong", "target": target, "status": "skip",
-                       "message": "results were not checked (-c 0: the #wrong column is N/A)"})
+                       "message": "results were not checked (-c 0: validation: 0, or the #wrong column is N/A)"})
     else:
         checks.append({"id": "k8s.nccl.wrong", "target": target, "status": "pass",
-                       "message": "no wrong elements", "observed": {"wrong": wrong, "out_of_bounds": oob}})
+                       "message": "no wrong elements (%d row(s) checked%s)" % (
+                           parsed.get("wrong_checked_rows") or 0,
+                           "; in-place N/A: checked on the out-of-place half"
+                           if _inplace_na(parsed) else ""),
+                       "observed": {"wrong": wrong, "out_of_bounds": oob}})
     return checks
+
+
+def _inplace_na(parsed):
+    return any(_is_na(row["in_place"].get("wrong_text") or "") and not _is_na(row["out_of_place"].get("wrong_text") or "N/A")
+               for row in parsed.get("rows") or [])

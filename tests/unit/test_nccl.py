@@ -277,3 +277,86 @@ def test_srun_label_prefix():
             "0: # Avg bus bandwidth    : 62.2 \n")
     parsed = parse_nccl_tests(text)
     assert len(parsed["rows"]) == 1 and parsed["avg_busbw_gbps"] == 62.2
+
+
+# ---------------------------------------------------------------- #wrong as nccl-tests means it
+# sendrecv / alltoall(v) print N/A as the in-place #wrong even with -c 1 (no in-place variant;
+# nccl-tests a0a1491, src/sendrecv.cu and src/alltoall.cu: reportErrors = in_place ? 0 : 1).
+
+ROW = "  8388608  2097152  float  sum  -1  254.1  33.01  61.90  %s  251.6  33.34  62.51  %s\n"
+RUN = "# nThread 1 nGpus 1 minBytes 8 maxBytes 8 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: %d graph: 0\n"
+AVG = "# Avg bus bandwidth    : 62.2 \n"
+
+
+def wrong_check(text):
+    return by_id(nccl_tests_checks(text, 10), "k8s.nccl.wrong")
+
+
+def test_sendrecv_in_place_na_is_checked_on_the_out_of_place_half():
+    parsed = parse_nccl_tests(fixture("sendrecv_perf_inplace_na_2hosts.txt"))
+    assert len(parsed["rows"]) == 6 and parsed["validation"] == 1 and parsed["wrong_column"] == "#wrong"
+    assert parsed["rows"][0]["in_place"]["wrong"] is None and parsed["rows"][0]["in_place"]["busbw_gbps"] == 9.05
+    assert parsed["wrong"] == 0 and parsed["wrong_checked_rows"] == 6 and parsed["wrong_problems"] == []
+    check = wrong_check(parsed)
+    assert check["status"] == "pass"
+    assert "6 row(s) checked" in check["message"] and "out-of-place half" in check["message"]
+
+
+def test_alltoall_wrong_elements_out_of_place_fail():
+    parsed = parse_nccl_tests(fixture("alltoall_perf_inplace_na_wrong.txt"))
+    assert [r["redop"] for r in parsed["rows"]] == ["none"] * 3
+    assert parsed["wrong"] == 2048
+    check = wrong_check(parsed)
+    assert check["status"] == "fail" and check["observed"]["wrong"] == 2048
+
+
+@pytest.mark.parametrize("out_of_place, in_place, reason", [
+    ("nan", "0", "'nan', not a count"),
+    ("0", "nan", "'nan', not a count"),
+    ("-nan", "N/A", "'-nan', not a count"),
+    ("+5", "0", "5 wrong element(s)"),
+    ("-5", "0", "-5, not a count"),
+    ("0", "-5", "-5, not a count"),
+    ("N/A", "0", "out-of-place #wrong is N/A but in-place is 0"),
+])
+def test_untrustworthy_wrong_columns_fail(out_of_place, in_place, reason):
+    check = wrong_check(RUN % 1 + ROW % (out_of_place, in_place) + AVG)
+    assert check["status"] == "fail", check
+    assert reason in check["message"]
+
+
+def test_plus_and_minus_five_do_not_cancel():
+    text = RUN % 1 + ROW % ("+5", "0") + ROW % ("-5", "0") + AVG
+    assert parse_nccl_tests(text)["wrong"] == 10
+    assert wrong_check(text)["status"] == "fail"
+
+
+@pytest.mark.parametrize("figure, count", [("1", 1), ("1e+06", 1000000), ("1.23457e+06", 1234570)])
+def test_g_formatted_counts_fail(figure, count):
+    parsed = parse_nccl_tests(RUN % 1 + ROW % (figure, "N/A") + AVG)
+    assert parsed["wrong"] == count
+    assert wrong_check(parsed)["status"] == "fail"
+
+
+def test_na_on_both_halves_while_validating_fails():
+    check = wrong_check(RUN % 1 + ROW % ("N/A", "N/A") + AVG)
+    assert check["status"] == "fail" and "validation: 1" in check["message"]
+
+
+def test_na_rows_next_to_checked_rows_fail():
+    check = wrong_check(ROW % ("0", "0") + ROW % ("N/A", "N/A") + AVG)
+    assert check["status"] == "fail" and "other rows checked" in check["message"]
+
+
+def test_validation_zero_is_not_checked_even_when_sendrecv_prints_zero():
+    parsed = parse_nccl_tests(RUN % 0 + ROW % ("0", "N/A") + AVG)
+    assert parsed["wrong"] is None
+    assert wrong_check(parsed)["status"] == "skip"
+
+
+def test_whole_in_place_half_na_is_checked_on_the_other_half():
+    text = RUN % 1 + "  8388608  2097152  float  sum  -1  254.1  33.01  61.90  0  N/A  N/A  N/A  N/A\n" + AVG
+    parsed = parse_nccl_tests(text)
+    assert len(parsed["rows"]) == 1 and parsed["rows"][0]["in_place"]["time_us"] is None
+    assert wrong_check(parsed)["status"] == "pass"
+    assert_strict_json(parsed)
