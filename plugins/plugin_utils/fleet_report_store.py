@@ -22,7 +22,13 @@ test does not erase the sweep's GPU checks of the hosts it measured). Bandwidth 
 per title, the newest wins. Each host keeps a history ``[{run, status}]`` over the kept runs.
 
 ``keep_runs`` run directories are kept (the newest); older ones are deleted, and the history only
-names kept runs. A lock file serialises concurrent runs writing the same directory.
+names kept runs. "Newest" is the order the runs were written, never the wall clock: every run gets
+the next number of a monotonic sequence (``runs/.sequence``, JSON ``{"last": N, "runs": {name:
+N}}``, also written as ``run.sequence`` in the run's fleet-report.json), and retention orders by
+it. A clock set back (or a run directory whose UTC name sorts before older ones) can therefore
+not make retention delete the run just written; the run just written is never deleted. Run
+directories from before the sequence (no number) count as older than every numbered run, by name.
+A lock file serialises concurrent runs writing the same directory.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -50,6 +56,7 @@ JSON_NAME = "fleet-report.json"
 HTML_NAME = "fleet-report.html"
 JUNIT_NAME = "junit.xml"
 LOCK_NAME = ".lock"  # in runs/
+SEQUENCE_NAME = ".sequence"  # in runs/: the write order of the runs
 RUN_DIR = re.compile(r"^\d{8}T\d{6}Z-[A-Za-z0-9._-]+$")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -103,14 +110,53 @@ def new_run_dir(runs_dir, name):
         candidate = "%s-%d" % (name, number)
 
 
-def prune(runs_dir, keep):
-    """Delete the oldest run directories beyond ``keep``; returns the names kept, oldest first."""
-    names = sorted(n for n in os.listdir(runs_dir)
-                   if RUN_DIR.match(n) and os.path.isdir(os.path.join(runs_dir, n))
-                   and not os.path.islink(os.path.join(runs_dir, n)))
+def _run_names(runs_dir):
+    return [n for n in os.listdir(runs_dir)
+            if RUN_DIR.match(n) and os.path.isdir(os.path.join(runs_dir, n))
+            and not os.path.islink(os.path.join(runs_dir, n))]
+
+
+def read_sequence(runs_dir):
+    """``{"last": N, "runs": {name: N}}`` of ``runs/.sequence``; rebuilt from the runs' own
+    fleet-report.json (``run.sequence``) when the file is missing or unreadable."""
+    try:
+        with open(os.path.join(runs_dir, SEQUENCE_NAME), encoding="utf-8") as handle:
+            index = json.load(handle)
+        runs = dict((str(k), int(v)) for k, v in index["runs"].items() if isinstance(v, int) and not isinstance(v, bool))
+        last = int(index.get("last") or 0)
+        return {"last": max([last] + list(runs.values())), "runs": runs}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        pass
+    runs = {}
+    for name in _run_names(runs_dir):
+        try:
+            with open(os.path.join(runs_dir, name, JSON_NAME), encoding="utf-8") as handle:
+                number = json.load(handle).get("run", {}).get("sequence")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(number, int) and not isinstance(number, bool):
+            runs[name] = number
+    return {"last": max(runs.values()) if runs else 0, "runs": runs}
+
+
+def write_sequence(runs_dir, index):
+    write_file(runs_dir, SEQUENCE_NAME, json.dumps(index, sort_keys=True) + "\n")
+
+
+def prune(runs_dir, keep, sequence=None, newest=None):
+    """Delete the oldest run directories beyond ``keep``; returns the names kept, oldest first.
+
+    Order: the write sequence (``sequence``: name -> number); directories without a number come
+    first, by name. ``newest`` (the run just written) is never deleted."""
+    sequence = sequence or {}
+    names = sorted(_run_names(runs_dir), key=lambda n: (n in sequence, sequence.get(n, 0), n))
+    if newest in names:
+        names.remove(newest)
+        names.append(newest)
     keep = max(int(keep), 1)
     for name in names[:-keep]:
         shutil.rmtree(os.path.join(runs_dir, name), ignore_errors=True)
+        sequence.pop(name, None)
     return names[-keep:]
 
 
@@ -218,14 +264,21 @@ class ReportStore(object):
         try:
             if fcntl is not None:
                 fcntl.flock(lock, fcntl.LOCK_EX)
+            sequence = read_sequence(runs_dir)
+            number = sequence["last"] + 1
             name = new_run_dir(runs_dir, run_document["run"]["id"])
             run_document["run"]["id"] = name
+            run_document["run"]["sequence"] = number
+            sequence["last"] = number
+            sequence["runs"][name] = number
+            write_sequence(runs_dir, sequence)
             for entry in run_document["hosts"].values():
                 entry.update({"last_run": name, "last_seen": run_document["generated_at"]})
             run_dir = os.path.join(runs_dir, name)
             written = self._write_set(run_dir, run_document, render_html, render_junit)
             point_latest(runs_dir, name)
-            kept = prune(runs_dir, self.keep_runs)
+            kept = prune(runs_dir, self.keep_runs, sequence["runs"], newest=name)
+            write_sequence(runs_dir, sequence)
             previous = None
             if self.merge_runs:
                 previous, problem = read_state(os.path.join(directory, JSON_NAME))

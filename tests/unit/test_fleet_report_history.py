@@ -278,3 +278,85 @@ def test_the_run_page_shows_the_run_and_links_the_fleet_picture(tmp_path):
     assert '<td class="hist"><i class="fail"></i></td>' in page
     fleet_page = (reports / "fleet-report.html").read_text()
     assert '<a href="runs/20261123T001000Z-validate/fleet-report.html">' in fleet_page
+
+
+# ---------------------------------------------------------------------- retention by write order
+@pytest.fixture
+def local_tz():
+    """Set TZ for the test (os.environ + time.tzset) and restore it after."""
+    import time
+    saved = os.environ.get("TZ")
+
+    def use(zone):
+        os.environ["TZ"] = zone
+        time.tzset()
+
+    yield use
+    if saved is None:
+        os.environ.pop("TZ", None)
+    else:
+        os.environ["TZ"] = saved
+    time.tzset()
+
+
+def test_a_clock_set_back_never_prunes_the_run_just_written(tmp_path):
+    reports = tmp_path / "reports"
+    hosts = {"dgx-ok": dgx("h100-healthy")}
+    run(reports, tmp_path, hosts, "2026-11-23T00:30:00Z", keep_runs=2)
+    run(reports, tmp_path, hosts, "2026-11-23T00:40:00Z", keep_runs=2)
+    run(reports, tmp_path, hosts, "2026-11-23T00:05:00Z", keep_runs=2)  # the clock was set back 35 min
+    # by name the 00:05 run is the oldest; by write order it is the newest and stays
+    assert run_dirs(reports) == ["20261123T000500Z-validate", "20261123T004000Z-validate", "latest"]
+    assert os.readlink(str(reports / "runs" / "latest")) == "20261123T000500Z-validate"
+    document = fleet(reports)
+    assert [r["id"] for r in document["runs"]] == ["20261123T004000Z-validate", "20261123T000500Z-validate"]
+    assert [r["sequence"] for r in document["runs"]] == [2, 3]
+    assert document["hosts"]["dgx-ok"]["last_run"] == "20261123T000500Z-validate"
+    with open(str(reports / "runs" / ".sequence")) as handle:
+        index = json.load(handle)
+    assert index == {"last": 3, "runs": {"20261123T004000Z-validate": 2, "20261123T000500Z-validate": 3}}
+    run(reports, tmp_path, hosts, "2026-11-23T00:06:00Z", keep_runs=1)
+    assert run_dirs(reports) == ["20261123T000600Z-validate", "latest"]
+
+
+def test_keep_one_keeps_the_newest_written_even_when_it_sorts_first(tmp_path):
+    reports = tmp_path / "reports"
+    hosts = {"dgx-ok": dgx("h100-healthy")}
+    run(reports, tmp_path, hosts, "2026-11-23T10:00:00Z", keep_runs=1)
+    run(reports, tmp_path, hosts, "2025-01-01T00:00:00Z", keep_runs=1)  # RTC reset to an old date
+    assert run_dirs(reports) == ["20250101T000000Z-validate", "latest"]
+    assert fleet(reports)["run"]["sequence"] == 2
+
+
+@pytest.mark.parametrize("zones", [("UTC", "America/New_York", "Asia/Kolkata"),
+                                   ("Europe/Berlin", "Pacific/Chatham", "America/Los_Angeles")])
+def test_retention_ignores_the_time_zone_of_the_controller(tmp_path, local_tz, zones):
+    reports = tmp_path / "reports"
+    hosts = {"dgx-ok": dgx("h100-healthy")}
+    # the same instants, each run under another TZ; the last one is written last
+    for zone, started in zip(zones, ("2026-03-29T00:30:00Z", "2026-03-29T01:30:00Z", "2026-03-29T00:59:59Z")):
+        local_tz(zone)
+        run(reports, tmp_path, hosts, started, keep_runs=2)
+    assert run_dirs(reports) == ["20260329T005959Z-validate", "20260329T013000Z-validate", "latest"]
+    assert os.readlink(str(reports / "runs" / "latest")) == "20260329T005959Z-validate"
+    assert [r["id"] for r in fleet(reports)["runs"]] == ["20260329T013000Z-validate", "20260329T005959Z-validate"]
+
+
+def test_run_directories_from_before_the_sequence_are_older_than_numbered_ones(tmp_path):
+    reports = tmp_path / "reports"
+    legacy = reports / "runs" / "20991231T000000Z-validate"  # no number, a name that sorts last
+    legacy.mkdir(parents=True)
+    hosts = {"dgx-ok": dgx("h100-healthy")}
+    run(reports, tmp_path, hosts, "2026-11-23T00:10:00Z", keep_runs=1)
+    assert run_dirs(reports) == ["20261123T001000Z-validate", "latest"]
+
+
+def test_an_unreadable_sequence_file_is_rebuilt_from_the_runs(tmp_path):
+    reports = tmp_path / "reports"
+    hosts = {"dgx-ok": dgx("h100-healthy")}
+    run(reports, tmp_path, hosts, "2026-11-23T00:30:00Z", keep_runs=3)
+    run(reports, tmp_path, hosts, "2026-11-23T00:20:00Z", keep_runs=3)
+    (reports / "runs" / ".sequence").write_text("{broken")
+    run(reports, tmp_path, hosts, "2026-11-23T00:10:00Z", keep_runs=2)
+    assert run_dirs(reports) == ["20261123T001000Z-validate", "20261123T002000Z-validate", "latest"]
+    assert fleet(reports)["run"]["sequence"] == 3
