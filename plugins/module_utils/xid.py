@@ -19,6 +19,24 @@ Timestamps understood (every line format dmesg, journalctl and syslog daemons pr
   year, so the most recent such date not in the future is assumed);
 - any of these after a ``dmesg --decode`` prefix (``kern  :err   : ``) or a ``<N>`` priority.
 
+Local time: ``dmesg -T`` / ``--ctime`` print the kernel's time converted with the local time zone
+of the dmesg process (no offset in the line), and syslog ``short`` lines print the logging host's
+local time. They are read in the time zone of this process (``TZ``, else ``/etc/localtime``), the
+same one dmesg used when both run on the node with the same environment; in the hour a DST change
+repeats, the later reading is taken (the event counts as more recent). Every comparison is then
+done in UTC epoch seconds.
+
+Time is checked, not trusted: a line dated more than ``FUTURE_TOLERANCE_S`` (5 min) after the
+node's clock (a clock stepped back, a wrong RTC, a log written under another TZ) is never dropped:
+it is counted inside the window and the event carries ``clock_skew_s`` (seconds ahead) for the
+message (``skew_note``).
+
+XIDs 144-150 (NVLink5) have a severity per error unit in NVIDIA's catalog (Fatal or Non-fatal),
+and the driver prints it in the line: ``NVRM: Xid (PCI:0018:01:00): 145, RLW_RXPIPE Nonfatal XC0
+i0 Link 13 (...)``, ``... 149, NETIR_LINK_EVT Fatal XC0 i0 Link 00 (...)``. For these XIDs the
+event's ``severity`` (``fatal``, ``nonfatal``, None when the word is missing) decides
+(``classify(..., severity)``): Nonfatal is ``warn``, Fatal or no word follows the lists.
+
 Undated lines (boot-relative ``[ 1234.567890]`` stamps of plain ``dmesg`` or journal
 ``short-monotonic``) and lines whose date is impossible (``2025-13-01``, ``24:61:00``) cannot be
 placed in the window, so they are counted as if inside it (conservative: an XID is never
@@ -156,6 +174,11 @@ XID_CATALOG = {
 XID_FATAL_DEFAULT = sorted(x for x, (_name, bucket) in XID_CATALOG.items() if bucket in FATAL_BUCKETS)
 XID_IGNORE_DEFAULT = sorted(x for x, (_name, bucket) in XID_CATALOG.items() if bucket in IGNORE_BUCKETS)
 XID_SOURCE_KEYWORDS = ("auto", "journal", "dmesg", "none")
+# XIDs whose catalog severity varies by error unit and is printed in the line (Fatal / Nonfatal):
+# the NVLink5 XIDs 144-150 (catalog "Severity" per unit; lines as in leptonai/gpud PR #1174).
+VARYING_SEVERITY_XIDS = frozenset(range(144, 151))
+# A kernel-log line dated further than this after the node's clock is clock skew, kept as recent.
+FUTURE_TOLERANCE_S = 300
 # The event a "fallen off the bus" line without an Xid line is reported as.
 FALLEN_OFF_BUS_XID = 79
 
@@ -167,6 +190,7 @@ _DETAIL_MAX = 200
 
 _PCI = r"(?:PCI:)?(?P<pci>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})(?:\.[0-7])?"
 _XID_RE = re.compile(r"NVRM: Xid \(" + _PCI + r"\): (?P<xid>[0-9]{1,6})(?![0-9])(?:, ?(?P<detail>.*))?", re.ASCII)
+_SEVERITY_RE = re.compile(r"(?<![A-Za-z_-])(Fatal|Nonfatal|Non-fatal)(?![A-Za-z_-])", re.ASCII)
 _FALLEN_RE = re.compile(r"NVRM: .{0,200}?fallen off the bus", re.ASCII)
 _GPU_ADDR_RE = re.compile(r"NVRM: (?:The NVIDIA )?GPU (?:at )?" + _PCI, re.ASCII)
 # Prefixes before the timestamp: RFC 5424 / kmsg priority, dmesg --decode facility:level.
@@ -187,9 +211,15 @@ _MONTHS = dict((name, number) for number, name in enumerate(
 _AUTO_FILES = ("var/log/kern.log", "var/log/messages", "var/log/syslog")
 
 
-def classify(xid, fatal, ignore):
+def classify(xid, fatal, ignore, severity=None):
     """fail (in xid_fatal) | pass (in xid_ignore) | warn (any other). Fatal wins when a code
-    is in both lists: a health gate errs on the safe side."""
+    is in both lists: a health gate errs on the safe side.
+
+    ``severity``: the word the driver printed for an XID whose catalog severity varies
+    (``VARYING_SEVERITY_XIDS``): ``nonfatal`` makes it warn (pass when ignored); ``fatal`` or
+    None (no word: fail closed) follow the lists."""
+    if severity == "nonfatal" and xid in VARYING_SEVERITY_XIDS:
+        return "pass" if xid in ignore and xid not in fatal else "warn"
     if xid in fatal:
         return "fail"
     if xid in ignore:
@@ -210,11 +240,25 @@ def _epoch(fields, offset):
     try:
         if offset is None:
             datetime.datetime(*fields)  # validates ranges (month 13, hour 25, Feb 30 ...)
-            return time.mktime(tuple(fields) + (0, 0, -1))
+            return _local_epoch(tuple(fields))
         zone = datetime.timezone(datetime.timedelta(seconds=offset))
         return datetime.datetime(*fields, tzinfo=zone).timestamp()
     except (ValueError, OverflowError, OSError, TypeError):
         return None
+
+
+def _local_epoch(fields):
+    """Epoch seconds of local (y, mo, d, h, mi, s) in this process's time zone. In the hour a DST
+    change repeats, both readings exist: the later one is taken (the event counts as more recent,
+    the conservative side for a window; glibc's ``mktime(isdst=-1)`` picks either, by zone). A time
+    in the hour skipped by DST (never printed by dmesg) is normalised by ``mktime``."""
+    candidates = []
+    for isdst in (0, 1):
+        stamp = time.mktime(fields + (0, 0, isdst))
+        local = time.localtime(stamp)
+        if tuple(local[:6]) == fields and local.tm_isdst == isdst:
+            candidates.append(stamp)
+    return max(candidates) if candidates else time.mktime(fields + (0, 0, -1))
 
 
 def _offset(tz):
@@ -262,11 +306,14 @@ def parse_xid_lines(lines, now, window_hours):
     """XID events within ``window_hours`` before ``now``.
 
     Returns (events, stats): events are {xid, pci, time, detail, kind} (kind ``xid`` or
-    ``fallen_off_bus``); stats count what was seen (xid_lines, outside_window, undated).
+    ``fallen_off_bus``), plus ``severity`` for XIDs 144-150 and ``clock_skew_s`` for a line dated
+    after ``now`` beyond the tolerance; stats count what was seen (xid_lines, outside_window,
+    undated; ``future`` only when some line is dated after ``now`` beyond the tolerance). ``now``
+    and every stamp are UTC epoch seconds.
     """
     since = now - float(window_hours) * 3600.0
     events = []
-    stats = {"xid_lines": 0, "outside_window": 0, "undated": 0}
+    stats = {"xid_lines": 0, "outside_window": 0, "undated": 0}  # + "future" (see above)
     xid79 = set()
     fallen = []
     last_gpu = None  # (pci, stamp, index) of the last "NVRM: [The NVIDIA ]GPU <addr>" line
@@ -283,7 +330,13 @@ def parse_xid_lines(lines, now, window_hours):
             stamp = parse_timestamp(line.strip(), now)
             if not _in_window(stamp, since, now, stats):
                 continue
-            events.append(_event(xid, pci, stamp, (match.group("detail") or "").strip(), "xid"))
+            detail = (match.group("detail") or "").strip()
+            event = _event(xid, pci, stamp, detail, "xid", now)
+            if xid in VARYING_SEVERITY_XIDS:
+                word = _SEVERITY_RE.search(detail)
+                event["severity"] = None if word is None else (
+                    "fatal" if word.group(1) == "Fatal" else "nonfatal")
+            events.append(event)
             continue
         address = _GPU_ADDR_RE.search(line)
         stamp = parse_timestamp(line.strip(), now)
@@ -304,23 +357,53 @@ def parse_xid_lines(lines, now, window_hours):
         if not _in_window(stamp, since, now, stats):
             continue
         detail = "GPU has fallen off the bus (no Xid line): " + line.split("NVRM:", 1)[-1].strip()
-        events.append(_event(FALLEN_OFF_BUS_XID, pci, stamp, detail, "fallen_off_bus"))
+        events.append(_event(FALLEN_OFF_BUS_XID, pci, stamp, detail, "fallen_off_bus", now))
     return events, stats
 
 
 def _in_window(stamp, since, now, stats):
+    """Inside the window: undated lines and lines dated in the future count as recent (an XID is
+    never dropped because a clock is wrong); only lines before the window start are left out."""
     if stamp is None:
         stats["undated"] += 1
         return True
-    if stamp < since or stamp > now + 86400:
+    if stamp > now + FUTURE_TOLERANCE_S:
+        stats["future"] = stats.get("future", 0) + 1
+        return True
+    if stamp < since:
         stats["outside_window"] += 1
         return False
     return True
 
 
-def _event(xid, pci, stamp, detail, kind):
-    return {"xid": xid, "pci": pci, "time": None if stamp is None else _iso(stamp),
-            "detail": detail[:_DETAIL_MAX], "kind": kind}
+def _event(xid, pci, stamp, detail, kind, now=None):
+    event = {"xid": xid, "pci": pci, "time": None if stamp is None else _iso(stamp),
+             "detail": detail[:_DETAIL_MAX], "kind": kind}
+    if stamp is not None and now is not None and stamp > now + FUTURE_TOLERANCE_S:
+        event["clock_skew_s"] = int(stamp - now)
+    return event
+
+
+def skew_note(events):
+    """Text for the gpu.xid message when lines are dated after the node's clock, else ''."""
+    ahead = [e["clock_skew_s"] for e in events if e.get("clock_skew_s")]
+    if not ahead:
+        return ""
+    return ("; clock skew: %d line(s) dated up to %s after the node's clock (%s), counted as recent"
+            % (len(ahead), _duration(max(ahead)), _iso_now_hint(events)))
+
+
+def _duration(seconds):
+    if seconds < 3600:
+        return "%d min" % (seconds // 60)
+    if seconds < 86400 * 2:
+        return "%.1f h" % (seconds / 3600.0)
+    return "%d days" % (seconds // 86400)
+
+
+def _iso_now_hint(events):
+    latest = max(e["time"] for e in events if e.get("clock_skew_s"))
+    return "latest %s" % latest
 
 
 def _short_pci(text):

@@ -10,10 +10,12 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.xid import (
     XID_CATALOG,
     XID_FATAL_DEFAULT,
     XID_IGNORE_DEFAULT,
+    VARYING_SEVERITY_XIDS,
     classify,
     parse_timestamp,
     parse_xid_lines,
     read_xid_source,
+    skew_note,
 )
 from conftest import FIXTURES
 from runners import ScriptedRunner
@@ -248,11 +250,12 @@ def test_impossible_dates_make_the_line_undated_not_an_error(line):
     assert [(e["xid"], e["time"]) for e in events] == [(79, None)] and stats["undated"] == 1
 
 
-def test_dates_at_the_edge_of_the_calendar_are_outside_the_window():
+def test_dates_at_the_edge_of_the_calendar_are_clock_skew_kept_as_recent():
     line = "9999-12-31T23:59:59-23:59 host kernel: NVRM: Xid (PCI:0000:18:00): 79, x"
     assert parse_timestamp(line, NOW) > NOW
     events, stats = parse_xid_lines([line], NOW, 24)
-    assert events == [] and stats["outside_window"] == 1
+    assert [e["xid"] for e in events] == [79] and stats["future"] == 1 and stats["outside_window"] == 0
+    assert events[0]["clock_skew_s"] > 86400 * 365 * 7000
 
 
 def test_lines_of_any_content_never_raise():
@@ -328,3 +331,125 @@ def test_contracts_document_the_catalog_table_row_by_row():
         status = classify(xid, XID_FATAL_DEFAULT, XID_IGNORE_DEFAULT)
         expected[xid] = (name, bucket, status)
     assert documented == expected
+
+
+# -- NVLink5 XIDs 144-150: the severity word of the line decides ------------------------------
+def test_nvlink5_severity_word_is_read_from_the_line(utc):
+    now = calendar.timegm((2025, 11, 25, 12, 0, 0))
+    events, stats = parse_xid_lines(lines("nvlink5-severity-dmesg-T.log"), now, 24)
+    assert [(e["xid"], e["pci"], e["severity"]) for e in events] == [
+        (145, "0018:01:00", "nonfatal"), (145, "0018:01:00", "nonfatal"), (149, "0019:01:00", "fatal"),
+        (144, "0019:01:00", "nonfatal"), (146, "001a:01:00", None)]
+    assert events[2]["time"] == "2025-11-25T10:14:40Z" and stats["undated"] == 0
+    statuses = [classify(e["xid"], XID_FATAL_DEFAULT, XID_IGNORE_DEFAULT, e["severity"]) for e in events]
+    assert statuses == ["warn", "warn", "fail", "warn", "fail"]  # no word: the catalog's bucket (fail closed)
+
+
+@pytest.mark.parametrize("xid", sorted(VARYING_SEVERITY_XIDS))
+def test_varying_severity_xids(xid):
+    assert XID_CATALOG[xid][1] == "WORKFLOW_NVLINK5_ERR"
+    assert classify(xid, XID_FATAL_DEFAULT, XID_IGNORE_DEFAULT, "nonfatal") == "warn"
+    assert classify(xid, XID_FATAL_DEFAULT, XID_IGNORE_DEFAULT, "fatal") == "fail"
+    assert classify(xid, XID_FATAL_DEFAULT, XID_IGNORE_DEFAULT) == "fail"
+    assert classify(xid, [], [xid], "nonfatal") == "pass"
+    assert classify(xid, [], [], "fatal") == "warn"  # xid_fatal replaced without it
+
+
+def test_severity_words_of_other_xids_are_ignored():
+    line = "NVRM: Xid (PCI:0000:18:00): 48, pid=1, name=x, Nonfatal"
+    (event,), _ = parse_xid_lines([line], NOW, 24)
+    assert "severity" not in event
+    assert classify(48, XID_FATAL_DEFAULT, XID_IGNORE_DEFAULT, "nonfatal") == "fail"
+
+
+@pytest.mark.parametrize("detail, severity", [
+    ("RLW_SRC_TRACK Fatal XC0 i0 Link 02 (0x1)", "fatal"),
+    ("RLW_SRC_TRACK Nonfatal XC0 i0 Link 02 (0x1)", "nonfatal"),
+    ("RLW_SRC_TRACK Non-fatal XC0 i0 Link 02 (0x1)", "nonfatal"),
+    ("RLW_FATALITY XC0 i0 Link 02 (0x1)", None),
+    ("FatalX XC0", None),
+])
+def test_severity_word_is_a_whole_word(detail, severity):
+    (event,), _ = parse_xid_lines(["NVRM: Xid (PCI:0018:01:00): 145, " + detail], NOW, 24)
+    assert event["severity"] == severity
+
+
+# -- dated dmesg -T / --ctime lines in several time zones (TZ of the process) -------------------
+@pytest.fixture
+def local_tz():
+    """Set TZ (os.environ + time.tzset) for the test; restore it after."""
+    import time
+    saved = os.environ.get("TZ")
+
+    def use(zone):
+        os.environ["TZ"] = zone
+        time.tzset()
+
+    yield use
+    if saved is None:
+        os.environ.pop("TZ", None)
+    else:
+        os.environ["TZ"] = saved
+    time.tzset()
+
+
+# (TZ, dmesg -T stamp as that zone prints it, the same instant in UTC)
+@pytest.mark.parametrize("zone, stamp, utc_fields", [
+    ("UTC", "Tue Nov 25 10:11:12 2025", (2025, 11, 25, 10, 11, 12)),
+    ("America/New_York", "Tue Nov 25 10:11:12 2025", (2025, 11, 25, 15, 11, 12)),
+    ("Asia/Kolkata", "Tue Nov 25 10:11:12 2025", (2025, 11, 25, 4, 41, 12)),
+    ("Australia/Lord_Howe", "Tue Nov 25 10:11:12 2025", (2025, 11, 24, 23, 11, 12)),  # +11:00 (DST, 30 min)
+    ("Europe/Berlin", "Sun Mar 29 01:59:59 2026", (2026, 3, 29, 0, 59, 59)),  # just before spring forward
+    ("Europe/Berlin", "Sun Mar 29 03:00:00 2026", (2026, 3, 29, 1, 0, 0)),  # just after
+    # the hour repeated at fall back: the later reading (CET), the conservative one for a window
+    ("Europe/Berlin", "Sun Oct 25 02:30:00 2026", (2026, 10, 25, 1, 30, 0)),
+    ("America/New_York", "Sun Nov  1 01:30:00 2026", (2026, 11, 1, 6, 30, 0)),
+])
+def test_dmesg_ctime_is_local_time_of_the_process(local_tz, zone, stamp, utc_fields):
+    local_tz(zone)
+    expected = calendar.timegm(utc_fields + (0, 0, 0))
+    line = "[%s] NVRM: Xid (PCI:0000:18:00): 48, x" % stamp
+    assert parse_timestamp(line, expected) == expected
+    assert parse_timestamp("kern  :err   : " + line, expected) == expected  # dmesg --decode -T
+    (event,), stats = parse_xid_lines([line], expected + 3600, 24)
+    assert event["time"] == "%04d-%02d-%02dT%02d:%02d:%02dZ" % utc_fields and stats["undated"] == 0
+
+
+def test_the_same_log_read_in_another_zone_moves_by_the_offset(local_tz):
+    line = "[Tue Nov 25 10:11:12 2025] NVRM: Xid (PCI:0000:18:00): 48, x"
+    local_tz("UTC")
+    utc = parse_timestamp(line, NOW)
+    local_tz("Asia/Tokyo")
+    assert utc - parse_timestamp(line, NOW) == 9 * 3600
+
+
+# -- time is checked, not trusted: future-dated lines ------------------------------------------
+@pytest.mark.parametrize("zone", ["UTC", "America/Los_Angeles", "Asia/Kathmandu"])
+def test_a_line_dated_in_the_future_is_kept_as_recent_and_reported_as_skew(local_tz, zone):
+    local_tz(zone)
+    now = calendar.timegm((2026, 11, 25, 10, 0, 0))
+    future = "[%s] NVRM: Xid (PCI:0000:18:00): 79, GPU has fallen off the bus." % time_text(now + 3 * 3600)
+    near = "[%s] NVRM: Xid (PCI:0000:18:00): 13, x" % time_text(now + 240)  # within the 5 min tolerance
+    old = "[%s] NVRM: Xid (PCI:0000:18:00): 31, x" % time_text(now - 30 * 3600)
+    events, stats = parse_xid_lines([old, future, near], now, 24)
+    assert [e["xid"] for e in events] == [79, 13]
+    assert events[0]["clock_skew_s"] == 3 * 3600 and "clock_skew_s" not in events[1]
+    assert stats == {"xid_lines": 3, "outside_window": 1, "undated": 0, "future": 1}
+    note = skew_note(events)
+    assert note.startswith("; clock skew: 1 line(s) dated up to 3.0 h after the node's clock")
+    assert "counted as recent" in note
+    assert skew_note(events[1:]) == ""
+
+
+def test_a_clock_set_back_keeps_yesterdays_fatal_xid(utc):
+    # the node's clock was stepped back a day after the XID was logged: the XID still counts
+    logged = calendar.timegm((2026, 11, 25, 10, 0, 0))
+    line = "2026-11-25T10:00:00+00:00 NVRM: Xid (PCI:0000:18:00): 48, x"
+    events, stats = parse_xid_lines([line], logged - 86400 - 60, 1)
+    assert [e["xid"] for e in events] == [48] and stats["future"] == 1
+    assert classify(48, XID_FATAL_DEFAULT, XID_IGNORE_DEFAULT) == "fail"
+
+
+def time_text(epoch):
+    import time
+    return time.strftime("%a %b %e %H:%M:%S %Y", time.localtime(epoch))
