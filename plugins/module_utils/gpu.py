@@ -5,7 +5,9 @@
 
 ``gather_gpu_facts(reader)`` returns the ``ansible_facts.nvidia`` dict. Every PCI function
 below ``<root>/sys/bus/pci/devices`` is looked at once (vendor and class), through the
-memoised, tolerant SysfsReader: an unreadable attribute only drops that field.
+memoised, tolerant SysfsReader: an unreadable attribute only drops that field from the facts;
+``pci_read_problems`` names the vendor / class files that could not be read, so gpu.count can
+fail closed (a PCI function whose class is unknown may be a GPU NVML no longer sees).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -31,6 +33,22 @@ def pci_functions(reader):
         functions.append((address, reader.read_int(base + "vendor", 16),
                           reader.read_int(base + "class", 16), reader.read(base + "device")))
     return functions
+
+
+def pci_read_problems(reader):
+    """``/<file>: <reason>`` of every listed PCI function's ``vendor`` / ``class`` that could not
+    be read (unreadable, vanished, empty, not a number): whether it is an NVIDIA GPU is unknown.
+    A function whose vendor reads as another vendor needs no class."""
+    problems = []
+    for address in reader.listdir(PCI_DEVICES):
+        base = "%s/%s/" % (PCI_DEVICES, address)
+        vendor = reader.read_int(base + "vendor", 16)
+        if vendor is None:
+            problems.append(reader.required_problem(base + "vendor") or "/%svendor: not a number" % base)
+            continue
+        if vendor == NVIDIA_VENDOR and reader.read_int(base + "class", 16) is None:
+            problems.append(reader.required_problem(base + "class") or "/%sclass: not a number" % base)
+    return problems
 
 
 def _numa_node(reader, address):

@@ -11,26 +11,33 @@ of functions over a ``Scope`` (as in rdma_checks).
 ``check_gpu_health(facts, nvml_adapter, options, xid_lines_or_source, now=None, reader=None)``
 returns ``(CheckResults, gpus, nvml_info)``. Node-level checks have target ``node``; per-device
 checks have target ``gpu<NVML index>``. A query the GPU, driver or binding does not support
-makes that one check ``skip``; a lost GPU fails ``gpu.lost`` and skips its other checks.
+(NotSupported / FunctionNotFound, or missing from the binding) makes that one check ``skip``.
+A reading that applies but cannot be taken fails (docs/contracts.md#fail-closed-checks): any
+other NVML error fails that check "could not be measured: ..." with the key ``error``
+(``<call>: <error>``); nvmlInit, nvmlDeviceGetCount and nvmlDeviceGetHandleByIndex failing in
+any way (NotSupported included) fail gpu.nvml / gpu.count / gpu.lost; a lost GPU fails
+``gpu.lost`` and its other checks fail as not measured.
 NVML always talks to the running kernel driver: ``root`` only redirects sysfs and log reads.
 """
 
 from __future__ import absolute_import, division, print_function
 
-import copy
 import os
 import time
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import CheckResults, worst
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu import (
+    PCI_DEVICES,
     gather_gpu_facts,
     pci_link,
+    pci_read_problems,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.nvml import (
     GpuLost,
-    NvmlCallError,
+    NvmlError,
     is_unsupported,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils.versions import version_matches
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import (
     Family,
     FamilyResult,
@@ -90,13 +97,6 @@ RECOVERY_ACTIONS = {0: "NONE", 1: "GPU_RESET", 2: "NODE_REBOOT", 3: "DRAIN_P2P",
                     7: "SYSTEM_REBOOT"}
 
 
-def option_defaults(options):
-    """``options`` completed with the family's defaults (unit tests pass partial dicts)."""
-    full = dict((name, copy.deepcopy(spec.get("default"))) for name, spec in GPU_OPTIONS.items())
-    full.update(dict((k, v) for k, v in (options or {}).items() if v is not None))
-    return full
-
-
 def validate_options(params, prefix=""):
     """Errors (list of strings) naming the bad option as ``option <prefix><name>``."""
     errors = []
@@ -112,12 +112,17 @@ def validate_options(params, prefix=""):
     if source is not None and not source.strip():
         errors.append("option %sxid_source must not be empty (use none to disable the XID scan)" % prefix)
     elif source is not None and source not in XID_SOURCE_KEYWORDS:
-        path = xid_file_path(params.get("root") or "/", source)
+        path = xid_file_path(params["root"], source)
         if not os.path.isfile(path):
             errors.append("option %sxid_source: %s is not a file (expected auto, journal, dmesg, none or "
                           "the path of a kernel log)" % (prefix, path))
     if params.get("expected_driver_version") is not None and not params["expected_driver_version"].strip():
         errors.append("option %sexpected_driver_version must not be empty" % prefix)
+    elif params.get("expected_driver_version") is not None:
+        try:
+            version_matches("0", params["expected_driver_version"])
+        except ValueError as exc:
+            errors.append("option %sexpected_driver_version: %s" % (prefix, exc))
     binding_path = params.get("nvml_binding_path")
     if binding_path is not None and not os.path.isdir(binding_path):
         errors.append("option %snvml_binding_path: %s is not a directory" % (prefix, binding_path))
@@ -128,7 +133,6 @@ def run(ctx, options):
     """The GPU family over a Context: facts, kernel log (only with a GPU on the bus), NVML
     (initialised only with a GPU on the bus), checks. Returns a FamilyResult with
     ``ansible_facts.nvidia`` and the return keys ``gpus`` and ``nvml``."""
-    options = option_defaults(dict(options, root=ctx.root))
     facts = gather_gpu_facts(ctx.reader)
     xid = None
     adapter = None
@@ -178,12 +182,11 @@ def _journal_has_kernel_messages(runner):
 
 def check_gpu_health(facts, nvml_adapter, options, xid_lines_or_source, *, now=None, reader=None):
     """Evaluate every GPU check (docs/contracts.md, GPU family). ``xid_lines_or_source``: list of log lines, an XidRead,
-    or None (not read)."""
-    options = option_defaults(options)
+    or None (not read). ``options``: complete (validation.Family.defaults)."""
     now = time.time() if now is None else now
     results = CheckResults()
     if not facts.get("gpu_count"):
-        return _no_gpu(results, options)
+        return _no_gpu(results, options, reader)
 
     info = dict(nvml_adapter.start())
     public_info = dict((k, info.get(k)) for k in ("available", "error", "driver_version",
@@ -191,39 +194,62 @@ def check_gpu_health(facts, nvml_adapter, options, xid_lines_or_source, *, now=N
     gpus = []
     device_results = CheckResults()
     nvml_count = None
+    count_error = None
+    call_errors = info.get("call_errors") or []
     if not info.get("available"):
-        results.fail("gpu.nvml", "node", _nvml_failure_message(info, facts),
-                     observed=info.get("error_kind"))
-        for check_id in DEVICE_CHECKS:
-            device_results.skip(check_id, "node", "NVML unavailable: %s" % info.get("error_kind"))
+        check = results.fail("gpu.nvml", "node", _nvml_failure_message(info, facts),
+                             observed=info.get("error_kind"))
+        error = call_errors[0] if call_errors else info.get("error")
+        check["error"] = error
+        _not_measured(device_results, "node", DEVICE_CHECKS, "NVML unavailable (%s)" % info.get("error_kind"),
+                      error)
     else:
-        results.passed("gpu.nvml", "node", "NVML initialised (driver %s, CUDA %s)" % (
-            info.get("driver_version"), info.get("cuda_driver_version")))
+        if call_errors:
+            check = results.fail("gpu.nvml", "node", "NVML initialised but answers with errors: %s"
+                                 % "; ".join(call_errors))
+            check["error"] = "; ".join(call_errors)
+        else:
+            results.passed("gpu.nvml", "node", "NVML initialised (driver %s, CUDA %s)" % (
+                info.get("driver_version"), info.get("cuda_driver_version")))
         try:
-            nvml_count = nvml_adapter.device_count()
-        except (GpuLost, NvmlCallError) as exc:
+            nvml_count = int(nvml_adapter.device_count())
+        except NvmlError as exc:
+            count_error = str(exc)
+        except (TypeError, ValueError) as exc:
+            count_error = "nvmlDeviceGetCount: not a number (%s)" % exc
+        if count_error is not None:
             nvml_count = None
-            device_results.skip("gpu.lost", "node", "nvmlDeviceGetCount failed: %s" % exc)
-        if is_unsupported(nvml_count):
-            nvml_count = None
+            _not_measured(device_results, "node", DEVICE_CHECKS, "no device count", count_error)
         for index in range(nvml_count or 0):
             gpu, checks = _check_device(nvml_adapter, index, facts, options, reader)
             gpus.append(gpu)
             device_results.extend(checks)
 
-    _check_count(results, facts, options, nvml_count, gpus)
-    _check_driver_version(results, facts, options, info)
+    pci_problems = pci_read_problems(reader) if reader is not None else []
+    _check_count(results, facts, options, nvml_count, gpus, count_error, pci_problems)
+    _check_driver_version(results, facts, options, info, reader)
     results.extend(device_results)
     _check_xid(results, options, xid_lines_or_source, gpus, now)
     return results, gpus, public_info
 
 
-def _no_gpu(results, options):
+def _not_measured(checks, target, check_ids, reason, error):
+    """Fail ``check_ids`` of ``target``: applicable readings that could not be taken."""
+    for check_id in check_ids:
+        check = checks.fail(check_id, target, "could not be measured: %s" % reason)
+        check["error"] = error
+
+
+def _no_gpu(results, options, reader=None):
     results.skip("gpu.nvml", "node", NO_GPU + ": NVML not queried")
     expected = options.get("expected_count")
+    problems = pci_read_problems(reader) if expected and reader is not None else []
     if expected:
-        results.fail("gpu.count", "node", "%s, expected %d GPU(s)" % (NO_GPU, expected),
-                     observed=0, expected=expected)
+        check = results.fail("gpu.count", "node", "%s, expected %d GPU(s)%s" % (
+            NO_GPU, expected, "; PCI functions not identified: " + ", ".join(problems) if problems else ""),
+            observed=0, expected=expected)
+        if problems:
+            check["error"] = ", ".join(problems)
     else:
         results.skip("gpu.count", "node", NO_GPU)
     for check_id in CHECK_IDS[2:]:
@@ -247,10 +273,16 @@ def _nvml_failure_message(info, facts):
 
 
 # -- node checks --------------------------------------------------------------------------
-def _check_count(results, facts, options, nvml_count, gpus):
+def _check_count(results, facts, options, nvml_count, gpus, count_error=None, pci_problems=()):
     pci_count = facts["gpu_count"]
     expected = options.get("expected_count")
     observed = {"nvml": nvml_count, "pci": pci_count}
+    wanted = expected if expected is not None else pci_count
+    if count_error is not None:
+        check = results.fail("gpu.count", "node", "could not be measured: %s (%d GPU(s) on the PCI bus)"
+                             % (count_error, pci_count), observed=observed, expected=wanted)
+        check["error"] = count_error
+        return
     if nvml_count is None:
         if expected is not None and pci_count < expected:
             results.fail("gpu.count", "node", "%d GPU(s) on the PCI bus, expected %d"
@@ -269,32 +301,46 @@ def _check_count(results, facts, options, nvml_count, gpus):
         problems.append(text)
     if expected is not None and nvml_count < expected:
         problems.append("NVML sees %d GPU(s), expected %d" % (nvml_count, expected))
+    if pci_problems:
+        problems.append("could not be measured: PCI functions not identified (a GPU may be hidden): %s"
+                        % ", ".join(pci_problems))
     if problems:
-        results.fail("gpu.count", "node", "; ".join(problems), observed=observed,
-                     expected=expected if expected is not None else pci_count)
+        check = results.fail("gpu.count", "node", "; ".join(problems), observed=observed, expected=wanted)
+        if pci_problems:
+            check["error"] = ", ".join(pci_problems)
     else:
         results.passed("gpu.count", "node", "%d GPU(s) visible to NVML and on the PCI bus" % nvml_count,
-                       observed=observed, expected=expected if expected is not None else pci_count)
+                       observed=observed, expected=wanted)
 
 
-def version_matches(version, expected):
-    """Component-wise prefix match: '580' and '580.95' match '580.95.05'; '58' does not."""
-    want = [part for part in str(expected).strip().split(".") if part != ""]
-    have = str(version).strip().split(".")
-    return len(want) <= len(have) and have[:len(want)] == want
+def _driver_matches(version, expected):
+    """versions.version_matches (prefix: 580 matches 580.95.05); a driver version that is not a
+    version matches nothing (expected_driver_version was checked with the options)."""
+    try:
+        return version_matches(version, expected)
+    except ValueError:
+        return False
 
 
-def _check_driver_version(results, facts, options, info):
-    version = info.get("driver_version") or facts["driver"].get("version")
+def _check_driver_version(results, facts, options, info, reader=None):
+    version = info.get("driver_version") or facts["driver"].get("version") or None
     origin = "NVML" if info.get("driver_version") else "/sys/module/nvidia/version"
     expected = options.get("expected_driver_version")
     if not expected:
         results.skip("gpu.driver_version", "node", "expected_driver_version not set (driver %s)"
                      % version, observed=version)
     elif version is None:
-        results.skip("gpu.driver_version", "node", "driver version unknown: NVML unavailable and "
-                     "/sys/module/nvidia/version unreadable", expected=expected)
-    elif version_matches(version, expected):
+        # fail closed: the version to compare could be read from neither source
+        causes = list(info.get("call_errors") or [])
+        if not info.get("available"):
+            causes.append("NVML unavailable")
+        problem = reader.problem("sys/module/nvidia/version") if reader is not None else None
+        causes.append(problem or ("/sys/module/nvidia/version: %s" % (
+            "absent" if facts["driver"].get("loaded") else "nvidia module not loaded")))
+        check = results.fail("gpu.driver_version", "node", "could not be measured: driver version "
+                             "unknown (%s)" % "; ".join(causes), expected=expected)
+        check["error"] = "; ".join(causes)
+    elif _driver_matches(version, expected):
         results.passed("gpu.driver_version", "node", "driver %s matches %s (%s)"
                        % (version, expected, origin), observed=version, expected=expected)
     else:
@@ -309,30 +355,41 @@ def _check_device(adapter, index, facts, options, reader):
     checks = CheckResults()
     try:
         handle = adapter.handle(index)
-        if is_unsupported(handle):
-            raise NvmlCallError("nvmlDeviceGetHandleByIndex: %s" % handle.reason)
-        gpu["uuid"] = _value(adapter.call("nvmlDeviceGetUUID", handle))
-        gpu["name"] = _value(adapter.call("nvmlDeviceGetName", handle))
-        gpu["pci_bus_id"] = adapter.pci_bus_id(handle)
-        checks.passed("gpu.lost", target, "GPU responds to NVML")
+        identity_errors = []
+        for key, query in (("uuid", "nvmlDeviceGetUUID"), ("name", "nvmlDeviceGetName"), ("pci_bus_id", None)):
+            try:
+                gpu[key] = adapter.pci_bus_id(handle) if query is None else _value(adapter.call(query, handle))
+            except GpuLost:
+                raise
+            except NvmlError as exc:
+                identity_errors.append(str(exc))
+        if identity_errors:
+            check = checks.fail("gpu.lost", target, "could not be measured: the GPU does not answer "
+                                "NVML's identity queries: %s" % "; ".join(identity_errors))
+            check["error"] = "; ".join(identity_errors)
+        else:
+            checks.passed("gpu.lost", target, "GPU responds to NVML")
         scope = Scope(checks, options, target, adapter=adapter, handle=handle, gpu=gpu, facts=facts,
                       reader=reader)
         for check_id, func in _DEVICE_CHECK_FUNCS:
             try:
                 func(scope)
-            except NvmlCallError as exc:
-                checks.skip(check_id, target, "could not be measured: %s" % exc)
+            except GpuLost:
+                raise
+            except NvmlError as exc:
+                check = checks.fail(check_id, target, "could not be measured: %s" % exc)
+                check["error"] = str(exc)
     except GpuLost as exc:
         gpu["lost"] = True
         checks = CheckResults()
-        checks.fail("gpu.lost", target, "GPU is lost or requires a reset: %s" % exc)
-        for check_id in DEVICE_CHECKS[1:]:
-            checks.skip(check_id, target, "GPU is lost")
-    except NvmlCallError as exc:
+        check = checks.fail("gpu.lost", target, "GPU is lost or requires a reset: %s" % exc)
+        check["error"] = str(exc)
+        _not_measured(checks, target, DEVICE_CHECKS[1:], "GPU is lost (%s)" % exc, str(exc))
+    except NvmlError as exc:
         checks = CheckResults()
-        checks.skip("gpu.lost", target, "no NVML handle: %s" % exc)
-        for check_id in DEVICE_CHECKS[1:]:
-            checks.skip(check_id, target, "no NVML handle")
+        check = checks.fail("gpu.lost", target, "could not be measured: no NVML handle: %s" % exc)
+        check["error"] = str(exc)
+        _not_measured(checks, target, DEVICE_CHECKS[1:], "no NVML handle (%s)" % exc, str(exc))
     return gpu, checks
 
 
@@ -492,10 +549,19 @@ def _check_pcie(scope):
         "gpu_max_width": None,
     }
     address = scope.gpu.get("pci_bus_id")
+    problem = None
     if scope.reader is not None and address:
         # The function's own link capability (LnkCap); NVML's max is device *and* system.
         pcie["gpu_max_width"] = pci_link(scope.reader, address)["max_width"]
+        path = "%s/%s/max_link_width" % (PCI_DEVICES, address)
+        problem = scope.reader.problem(path) if pcie["gpu_max_width"] is None else None
+        if problem is None and pcie["gpu_max_width"] is None and scope.reader.read(path):
+            problem = "/%s: not a number" % path
     scope.gpu["pcie"] = pcie
+    if problem:
+        check = checks.fail("gpu.pcie", target, "could not be measured: %s" % problem, observed=pcie)
+        check["error"] = problem
+        return check
     compared, degraded = [], []
     for kind, label in (("gen", "gen"), ("width", "x")):
         have, own = pcie["max_" + kind], pcie["gpu_max_" + kind]
@@ -682,7 +748,7 @@ def _check_xid(results, options, source, gpus, now):
 
 
 def _offline_auto(options):
-    return options["xid_source"] == "auto" and os.path.realpath(options.get("root") or "/") != "/"
+    return options["xid_source"] == "auto" and os.path.realpath(options["root"]) != "/"
 
 
 def _target_key(target):

@@ -7,9 +7,13 @@
 - NVML is initialised once per adapter; ``start()`` answers a dict for ``nvml`` in results.
 - Strings from old bindings (bytes) are converted to str.
 - Errors are mapped: NotSupported / FunctionNotFound, or a function or constant missing from
-  an older binding, give the UNSUPPORTED sentinel (that one check skips); GpuIsLost and
-  ResetRequired raise GpuLost (that one device fails gpu.lost); any other NVML error raises
-  NvmlCallError (that one check skips as "could not be measured").
+  an older binding, give the UNSUPPORTED sentinel (that one optional check skips); GpuIsLost and
+  ResetRequired raise GpuLost (that one device fails gpu.lost); any other NVML error (and any
+  other exception out of the binding) raises NvmlCallError: the reading applies but could not
+  be taken, so the check fails "could not be measured" (docs/contracts.md#fail-closed-checks).
+  Both exceptions carry ``call`` (``nvmlDeviceGetHandleByIndex(3)``), ``error`` (the binding's
+  text and the NVML_ERROR_* name: ``Unknown Error (NVML_ERROR_UNKNOWN)``) and ``code``;
+  ``str(exc)`` is ``<call>: <error>``, the ``error`` key of the failing check.
 
 The module is injectable (``NvmlAdapter(pynvml_module=fake)``) so tests pass a fake directly.
 ``binding_path`` (the GPU family's option ``nvml_binding_path``) is a directory searched first
@@ -29,6 +33,7 @@ BINDING_HINT = "install nvidia-ml-py (imported as pynvml)"
 
 # NVML return codes (nvml.h); the binding's own constants are preferred when present.
 _CODES = {
+    "INVALID_ARGUMENT": 2,
     "NOT_SUPPORTED": 3,
     "NO_PERMISSION": 4,
     "DRIVER_NOT_LOADED": 9,
@@ -74,12 +79,24 @@ def is_unsupported(value):
     return isinstance(value, _Unsupported)
 
 
-class GpuLost(Exception):
+class NvmlError(Exception):
+    """An NVML call that failed: ``call`` (with its index argument where it names a device),
+    ``error`` (text and NVML_ERROR_* name) and ``code`` (the NVML return code, or None when the
+    exception did not come from NVML)."""
+
+    def __init__(self, call, error, code=None):
+        Exception.__init__(self, "%s: %s" % (call, error))
+        self.call = call
+        self.error = error
+        self.code = code
+
+
+class GpuLost(NvmlError):
     """The device answered GpuIsLost or ResetRequired."""
 
 
-class NvmlCallError(Exception):
-    """Any other NVML error on one call (the check could not be measured)."""
+class NvmlCallError(NvmlError):
+    """Any other NVML error on one call (the check could not be measured: it fails)."""
 
 
 def to_text(value):
@@ -147,11 +164,13 @@ class NvmlAdapter(object):
     # -- lifecycle -----------------------------------------------------------------------
     def start(self):
         """Initialise NVML once. Returns {available, error, error_kind, driver_version,
-        cuda_driver_version, binding_version}; never raises."""
+        cuda_driver_version, call_errors}; never raises. ``call_errors``: ``<call>: <error>`` of
+        every failed call (nvmlInit, and the system queries after it, which must not fail either:
+        gpu.nvml fails on them)."""
         if self._info is not None:
             return self._info
         info = {"available": False, "error": None, "error_kind": None,
-                "driver_version": None, "cuda_driver_version": None}
+                "driver_version": None, "cuda_driver_version": None, "call_errors": []}
         self._info = info
         try:
             binding = self.binding
@@ -165,18 +184,20 @@ class NvmlAdapter(object):
             kind = self._init_error_kind(exc)
             info["error_kind"] = kind
             info["error"] = "%s (%s: %s)" % (INIT_MESSAGES[kind], type(exc).__name__, exc)
+            info["call_errors"].append(str(self.error_for("nvmlInit", exc)))
             return info
         info["available"] = True
-        version = self._system_query("nvmlSystemGetDriverVersion")
+        version = self._system_query("nvmlSystemGetDriverVersion", info)
         info["driver_version"] = None if version is None else str(version)
         info["cuda_driver_version"] = format_cuda_version(
-            self._system_query("nvmlSystemGetCudaDriverVersion"))
+            self._system_query("nvmlSystemGetCudaDriverVersion", info))
         return info
 
-    def _system_query(self, name):
+    def _system_query(self, name, info):
         try:
             value = self.call(name)
-        except (GpuLost, NvmlCallError):
+        except NvmlError as exc:
+            info["call_errors"].append(str(exc))
             return None
         return None if is_unsupported(value) else value
 
@@ -217,22 +238,74 @@ class NvmlAdapter(object):
         except Exception as exc:
             if type(exc).__name__ == "NVMLLibraryMismatchError":
                 return _Unsupported("%s: %s" % (name, exc))
-            if not self._is_nvml_error(exc):
-                raise NvmlCallError("%s: %s: %s" % (name, type(exc).__name__, exc))
-            code = self._error_code(exc)
-            if code in (self._code("NOT_SUPPORTED"), self._code("FUNCTION_NOT_FOUND")):
-                return _Unsupported("%s: %s" % (name, exc))
-            if code in (self._code("GPU_IS_LOST"), self._code("RESET_REQUIRED")):
-                raise GpuLost("%s: %s" % (name, exc))
-            raise NvmlCallError("%s: %s" % (name, exc))
+            mapped = self.error_for(name, exc, unsupported_ok=True)
+            if is_unsupported(mapped):
+                return mapped
+            raise mapped
+
+    def error_for(self, call, exc, unsupported_ok=False):
+        """The NvmlError for ``exc`` raised by ``call``: GpuLost for GpuIsLost / ResetRequired,
+        NvmlCallError otherwise; with ``unsupported_ok`` NotSupported / FunctionNotFound give
+        the UNSUPPORTED sentinel instead (returned, not an exception)."""
+        if not self._is_nvml_error(exc):
+            return NvmlCallError(call, "%s: %s" % (type(exc).__name__, exc))
+        code = self._error_code(exc)
+        text = self.describe(exc)
+        if unsupported_ok and code in (self._code("NOT_SUPPORTED"), self._code("FUNCTION_NOT_FOUND")):
+            return _Unsupported("%s: %s" % (call, text))
+        if code in (self._code("GPU_IS_LOST"), self._code("RESET_REQUIRED")):
+            return GpuLost(call, text, code)
+        return NvmlCallError(call, text, code)
+
+    def describe(self, exc_or_code):
+        """``Unknown Error (NVML_ERROR_UNKNOWN)``: the binding's text and the constant's name."""
+        code = exc_or_code if isinstance(exc_or_code, int) else self._error_code(exc_or_code)
+        name = self.code_name(code)
+        if isinstance(exc_or_code, int):
+            try:
+                text = str(self.binding.NVMLError(code))
+            except Exception:
+                text = None
+        else:
+            try:
+                text = str(exc_or_code)
+            except Exception:
+                text = None
+        if text and name:
+            return "%s (%s)" % (text, name)
+        return text or name or "NVML return code %s" % code
+
+    def code_name(self, code):
+        """``NVML_ERROR_UNKNOWN`` for 999 (from the binding's constants), or None."""
+        for attr in dir(self.binding):
+            if attr.startswith("NVML_ERROR_") and getattr(self.binding, attr, None) == code:
+                return attr
+        for name, value in _CODES.items():
+            if value == code:
+                return "NVML_ERROR_" + name
+        return None
 
     def device_count(self):
-        return self.call("nvmlDeviceGetCount")
+        """nvmlDeviceGetCount; any failure (NotSupported included) raises NvmlError: the count of
+        GPUs on the PCI bus must be confirmed."""
+        return self._required("nvmlDeviceGetCount")
 
     def handle(self, index):
+        """nvmlDeviceGetHandleByIndex(index); any failure (NotSupported included) raises
+        NvmlError naming ``nvmlDeviceGetHandleByIndex(<index>)``."""
         if index not in self._handles:
-            self._handles[index] = self.call("nvmlDeviceGetHandleByIndex", index)
+            self._handles[index] = self._required("nvmlDeviceGetHandleByIndex", index)
         return self._handles[index]
+
+    def _required(self, name, *args):
+        call = "%s(%s)" % (name, ", ".join(str(a) for a in args)) if args else name
+        func = getattr(self.binding, name, None)
+        if func is None:
+            raise NvmlCallError(call, "missing from this nvidia-ml-py binding")
+        try:
+            return func(*args)
+        except Exception as exc:
+            raise self.error_for(call, exc)
 
     def nvlink_states(self, handle):
         """{link: active(bool)} of the links this GPU supports, or UNSUPPORTED when none is.
@@ -244,10 +317,10 @@ class NvmlAdapter(object):
         for link in range(max_links):
             try:
                 state = self.call("nvmlDeviceGetNvLinkState", handle, link)
-            except NvmlCallError:
-                if link == 0:
+            except NvmlCallError as exc:
+                if link == 0 or exc.code != self._code("INVALID_ARGUMENT"):
                     raise
-                break
+                break  # past the last link
             if is_unsupported(state):
                 reason = reason or state
                 if getattr(self.binding, "nvmlDeviceGetNvLinkState", None) is None:
@@ -295,10 +368,11 @@ class NvmlAdapter(object):
         ret = int(getattr(value, "nvmlReturn", 0))
         if ret in (self._code("NOT_SUPPORTED"), self._code("FUNCTION_NOT_FOUND")):
             return _Unsupported("%s not supported" % constant_name)
-        if ret in (self._code("GPU_IS_LOST"), self._code("RESET_REQUIRED")):
-            raise GpuLost("%s: NVML return code %d" % (constant_name, ret))
         if ret != 0:
-            raise NvmlCallError("%s: NVML return code %d" % (constant_name, ret))
+            call = "nvmlDeviceGetFieldValues(%s)" % constant_name
+            if ret in (self._code("GPU_IS_LOST"), self._code("RESET_REQUIRED")):
+                raise GpuLost(call, self.describe(ret), ret)
+            raise NvmlCallError(call, self.describe(ret), ret)
         return _field_number(value)
 
 

@@ -37,6 +37,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import
 DEFAULT_REQUIRED_MODULES = ["ib_core", "ib_uverbs", "rdma_ucm", "mlx5_core", "mlx5_ib"]
 LINK_LAYERS = ("any", "InfiniBand", "Ethernet")
 PEERMEM_MODULES = ("nvidia_peermem", "nv_peer_mem")
+MLX5_VERSION = "sys/module/mlx5_core/version"
 STATE_ACTIVE = "ACTIVE"
 STATE_INIT = "INIT"
 PHYS_LINKUP = "LinkUp"
@@ -92,9 +93,12 @@ def validate_options(options, prefix=""):
     rate = opts["min_rate_gbps"]
     if rate is not None and not (is_finite_number(rate) and rate >= 0):
         errors.append("option %smin_rate_gbps: must be a non-negative number, got %r" % (prefix, rate))
-    if opts["min_ofed_version"] is not None and version_tuple(opts["min_ofed_version"]) is None:
-        errors.append("option %smin_ofed_version: %r is not a version such as 5.8-1.0.1 or 24.10"
-                      % (prefix, opts["min_ofed_version"]))
+    if opts["min_ofed_version"] is not None:
+        try:
+            version_tuple(opts["min_ofed_version"])
+        except ValueError:
+            errors.append("option %smin_ofed_version: %r is not a version such as 5.8-1.0.1 or 24.10"
+                          % (prefix, opts["min_ofed_version"]))
     for name in ("devices", "required_modules"):
         value = opts[name]
         if value is None:
@@ -251,6 +255,11 @@ def _check_ofed_version(scope):
     elif _no_rdma_hardware(scope):
         r.skip("rdma.ofed_version", "node", _no_rdma_message(scope), observed=observed,
                expected=minimum)
+    elif facts.get("loaded") and scope.reader is not None and scope.reader.problem(MLX5_VERSION):
+        problem = scope.reader.problem(MLX5_VERSION)
+        check = r.fail("rdma.ofed_version", "node", "could not be measured: %s; OFED >= %s required"
+                       % (problem, minimum), observed=observed, expected=minimum)
+        check["error"] = problem
     elif source == "absent" or not facts.get("loaded"):
         r.fail("rdma.ofed_version", "node", "mlx5_core not loaded; OFED >= %s required" % minimum,
                observed=observed, expected=minimum)
@@ -258,7 +267,10 @@ def _check_ofed_version(scope):
         r.fail("rdma.ofed_version", "node", "inbox mlx5_core%s loaded; OFED >= %s required"
                % (" " + version if version else "", minimum), observed=observed, expected=minimum)
     else:
-        ok = driver_at_least(version, minimum)
+        try:
+            ok = driver_at_least(version, minimum)
+        except ValueError:  # min_ofed_version was checked with the options: the loaded version is not one
+            ok = None
         if ok is None:
             r.fail("rdma.ofed_version", "node", "loaded mlx5_core version %r is not a version; "
                    "OFED >= %s required" % (version, minimum), observed=observed, expected=minimum)
@@ -288,14 +300,34 @@ def _port_file(scope, name):
     return "sys/class/infiniband/%s/ports/%s/%s" % (scope.device.get("name"), scope.port.get("port"), name)
 
 
+def _unreadable(scope, name):
+    """``/<port file>`` and why it gave no value (read failed, vanished, empty, not parsable)."""
+    rel = _port_file(scope, name)
+    reader = scope.reader
+    problem = reader.problem(rel) if reader is not None else None
+    if problem:
+        return problem
+    if reader is not None and reader.read(rel) is not None:
+        return "/%s: not parsable (%r)" % (rel, reader.read(rel)[:40])
+    return "/%s: missing" % rel
+
+
+def _fail_unreadable(scope, check_id, name, what, consequence, **kwargs):
+    problem = _unreadable(scope, name)
+    reason = problem.split(": ", 1)[1]
+    check = scope.checks.fail(check_id, scope.target, "%s unreadable: reading %s is impossible (%s), so %s"
+                              % (what, _port_file(scope, name), reason, consequence), **kwargs)
+    check["error"] = problem
+    return check
+
+
 def _check_port_state(scope):
     r, target = scope.checks, scope.target
     state = scope.port.get("state")
     if state is None:
         # fail closed: a port that exists but whose state cannot be read is not admitted
-        r.fail("rdma.port.state", target, "port state unreadable: reading %s is impossible, so the "
-               "port cannot be shown to be ACTIVE" % _port_file(scope, "state"),
-               observed=None, expected=STATE_ACTIVE)
+        _fail_unreadable(scope, "rdma.port.state", "state", "port state",
+                         "the port cannot be shown to be ACTIVE", observed=None, expected=STATE_ACTIVE)
     elif state == STATE_ACTIVE:
         r.passed("rdma.port.state", target, "ACTIVE", observed=state, expected=STATE_ACTIVE)
     elif state == STATE_INIT:
@@ -309,9 +341,8 @@ def _check_phys_state(scope):
     r, target = scope.checks, scope.target
     phys = scope.port.get("phys_state")
     if phys is None:
-        r.fail("rdma.port.phys_state", target, "physical state unreadable: reading %s is impossible, "
-               "so the link cannot be shown to be up" % _port_file(scope, "phys_state"),
-               observed=None, expected=PHYS_LINKUP)
+        _fail_unreadable(scope, "rdma.port.phys_state", "phys_state", "physical state",
+                         "the link cannot be shown to be up", observed=None, expected=PHYS_LINKUP)
     elif phys == PHYS_LINKUP:
         r.passed("rdma.port.phys_state", target, "LinkUp", observed=phys, expected=PHYS_LINKUP)
     else:
@@ -331,9 +362,8 @@ def _check_rate(scope):
         r.skip("rdma.port.rate", target, "link not up; rate not meaningful",
                observed=rate, expected=minimum)
     elif rate is None:
-        r.fail("rdma.port.rate", target, "rate unreadable: reading %s is impossible, so the rate "
-               "cannot be shown to be >= %g Gb/s" % (_port_file(scope, "rate"), minimum),
-               observed=None, expected=minimum)
+        _fail_unreadable(scope, "rdma.port.rate", "rate", "rate",
+                         "the rate cannot be shown to be >= %g Gb/s" % minimum, observed=None, expected=minimum)
     elif not is_finite_number(rate):
         r.fail("rdma.port.rate", target, "rate %r is not a number: cannot be shown to be >= %g Gb/s"
                % (rate, minimum), observed=rate, expected=minimum)
@@ -368,6 +398,13 @@ def _check_counters(scope):
     }
     maxima = {"symbol_error": scope.options["max_symbol_errors"],
               "link_downed": scope.options["max_link_downed"]}
+    problems = [p for p in (reader.problem(base + "/" + name) for name in sorted(observed)) if p]
+    if problems:
+        # present but unreadable (EIO, vanished, empty): not the device's N/A (no PMA)
+        check = r.fail("rdma.counters", target, "could not be measured: %s" % ", ".join(problems),
+                       observed=observed, expected=maxima)
+        check["error"] = ", ".join(problems)
+        return
     if observed["symbol_error"] is None and observed["link_downed"] is None:
         r.skip("rdma.counters", target, "error counters not readable", observed=observed,
                expected=maxima)

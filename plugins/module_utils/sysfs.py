@@ -7,7 +7,18 @@ Every read is relative to ``root`` so that tests, the lab and offline inspection
 mounted node image can point modules at a fixture tree. A file that is missing, unreadable,
 answers EINVAL/EIO (as some sysfs attributes do) or holds a placeholder such as
 ``N/A (no PMA)`` reads as ``None``: one bad field never takes down the whole host.
-Each file is read at most once per reader (results are memoised).
+Each file is read at most once per reader (results are memoised): every check of one run sees
+the same value of a file, so a file that changes while a run reads it cannot give two checks
+two different answers (nor one check two); a change is seen by the next run.
+
+Absent is not unreadable. ``read`` answers ``None`` in both cases, and ``problem(rel)`` tells
+them apart for the checks that must fail closed (docs/contracts.md#fail-closed-checks): a file
+that does not exist when it is looked up (ENOENT / ENOTDIR at ``stat``) or resolves outside the
+root is absent (``problem`` is None); a file that exists but cannot be read (EIO, EACCES, ENXIO,
+any other error), that vanishes between ``stat`` and ``open`` (or between a directory listing
+and the read, seen as such), is not a regular file, or is empty, has a problem: a string
+naming the file and the reason, e.g. ``/sys/class/infiniband/mlx5_0/ports/1/state: read failed:
+EIO (Input/output error)``. Placeholders (``N/A (no PMA)``) are answers, not problems.
 
 Field-by-field tolerance (see docs/contracts.md, "Reading sysfs"):
 
@@ -28,6 +39,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import errno
 import os
 import re
 import stat
@@ -46,19 +58,51 @@ _INT_PATTERNS = {
 _INT64_MAX = 2 ** 64
 
 
+class ReadFailure(object):
+    """Why ``open_regular`` returned no bytes: ``reason`` (text) and ``absent`` (the file did not
+    exist when it was looked up). Falsy, like the ``None`` it replaces."""
+
+    def __init__(self, reason, absent=False):
+        self.reason = reason
+        self.absent = absent
+
+    def __bool__(self):
+        return False
+
+    __nonzero__ = __bool__
+
+    def __repr__(self):
+        return "ReadFailure(%r, absent=%r)" % (self.reason, self.absent)
+
+
+def _os_error(action, exc):
+    name = errno.errorcode.get(exc.errno, "errno %s" % exc.errno) if exc.errno else type(exc).__name__
+    return "%s failed: %s (%s)" % (action, name, exc.strerror or exc)
+
+
 def open_regular(path, max_bytes):
-    """Bytes (at most ``max_bytes``) of ``path`` if it is a regular file, else None.
+    """Bytes (at most ``max_bytes``) of ``path`` if it is a readable regular file, else a
+    ReadFailure saying why (absent, not a regular file, the errno of stat/open/read).
 
     Never blocks on a FIFO or device: non-regular files are not opened for reading."""
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):
-            return None
+            return ReadFailure("not a regular file")
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            return ReadFailure("absent", absent=True)
+        return ReadFailure(_os_error("stat", exc))
+    except ValueError as exc:
+        return ReadFailure("invalid path (%s)" % exc, absent=True)
+    try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
-    except (OSError, ValueError):
-        return None
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            return ReadFailure("vanished between lookup and open (ENOENT)")
+        return ReadFailure(_os_error("open", exc))
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
+            return ReadFailure("not a regular file")
         chunks, left = [], max_bytes
         while left > 0:
             chunk = os.read(fd, min(left, 65536))
@@ -67,8 +111,8 @@ def open_regular(path, max_bytes):
             chunks.append(chunk)
             left -= len(chunk)
         return b"".join(chunks)
-    except OSError:
-        return None
+    except OSError as exc:
+        return ReadFailure(_os_error("read", exc))
     finally:
         os.close(fd)
 
@@ -108,6 +152,7 @@ class SysfsReader(object):
         self.root = root or "/"
         self._root_real = os.path.realpath(self.root)
         self._cache = {}
+        self._problems = {}  # rel -> why a present file gave no value (see problem())
         self._dir_cache = {}
         self._raw = {}  # escaped name shown to callers -> name on disk
         self._real = {}  # path -> its realpath (a run reads many files of one directory)
@@ -190,18 +235,38 @@ class SysfsReader(object):
             return False
 
     def read(self, rel):
-        """Stripped text of a file, or None when missing/unreadable/placeholder."""
+        """Stripped text of a file, or None when absent/unreadable/placeholder (``problem``
+        tells unreadable from absent). An empty file reads as ``""``."""
         if rel in self._cache:
             return self._cache[rel]
         value = None
         full = self.path(rel)
-        raw = open_regular(full, MAX_READ) if self._inside(full) else None
-        if raw is not None:
+        raw = open_regular(full, MAX_READ) if self._inside(full) else ReadFailure("outside root", absent=True)
+        if isinstance(raw, bytes):
             text = raw.decode("utf-8", "replace").strip().strip("\x00").strip()
+            if not text:
+                self._problems[rel] = "empty"
             if text not in PLACEHOLDERS:
                 value = text
+        elif raw is None or not getattr(raw, "absent", False):
+            self._problems[rel] = getattr(raw, "reason", None) or "unreadable"
         self._cache[rel] = value
         return value
+
+    def problem(self, rel):
+        """``/<rel>: <reason>`` when the file exists but gave no usable value (read failed with
+        EIO, EACCES, ENXIO..., vanished after it was looked up, not a regular file, empty), None
+        when it was read or is absent. Reads the file (memoised) when it was not read yet."""
+        self.read(rel)
+        reason = self._problems.get(rel)
+        return None if reason is None else "/%s: %s" % (rel.lstrip("/"), reason)
+
+    def required_problem(self, rel):
+        """``problem(rel)``, or ``/<rel>: missing`` when the file is absent: for attributes the
+        kernel always provides below an entry that exists (a listed PCI function's vendor)."""
+        if self.read(rel) is None and rel not in self._problems:
+            return "/%s: missing" % rel.lstrip("/")
+        return self.problem(rel)
 
     def read_lines(self, rel):
         text = self.read(rel)

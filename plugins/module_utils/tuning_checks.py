@@ -71,6 +71,11 @@ def validate_options(options, prefix=""):
     return errors
 
 
+def _reason(problem, otherwise):
+    """The reader's reason for ``problem`` (``/<file>: <reason>``), or ``otherwise``."""
+    return problem.split(": ", 1)[1] if problem else otherwise
+
+
 def _check_hugepages(checks, reader, options):
     for name, size in HUGEPAGE_SIZES:
         expected = options.get(name)
@@ -79,8 +84,11 @@ def _check_hugepages(checks, reader, options):
         path = "sys/kernel/mm/hugepages/hugepages-%s/nr_hugepages" % size
         observed = reader.read_int(path)
         if observed is None:
-            checks.fail("tuning.hugepages", size, "cannot read /%s (kernel without %s pages or unreadable); "
-                        "%d configured" % (path, size, expected), observed=None, expected=expected)
+            problem = reader.problem(path)
+            check = checks.fail("tuning.hugepages", size, "cannot read /%s (%s); %d configured" % (
+                path, _reason(problem, "kernel without %s pages, or not a number" % size), expected),
+                observed=None, expected=expected)
+            check["error"] = problem or "/%s: absent or not a number" % path
         elif observed < expected:
             checks.fail("tuning.hugepages", size, "%d of %d configured %s huge pages allocated"
                         % (observed, expected, size), observed=observed, expected=expected)
@@ -97,9 +105,12 @@ def _check_tuned_profile(checks, reader, options):
     if expected is None:
         return
     observed = reader.read(TUNED_ACTIVE_PROFILE)
-    if observed is None:
-        checks.fail("tuning.tuned_profile", "node", "cannot read /%s (tuned not installed or no profile "
-                    "applied); %s configured" % (TUNED_ACTIVE_PROFILE, expected), observed=None, expected=expected)
+    if not observed:
+        problem = reader.problem(TUNED_ACTIVE_PROFILE)
+        check = checks.fail("tuning.tuned_profile", "node", "cannot read /%s (%s); %s configured" % (
+            TUNED_ACTIVE_PROFILE, _reason(problem, "tuned not installed or no profile applied"), expected),
+            observed=None, expected=expected)
+        check["error"] = problem or "/%s: absent" % TUNED_ACTIVE_PROFILE
     elif observed.split() != expected.split():
         checks.fail("tuning.tuned_profile", "node", "tuned profile %r active, %r configured" % (observed, expected),
                     observed=observed, expected=expected)
@@ -115,8 +126,13 @@ def _check_kubelet_policy(checks, reader, options):
         return
     config, used, problem = effective_config(reader, options["kubelet_config"], options.get("kubelet_config_dir"))
     if problem:
-        checks.fail("tuning.kubelet_policy", "config", "kubelet configuration unreadable: %s; %s configured"
-                    % (problem, ", ".join(sorted(expected))), observed=None, expected=expected)
+        failed = problem[len("cannot read /"):] if problem.startswith("cannot read /") else None
+        why = reader.problem(failed) if failed else None
+        if why:
+            problem = "cannot read %s" % why
+        check = checks.fail("tuning.kubelet_policy", "config", "kubelet configuration unreadable: %s; %s configured"
+                            % (problem, ", ".join(sorted(expected))), observed=None, expected=expected)
+        check["error"] = problem
         return
     fields = [(name,) + KUBELET_ENUMS[name][::2] for name in sorted(KUBELET_ENUMS)]
     fields.append(RESERVED_CPUS + ("",))
@@ -154,8 +170,11 @@ def _check_irq_affinity(checks, reader, options):
         unreadable = [irq["irq"] for irq in entry["irqs"] if irq["affinity"] is None]
         outside = [irq for irq in entry["irqs"] if irq["affinity"] is not None and not irq["affinity"] <= local]
         if unreadable:
-            checks.fail("tuning.irq_affinity", target, "cannot read %s" % ", ".join(
-                "/" + affinity_path(irq) for irq in unreadable), observed=None, expected=entry["local_cpulist"])
+            problems = [reader.problem(affinity_path(irq)) or "/%s: absent or not a CPU list" % affinity_path(irq)
+                        for irq in unreadable]
+            check = checks.fail("tuning.irq_affinity", target, "cannot read %s" % ", ".join(problems),
+                                observed=None, expected=entry["local_cpulist"])
+            check["error"] = ", ".join(problems)
         elif outside:
             checks.fail("tuning.irq_affinity", target, "%d of %d interrupts off NUMA node %s (CPUs %s): %s"
                         % (len(outside), len(entry["irqs"]), entry["numa_node"], entry["local_cpulist"],

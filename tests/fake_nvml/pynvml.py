@@ -16,8 +16,17 @@ Scenario keys: ``init_error`` (an NVML_ERROR_* suffix such as ``LIBRARY_NOT_FOUN
 ``device_template`` (merged under every device), ``devices`` (list, NVML index order),
 ``device_overrides`` ({"<index>": {...}} merged over devices), ``extends`` (a scenario file
 in the same directory this one is based on). Per-device ``errors`` maps a function name (or
-``*`` for every device query) to an NVML_ERROR_* suffix that call raises. A value that is a
-string naming an error (``"NOT_SUPPORTED"``) raises that error for the query.
+``*`` for every device query but nvmlDeviceGetHandleByIndex) to an error that call raises. A
+value that is a string naming an error (``"NOT_SUPPORTED"``) raises that error for the query.
+
+Fault injection into any call: the top-level ``errors`` maps a function name (``nvmlInit``,
+``nvmlDeviceGetCount``, ``nvmlSystemGetDriverVersion``, ``nvmlDeviceGetHandleByIndex``, any
+device query) to an error (every device, or the system call), or to ``{"<index>": error}`` for
+some devices (``"*"``: all). An error is an NVML_ERROR_* suffix (``"UNKNOWN"``), the full constant
+name (``"NVML_ERROR_UNKNOWN"``) or the code (``999``); every code nvidia-ml-py defines can be
+raised, as the NVMLError subclass the real binding raises (``NVMLError_Unknown``, ``.value``).
+``ERROR_NAMES`` lists the suffixes. ``nvmlInit`` also covers ``nvmlInitWithFlags``; ``init_error``
+is the older spelling of ``errors: {"nvmlInit": ...}``.
 Put ``tests/fake_nvml`` first on PYTHONPATH so a module's interpreter imports this file as
 ``pynvml``; unit tests load it under another name through importlib.
 """
@@ -51,6 +60,15 @@ NVML_ERROR_LIB_RM_VERSION_MISMATCH = 18
 NVML_ERROR_IN_USE = 19
 NVML_ERROR_MEMORY = 20
 NVML_ERROR_NO_DATA = 21
+NVML_ERROR_VGPU_ECC_NOT_SUPPORTED = 22
+NVML_ERROR_INSUFFICIENT_RESOURCES = 23
+NVML_ERROR_FREQ_NOT_SUPPORTED = 24
+NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25
+NVML_ERROR_DEPRECATED = 26
+NVML_ERROR_NOT_READY = 27
+NVML_ERROR_GPU_NOT_FOUND = 28
+NVML_ERROR_INVALID_STATE = 29
+NVML_ERROR_RESET_TYPE_NOT_SUPPORTED = 30
 NVML_ERROR_UNKNOWN = 999
 
 NVML_FEATURE_DISABLED = 0
@@ -112,17 +130,27 @@ class NVMLLibraryMismatchError(Exception):
 
 class NVMLError(Exception):
     _valClassMapping = dict()
+    # the binding's own table (nvidia-ml-py 13.x); other codes ask nvmlErrorString, as it does
     _errcode_to_string = {
         NVML_ERROR_UNINITIALIZED: "Uninitialized",
         NVML_ERROR_INVALID_ARGUMENT: "Invalid Argument",
         NVML_ERROR_NOT_SUPPORTED: "Not Supported",
         NVML_ERROR_NO_PERMISSION: "Insufficient Permissions",
+        NVML_ERROR_ALREADY_INITIALIZED: "Already Initialized",
+        NVML_ERROR_NOT_FOUND: "Not Found",
+        NVML_ERROR_INSUFFICIENT_SIZE: "Insufficient Size",
+        NVML_ERROR_INSUFFICIENT_POWER: "Insufficient External Power",
         NVML_ERROR_DRIVER_NOT_LOADED: "Driver Not Loaded",
+        NVML_ERROR_TIMEOUT: "Timeout",
+        NVML_ERROR_IRQ_ISSUE: "Interrupt Request Issue",
         NVML_ERROR_LIBRARY_NOT_FOUND: "NVML Shared Library Not Found",
         NVML_ERROR_FUNCTION_NOT_FOUND: "Function Not Found",
+        NVML_ERROR_CORRUPTED_INFOROM: "Corrupted infoROM",
         NVML_ERROR_GPU_IS_LOST: "GPU is lost",
         NVML_ERROR_RESET_REQUIRED: "GPU requires restart",
+        NVML_ERROR_OPERATING_SYSTEM: "The operating system has blocked the request.",
         NVML_ERROR_LIB_RM_VERSION_MISMATCH: "RM has detected an NVML/RM version mismatch.",
+        NVML_ERROR_MEMORY: "Insufficient Memory",
         NVML_ERROR_UNKNOWN: "Unknown Error",
     }
 
@@ -134,7 +162,12 @@ class NVMLError(Exception):
         return obj
 
     def __str__(self):
-        return NVMLError._errcode_to_string.get(self.value, "NVML Error with code %d" % self.value)
+        try:
+            if self.value not in NVMLError._errcode_to_string:
+                NVMLError._errcode_to_string[self.value] = str(nvmlErrorString(self.value))
+            return NVMLError._errcode_to_string[self.value]
+        except NVMLError:
+            return "NVML Error with code %d" % self.value
 
     def __eq__(self, other):
         return self.value == other.value
@@ -169,8 +202,46 @@ def _extractNVMLErrorsAsClasses():
 _extractNVMLErrorsAsClasses()
 
 
+ERROR_NAMES = tuple(sorted((name[len("NVML_ERROR_"):] for name in list(globals()) if name.startswith("NVML_ERROR_")),
+                           key=lambda n: globals()["NVML_ERROR_" + n]))
+
+# What libnvidia-ml's nvmlErrorString answers for the codes the binding's table lacks (the
+# descriptions of nvml.h; the real library's wording may differ slightly).
+_LIBRARY_STRINGS = {
+    NVML_ERROR_NO_DATA: "No data",
+    NVML_ERROR_VGPU_ECC_NOT_SUPPORTED: "The requested vgpu operation is not available on target device, "
+                                       "because ECC is enabled",
+    NVML_ERROR_INSUFFICIENT_RESOURCES: "Ran out of critical resources, other than memory",
+    NVML_ERROR_FREQ_NOT_SUPPORTED: "The requested frequency is not supported",
+    NVML_ERROR_ARGUMENT_VERSION_MISMATCH: "The provided version is invalid/unsupported",
+    NVML_ERROR_DEPRECATED: "The requested functionality has been deprecated",
+    NVML_ERROR_NOT_READY: "The system is not ready for the request",
+    NVML_ERROR_GPU_NOT_FOUND: "No GPUs were found",
+    NVML_ERROR_INVALID_STATE: "Resource not in correct state to perform requested operation",
+    NVML_ERROR_RESET_TYPE_NOT_SUPPORTED: "The requested reset type is not supported",
+    NVML_ERROR_IN_USE: "An operation cannot be performed because the GPU is currently in use",
+}
+
+
+def error_code(error):
+    """The NVML return code of ``error``: a suffix (``UNKNOWN``), a constant name or an int."""
+    if isinstance(error, int):
+        return error
+    name = error if error.startswith("NVML_ERROR_") else "NVML_ERROR_" + error
+    return globals()[name]
+
+
 def _raise(name):
-    raise NVMLError(globals()["NVML_ERROR_" + name])
+    raise NVMLError(error_code(name))
+
+
+def _injected(func, index=None):
+    """The error the scenario's top-level ``errors`` injects into ``func`` (for device ``index``)."""
+    entry = _STATE["scenario"].get("errors", {}).get(func)
+    if isinstance(entry, dict):
+        entry = entry.get(str(index)) if index is not None and str(index) in entry else entry.get("*")
+    if entry is not None:
+        _raise(entry)
 
 
 # -- structures the real binding exposes -------------------------------------------------
@@ -292,6 +363,7 @@ def _device(handle, func):
     _STATE["calls"] = _STATE.get("calls", 0) + 1
     index = handle.index if isinstance(handle, c_nvmlDevice_t) else handle
     device = _STATE["devices"][index]
+    _injected(func, index)
     errors = device.get("errors", {})
     error = errors.get(func) or (errors.get("*") if func != "nvmlDeviceGetHandleByIndex" else None)
     if error:
@@ -332,6 +404,7 @@ def nvmlInitWithFlags(flags):
     error = _STATE["scenario"].get("init_error")
     if error:
         _raise(error)
+    _injected("nvmlInit")
     _STATE["initialised"] += 1
 
 
@@ -346,12 +419,14 @@ def nvmlShutdown():
 
 
 def nvmlErrorString(result):
-    return _text(NVMLError._errcode_to_string.get(result, "Unknown Error"))
+    text = NVMLError._errcode_to_string.get(result) or _LIBRARY_STRINGS.get(result, "Unknown Error")
+    return _text(text)
 
 
-def _system(key):
+def _system(key, func):
     if not _STATE["initialised"]:
         _raise("UNINITIALIZED")
+    _injected(func)
     value = _STATE["scenario"].get(key)
     if value is None:
         _raise("NOT_SUPPORTED")
@@ -359,15 +434,15 @@ def _system(key):
 
 
 def nvmlSystemGetDriverVersion():
-    return _text(_system("driver_version"))
+    return _text(_system("driver_version", "nvmlSystemGetDriverVersion"))
 
 
 def nvmlSystemGetNVMLVersion():
-    return _text("13." + _system("driver_version"))
+    return _text("13." + _system("driver_version", "nvmlSystemGetNVMLVersion"))
 
 
 def nvmlSystemGetCudaDriverVersion():
-    return _system("cuda_driver_version")
+    return _system("cuda_driver_version", "nvmlSystemGetCudaDriverVersion")
 
 
 nvmlSystemGetCudaDriverVersion_v2 = nvmlSystemGetCudaDriverVersion
@@ -376,6 +451,7 @@ nvmlSystemGetCudaDriverVersion_v2 = nvmlSystemGetCudaDriverVersion
 def nvmlDeviceGetCount():
     if not _STATE["initialised"]:
         _raise("UNINITIALIZED")
+    _injected("nvmlDeviceGetCount")
     return len(_STATE["devices"])
 
 

@@ -161,7 +161,10 @@ def test_nvml_unusable_each_cause_has_its_own_message(name, words):
     assert found["status"] == "fail" and words in found["message"]
     assert info["available"] is False and words in info["error"]
     assert gpus == []
-    assert statuses(results, "gpu.lost") == {"node": "skip"}
+    # fail closed: the device checks apply and could not be measured (they used to skip)
+    lost = check(results, "gpu.lost")
+    assert lost["status"] == "fail" and lost["message"].startswith("could not be measured: NVML unavailable")
+    assert found["error"].startswith("nvmlInit: ") and lost["error"] == found["error"]
 
 
 def test_nvml_mismatch_still_checks_the_loaded_driver_version_from_sysfs():
@@ -208,13 +211,17 @@ def test_no_gpu_but_gpus_expected_fails_the_count(tmp_path):
 
 
 # -- gpu.lost -----------------------------------------------------------------------------
-def test_lost_gpu_fails_and_its_other_checks_skip():
+def test_lost_gpu_fails_and_its_other_checks_fail_as_not_measured():
     results, gpus, _ = run("h100-gpu-is-lost")
     assert statuses(results, "gpu.lost") == {**dict.fromkeys(GPUS, "pass"), "gpu5": "fail", "gpu2": "fail"}
     assert "GPU is lost" in check(results, "gpu.lost", "gpu5")["message"]
     assert "requires restart" in check(results, "gpu.lost", "gpu2")["message"]  # ResetRequired
-    for check_id in DEVICE_CHECKS[1:]:
-        assert status(results, check_id, "gpu5") == "skip"
+    assert check(results, "gpu.lost", "gpu2")["error"] == (
+        "nvmlDeviceGetTotalEccErrors: GPU requires restart (NVML_ERROR_RESET_REQUIRED)")
+    for check_id in DEVICE_CHECKS[1:]:  # they used to skip: a lost GPU's readings cannot be taken
+        found = check(results, check_id, "gpu5")
+        assert found["status"] == "fail" and found["message"].startswith("could not be measured: GPU is lost")
+        assert found["error"] == "nvmlDeviceGetUUID: GPU is lost (NVML_ERROR_GPU_IS_LOST)"
     assert gpus[5]["lost"] is True and gpus[4]["lost"] is False
 
 
@@ -502,10 +509,12 @@ def test_missing_function_in_binding_skips_only_that_check():
     assert statuses(results, "gpu.nvlink") == dict.fromkeys(GPUS, "pass")
 
 
-def test_other_nvml_error_means_not_measured():
+def test_other_nvml_error_means_not_measured_and_fails():
     results, _, _ = run("h100-healthy", device_overrides={0: {"errors": {"nvmlDeviceGetEccMode": "UNKNOWN"}}})
     found = check(results, "gpu.ecc.mode", "gpu0")
-    assert found["status"] == "skip" and "could not be measured" in found["message"]
+    assert found["status"] == "fail" and found["message"].startswith("could not be measured: ")
+    assert found["error"] == "nvmlDeviceGetEccMode: Unknown Error (NVML_ERROR_UNKNOWN)"
+    assert not results.healthy
 
 
 def test_old_binding_returning_bytes():
