@@ -12,22 +12,16 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import calendar
 import re
 import time
 
 from ansible.errors import AnsibleFilterError
 
-CONDITION_TYPE = "GpufleetHealthy"  # module_utils/agent.py CONDITION_TYPE (tests keep them equal)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.clock import FRESH, FUTURE, describe, freshness, parse_utc
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gate import CONDITION_TYPE
+
 CONDITION_CHECK = "agent.condition"
 _FIRST = re.compile(r"^([A-Za-z0-9_.]+)\[([^\]]*)\]: ")
-
-
-def _epoch(text):
-    try:
-        return calendar.timegm(time.strptime(text, "%Y-%m-%dT%H:%M:%SZ"))
-    except (TypeError, ValueError):
-        return None
 
 
 def _check(check_id, target, status, message):
@@ -45,8 +39,13 @@ def node_checks(node, now, max_age):
                        "no %s condition: is the node health agent publishing to Kubernetes "
                        "(node_health_agent_kubernetes)?" % CONDITION_TYPE)]
     condition = conditions[0]
-    heartbeat = _epoch(condition.get("lastHeartbeatTime"))
-    if heartbeat is None or now - heartbeat > max_age:
+    heartbeat = parse_utc(condition.get("lastHeartbeatTime"))
+    verdict, age = freshness(heartbeat, now, max_age)
+    if verdict == FUTURE:
+        return [_check(CONDITION_CHECK, "node", "fail",
+                       "%s condition's last heartbeat is %s: its verdict is unknown, not current"
+                       % (CONDITION_TYPE, describe(verdict, age, max_age)))]
+    if verdict != FRESH:
         age = "never" if heartbeat is None else "%d s ago" % (now - heartbeat)
         return [_check(CONDITION_CHECK, "node", "fail",
                        "%s condition is stale (last heartbeat %s, more than %d s): is "

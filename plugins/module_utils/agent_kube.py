@@ -5,128 +5,30 @@
 
 Per cycle, for its own Node only:
 
-- the NodeCondition ``GpufleetHealthy`` (status True / False, reason the first failing check id
-  or ``GpufleetChecksPass``, message ``id[target]: message (+N more)``), written through the
-  status subresource (``PATCH /api/v1/nodes/<name>/status``, strategic merge: conditions merge by
-  type, the kubelet's own conditions are untouched) when it changes or its heartbeat is older
-  than ``heartbeat_seconds``;
-- opt-in (``taint: true``): the gate's taint, decided by the one gate filter
-  ``health_gate_patch`` (plugins/filter/health_gate.py, imported, not copied) and written with the
-  Node's resourceVersion in the merge patch, redone on 409 Conflict, so another controller's
-  taint written in between is never lost (as role node_gate does).
+- the NodeCondition ``GpufleetHealthy`` (gate.condition_write: status True / False, reason the
+  first failing check id or ``GpufleetChecksPass``), written through the status subresource
+  (strategic merge: conditions merge by type, the kubelet's own conditions are untouched) when it
+  changes or its heartbeat is older than ``heartbeat_seconds`` or dated in the future;
+- opt-in (``taint: true``): the gate's taint (gate.decide, gate.node_write mode ``taints``)
+  through the guarded write (kube_node.guarded_write: resourceVersion, redone on 409 Conflict),
+  so another controller's taint written in between is never lost.
 
-Plain urllib (no kubernetes client on the node): bearer token file and/or client certificate.
+All requests go through kube_node.KubeClient (https only with credentials, no redirects, a hard
+deadline per request: the cycle's publish deadline).
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import json
-import ssl
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.agent import CONDITION_TYPE, AgentError, summary_message
+from ansible_collections.gpufleet.cluster.plugins.module_utils import gate
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gate import CONDITION_TYPE, find_condition  # noqa: F401
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_node import (  # noqa: F401 (re-exported)
+    DEFAULT_RETRIES, STRATEGIC_MERGE_PATCH, ApiStatusError, KubeClient, KubeError, guarded_write)
 
-PASS_REASON = "GpufleetChecksPass"
-WRITE_RETRIES = 5
-
-
-def _utc(now):
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
-
-
-def _parse_utc(text):
-    try:
-        return time.mktime(time.strptime(text, "%Y-%m-%dT%H:%M:%SZ")) - time.timezone
-    except (TypeError, ValueError):
-        return 0
-
-
-class ApiStatusError(AgentError):
-    def __init__(self, code, message):
-        AgentError.__init__(self, "API server answered %s: %s" % (code, message))
-        self.code = code
-
-
-class KubeClient(object):
-    """The few calls the agent makes: GET a node, PATCH a node or its status."""
-
-    def __init__(self, server, token_file=None, ca_file=None, cert_file=None, key_file=None, timeout=10):
-        if not server:
-            raise AgentError("kubernetes.server is not set")
-        self.server = server.rstrip("/")
-        self.token_file = token_file
-        self.timeout = timeout
-        self.context = None
-        if self.server.startswith("https://"):
-            self.context = ssl.create_default_context(cafile=ca_file) if ca_file else ssl.create_default_context()
-            if cert_file:
-                self.context.load_cert_chain(cert_file, key_file)
-
-    def _headers(self, content_type=None):
-        headers = {"Accept": "application/json"}
-        if content_type:
-            headers["Content-Type"] = content_type
-        if self.token_file:
-            try:
-                with open(self.token_file) as handle:  # re-read: projected tokens rotate
-                    headers["Authorization"] = "Bearer " + handle.read().strip()
-            except OSError as exc:
-                raise AgentError("kubernetes.token_file %s is unreadable: %s" % (self.token_file, exc))
-        return headers
-
-    def request(self, method, path, body=None, content_type=None):
-        data = json.dumps(body).encode("utf-8") if body is not None else None
-        req = urllib.request.Request(self.server + path, data=data, method=method,
-                                     headers=self._headers(content_type))
-        try:
-            # urllib's opener, not ansible.module_utils.urls.open_url: the agent runs on the node
-            # without Ansible (only the collection's module_utils are installed with it).
-            opener = urllib.request.build_opener(urllib.request.HTTPSHandler(context=self.context))
-            with opener.open(req, timeout=self.timeout) as answer:
-                return json.loads(answer.read().decode("utf-8"))
-        except urllib.error.HTTPError as exc:
-            try:
-                message = json.loads(exc.read().decode("utf-8")).get("message")
-            except (ValueError, AttributeError):
-                message = exc.reason
-            raise ApiStatusError(exc.code, message)
-        except (urllib.error.URLError, OSError) as exc:
-            raise AgentError("API server %s unreachable: %s" % (self.server, getattr(exc, "reason", exc)))
-
-    def node_path(self, name, status=False):
-        return "/api/v1/nodes/%s%s" % (urllib.parse.quote(name, safe=""), "/status" if status else "")
-
-    def get_node(self, name):
-        return self.request("GET", self.node_path(name))
-
-    def patch_node(self, name, body, content_type="application/merge-patch+json", status=False):
-        return self.request("PATCH", self.node_path(name, status), body, content_type)
-
-
-def desired_condition(healthy, failing, current=None, now=None):
-    """The GpufleetHealthy condition for the node's health; lastTransitionTime kept while the
-    status does not change."""
-    now = time.time() if now is None else now
-    status = "True" if healthy else "False"
-    condition = {"type": CONDITION_TYPE, "status": status,
-                 "reason": PASS_REASON if healthy else failing[0]["id"],
-                 "message": summary_message(failing), "lastHeartbeatTime": _utc(now),
-                 "lastTransitionTime": _utc(now)}
-    if current and current.get("status") == status and current.get("lastTransitionTime"):
-        condition["lastTransitionTime"] = current["lastTransitionTime"]
-    return condition
-
-
-def find_condition(node):
-    for condition in (node.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == CONDITION_TYPE:
-            return condition
-    return None
+desired_condition = gate.condition
 
 
 class KubePublisher(object):
@@ -147,52 +49,60 @@ class KubePublisher(object):
         kube = config.get("kubernetes") or {}
         client = KubeClient(kube.get("server"), token_file=kube.get("token_file"), ca_file=kube.get("ca_file"),
                             cert_file=kube.get("cert_file"), key_file=kube.get("key_file"),
-                            timeout=kube.get("timeout", 10))
+                            timeout=kube.get("timeout", 10), allow_plain_http=bool(kube.get("allow_plain_http")))
         return cls(client, kube.get("node_name") or config.get("node_name"), taint=bool(kube.get("taint")),
                    taint_key=kube.get("taint_key"), taint_effect=kube.get("taint_effect") or "NoSchedule",
                    heartbeat_seconds=kube.get("heartbeat_seconds", 300))
 
-    def publish(self, healthy, failing):
+    def publish(self, healthy, failing, deadline=None):
         """Lines for the journal (what changed)."""
         lines = []
-        node = self.client.get_node(self.node)
-        current = find_condition(node)
-        now = self.clock()
-        wanted = desired_condition(healthy, failing, current, now)
-        same = current is not None and all(current.get(k) == wanted[k] for k in ("status", "reason", "message"))
-        if not same or now - _parse_utc(current.get("lastHeartbeatTime")) >= self.heartbeat:
-            self.client.patch_node(self.node, {"status": {"conditions": [wanted]}},
-                                   "application/strategic-merge-patch+json", status=True)
-            if not same:
+        node = self.client.get_node(self.node, deadline=deadline)
+        patch, changed = gate.condition_write(node, healthy, failing, self.clock(), self.heartbeat)
+        if patch is not None:
+            self.client.patch_node(self.node, patch, STRATEGIC_MERGE_PATCH, status=True, deadline=deadline)
+            if changed:
+                wanted = patch["status"]["conditions"][0]
                 lines.append("condition %s=%s reason %s: %s" % (CONDITION_TYPE, wanted["status"], wanted["reason"],
                                                                 wanted["message"]))
         if self.taint:
-            lines.extend(self._taint(healthy, failing, node))
+            lines.extend(self._taint(healthy, failing, node, deadline))
         return lines
 
-    def _taint(self, healthy, failing, node):
-        """The gate's taint through health_gate_patch, with a resourceVersion-guarded merge patch."""
-        from ansible_collections.gpufleet.cluster.plugins.filter.health_gate import health_gate_patch
-
+    def _taint(self, healthy, failing, node, deadline):
+        """The gate's taint with a resourceVersion-guarded merge patch (kube_node.guarded_write)."""
         result = {"checks": failing, "healthy": healthy}
-        for attempt in range(WRITE_RETRIES):
-            if attempt:
-                node = self.client.get_node(self.node)
-            current = (node.get("spec") or {}).get("taints") or []
-            decision = health_gate_patch(result, current_taints=current, effect=self.taint_effect, key=self.taint_key)
-            if not decision["changed_taints"]:
-                return []
-            body = {"metadata": {"resourceVersion": node["metadata"]["resourceVersion"]},
-                    "spec": {"taints": decision["taints"]}}
-            try:
-                self.client.patch_node(self.node, body)
-            except ApiStatusError as exc:
-                if exc.code == 409:
-                    continue
-                raise
-            if decision["taint"]:
-                return ["taint %s=%s:%s added" % (decision["taint"]["key"], decision["taint"]["value"],
-                                                  decision["taint"]["effect"])]
-            return ["gate taint removed"]
-        raise AgentError("taint not written: the Node changed under every one of %d attempts (409 Conflict)"
-                         % WRITE_RETRIES)
+        decisions = []
+
+        def compute(current):
+            decision = gate.decide(result, current_taints=(current.get("spec") or {}).get("taints") or [],
+                                   effect=self.taint_effect, key=self.taint_key)
+            decisions.append(decision)
+            return gate.node_write(current, "taints", decision)
+
+        written = guarded_write(_FirstReadCached(self.client, node), self.node, compute, DEFAULT_RETRIES, deadline)
+        if not written["changed"]:
+            return []
+        decision = decisions[-1]
+        if decision["taint"]:
+            return ["taint %s=%s:%s added" % (decision["taint"]["key"], decision["taint"]["value"],
+                                              decision["taint"]["effect"])]
+        return ["gate taint removed"]
+
+
+class _FirstReadCached(object):
+    """The client, answering the first get_node with the Node already read this cycle (one GET
+    less per cycle); later reads (after a 409) go to the server."""
+
+    def __init__(self, client, node):
+        self._client = client
+        self._node = node
+
+    def get_node(self, name, deadline=None):
+        if self._node is not None:
+            node, self._node = self._node, None
+            return node
+        return self._client.get_node(name, deadline=deadline)
+
+    def patch_node(self, name, body, deadline=None):
+        return self._client.patch_node(name, body, deadline=deadline)

@@ -19,8 +19,9 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import re
+import time
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.agent import SLURM_REASON_PREFIX, AgentError
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_config import SLURM_REASON_PREFIX, AgentError
 
 _FIELD = re.compile(r"(\w+)=(.*?)(?=\s+\w+=|$)")
 
@@ -73,17 +74,22 @@ class SlurmPublisher(object):
         return cls(slurm.get("node_name") or config.get("node_name"), SubprocessRunner(),
                    slurm.get("scontrol") or "scontrol")
 
-    def _run(self, argv):
-        result = self.runner.run(argv, timeout=30)
+    def _run(self, argv, deadline=None):
+        timeout = 30.0
+        if deadline is not None:
+            timeout = min(timeout, deadline - time.monotonic())
+            if timeout <= 0:
+                raise AgentError("%s not run: the cycle's publish deadline has passed" % " ".join(argv))
+        result = self.runner.run(argv, timeout=timeout)
         if result.rc != 0:
             raise AgentError("%s failed (rc %s): %s" % (" ".join(argv), result.rc, (result.stderr or result.stdout).strip()))
         return result.stdout
 
-    def publish(self, healthy, failing, always=False):
+    def publish(self, healthy, failing, always=False, deadline=None):
         """Run the scontrol commands the node's health needs; the explanation as a journal line when
         a command ran (``always``: also when nothing was to do, the HealthCheckProgram mode)."""
-        shown = self._run([self.scontrol, "show", "node", self.node, "-o"])
+        shown = self._run([self.scontrol, "show", "node", self.node, "-o"], deadline)
         commands, why = slurm_commands(self.node, healthy, failing, shown, self.scontrol)
         for argv in commands:
-            self._run(argv)
+            self._run(argv, deadline)
         return [why] if commands or always else []

@@ -150,9 +150,18 @@ def is_healthy(checks):
     return not any(check["status"] == FAIL for check in checks)
 
 
+# Which statuses hold a node back under each ``fail_on``: the one table (the gate, the agent's
+# hysteresis, Slurm, metrics, reports and the modules' exit all ask ``failing_statuses``).
+FAILING_STATUSES = {"fail": (FAIL,), "warn": (FAIL, WARN), "never": ()}
+
+
 def failing_statuses(fail_on):
-    """The statuses at or above ``fail_on``: fail, or fail and warn (callers settle ``never`` first)."""
-    return (FAIL,) if fail_on == "fail" else (FAIL, WARN)
+    """The statuses that fail under ``fail_on``: (fail,), (fail, warn) or () for never.
+    ValueError naming fail_on for any other value."""
+    try:
+        return FAILING_STATUSES[fail_on]
+    except (KeyError, TypeError):
+        raise ValueError("fail_on must be one of %s, got %r" % (", ".join(FAIL_ON_CHOICES), fail_on))
 
 
 def should_fail(checks, fail_on):
@@ -304,14 +313,18 @@ def json_safe(value):
     return safe_text(str(value))
 
 
-def exit_with_checks(module, results, fail_on, **extra):
+def exit_with_checks(module, results, fail_on, checks_key="checks", **extra):
     """exit_json / fail_json for a validation module; the full result is returned either way.
 
     ``extra`` holds the module's other return keys; its ``msg`` (if any) is kept on success and
-    replaced by the list of offending checks when ``fail_on`` makes the module fail."""
+    replaced by the list of offending checks when ``fail_on`` makes the module fail. The checks are
+    returned under ``checks_key``; None returns them only through ``extra`` (record_checks with
+    ``hosts``: ``host_checks``), summary, healthy and fail_on still judging all of them."""
     checks = results.as_list() if isinstance(results, CheckResults) else list(results)
     payload = dict(extra)
-    payload.update({"checks": checks, "summary": summarize(checks), "healthy": is_healthy(checks)})
+    payload.update({"summary": summarize(checks), "healthy": is_healthy(checks)})
+    if checks_key:
+        payload[checks_key] = checks
     payload.setdefault("changed", False)
     if should_fail(checks, fail_on):
         payload["msg"] = failure_message(checks, fail_on)

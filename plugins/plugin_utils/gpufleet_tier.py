@@ -14,6 +14,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gate import DEFAULT_TAINT_KEY
+
 # name -> (default, meaning). A default of None means "not stated": the checks that need the
 # value are not run (or, in a module, report `skip`).
 TIER = {
@@ -28,7 +30,7 @@ TIER = {
         "/opt/gpufleet/k8s-client/bin/python",
         "interpreter on gpufleet_kube_api_host with the Python kubernetes client"),
     "gpufleet_sysfs_root": ("/", "filesystem root the fact and validation modules read (a simulated tree in the lab)"),
-    "gpufleet_gate_taint_key": ("gpufleet.io/unhealthy", "taint key of a node held back by the gate"),
+    "gpufleet_gate_taint_key": (DEFAULT_TAINT_KEY, "taint key of a node held back by the gate"),
     "gpufleet_gpu_count": (None, "NVIDIA GPUs per node"),
     "gpufleet_driver_branch": (None, "NVIDIA driver branch (major version, e.g. \"580\")"),
     "gpufleet_expected_hcas": (None, "RDMA devices per node (mlx5_*, a bond counts once)"),

@@ -4,10 +4,11 @@ input (unknown check id, missing textfile directory, unreadable state) reported 
 with the last good result kept."""
 
 import json
+import re
 import os
 
 import pytest
-from ansible_collections.gpufleet.cluster.plugins.module_utils import agent
+from ansible_collections.gpufleet.cluster.plugins.module_utils import agent, agent_state
 from ansible_collections.gpufleet.cluster.plugins.module_utils.families import FAMILIES
 from ansible_collections.gpufleet.cluster.plugins.module_utils.nvml import NvmlAdapter
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import validate_node
@@ -119,7 +120,7 @@ def test_atomic_write_keeps_the_old_file_when_the_write_fails(tmp_path, monkeypa
     def broken(*args):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(agent.os, "fsync", broken)
+    monkeypatch.setattr(agent_state.os, "fsync", broken)
     with pytest.raises(OSError):
         agent.atomic_write(str(target), "new")
     assert target.read_text() == "old" and os.listdir(str(tmp_path)) == ["health.json"]
@@ -161,7 +162,8 @@ def test_a_cycle_gives_node_validates_checks_and_writes_result_state_and_metrics
     prom = (tmp_path / "textfile" / "gpufleet.prom").read_text()
     assert 'gpufleet_check_status{id="rdma.port.state",target="mlx5_0/1",status="pass"} 0' in prom
     assert "gpufleet_node_healthy 1\n" in prom
-    assert "gpufleet_agent_last_run_timestamp_seconds 1700000000.000\n" in prom
+    # the end of the cycle: its start (wall clock) plus its duration (monotonic clock)
+    assert re.search(r"gpufleet_agent_last_run_timestamp_seconds 17000000\d\d\.\d{3}\n", prom)
     assert 'gpufleet_check_flaps_total{id="gpu.count",target="node"} 0' in prom
     state = json.loads((tmp_path / "state" / "agent-state.json").read_text())
     assert state["cycle"] == 1 and state["healthy"] is True
@@ -185,7 +187,7 @@ def test_missing_textfile_directory_is_journalled_and_the_result_still_written(t
     instance, lines = make_agent(tmp_path, textfile=False, textfile_dir=str(tmp_path / "no-such-dir"))
     assert instance.cycle() == 0
     assert (tmp_path / "state" / "health.json").exists()
-    assert any("metrics not written (node_exporter textfile collector): directory %s does not exist"
+    assert any("metrics: not updated: directory %s does not exist"
                % (tmp_path / "no-such-dir") in line for line in lines), lines
 
 
@@ -200,12 +202,13 @@ def test_unknown_check_id_in_settings_keeps_the_last_good_result(tmp_path):
     assert "unknown check id 'gpu.xidd'" in lines[0]
 
 
-def test_corrupt_state_file_is_journalled_never_a_crash(tmp_path):
+def test_corrupt_state_file_is_set_aside_and_the_cycle_goes_on(tmp_path):
     instance, lines = make_agent(tmp_path)
     (tmp_path / "state" / "agent-state.json").write_text("{not json")
     assert instance.cycle() == 0
-    assert "agent-state.json is unreadable" in lines[0]
-    assert not (tmp_path / "state" / "health.json").exists()
+    assert "agent-state.json is damaged (not JSON" in lines[0] and "set aside as" in lines[0]
+    assert (tmp_path / "state" / "health.json").exists()
+    assert [n for n in os.listdir(str(tmp_path / "state")) if ".damaged-" in n]
 
 
 def test_an_unexpected_exception_is_journalled_and_the_cycle_returns_0(tmp_path, monkeypatch):
@@ -214,9 +217,13 @@ def test_an_unexpected_exception_is_journalled_and_the_cycle_returns_0(tmp_path,
     def boom(*args, **kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(agent, "run_checks", boom)
+    instance.check_engine = boom
     assert instance.cycle() == 0
-    assert "cycle failed, last good result kept: RuntimeError('boom')" in lines[0]
+    assert "the checks crashed: RuntimeError('boom')" in lines[0]
+    # fail closed: a cycle whose checks crashed is not healthy, and says why
+    result = json.loads((tmp_path / "state" / "health.json").read_text())
+    assert result["agent"]["healthy"] is False
+    assert result["agent"]["failing"][0]["id"] == "host.validation" and "boom" in result["agent"]["failing"][0]["message"]
 
 
 def test_bad_node_validate_options_are_named(tmp_path):
@@ -227,7 +234,7 @@ def test_bad_node_validate_options_are_named(tmp_path):
 
 def test_publisher_failure_is_journalled(tmp_path):
     class Down(object):
-        def publish(self, healthy, failing):
+        def publish(self, healthy, failing, deadline=None):
             raise OSError("connection refused")
 
     instance, lines = make_agent(tmp_path)
@@ -277,7 +284,7 @@ def test_npd_plugin_contract():
     assert code == 1 and message.startswith("gpufleet: gpu.count[node]: 7 GPUs") and len(message) == 80
     assert agent.npd_status(None, 130.0) == (2, "gpufleet: no agent result yet")
     assert agent.npd_status({"generated_at": 100.0, "agent": {"healthy": True}}, 1000.0) == (
-        2, "gpufleet: agent result 900 s old")
+        2, "gpufleet: agent result 900 s old, more than 300 s")
 
 
 def test_npd_mode_from_the_command_line(tmp_path, capsys):
@@ -333,7 +340,7 @@ def test_main_keeps_the_last_good_result_on_bad_settings_and_a_missing_textfile_
     path.write_text(json.dumps(config))
     assert agent.main([str(path)]) == 0
     assert json.loads((tmp_path / "state" / "health.json").read_text())["cycle"] == 2
-    assert "metrics not written (node_exporter textfile collector): directory %s does not exist" % (
+    assert "metrics: not updated: directory %s does not exist" % (
         tmp_path / "textfile") in capsys.readouterr().out
 
 

@@ -4,8 +4,8 @@ opt-in taint added and removed through health_gate_patch, another controller's t
 (also when written between our read and our write: 409, redone), an unreachable API server."""
 
 import pytest
-from ansible_collections.gpufleet.cluster.plugins.module_utils import agent
-from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_kube import KubeClient, KubePublisher, find_condition
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_kube import (
+    KubeClient, KubeError, KubePublisher, find_condition)
 from fake_kube_api.server import FakeKubeAPI
 
 FAILING = [{"id": "gpu.xid", "target": "gpu3", "status": "fail", "message": "Xid 79 (fallen off the bus)"},
@@ -22,10 +22,8 @@ def api():
 
 
 def publisher(api, taint=False, node="gpu-1", now=1700000000.0):
-    client = KubeClient(api.url, token_file=None)
-    client._headers = lambda content_type=None: dict(
-        {"Accept": "application/json", "Authorization": "Bearer " + api.token},
-        **({"Content-Type": content_type} if content_type else {}))
+    # the double speaks plain http: allow_plain_http is its opt-in (kube_node refuses otherwise)
+    client = KubeClient(api.url, token=api.token, allow_plain_http=True)
     return KubePublisher(client, node, taint=taint, clock=lambda: now)
 
 
@@ -90,10 +88,10 @@ def test_without_taint_mode_no_spec_is_written(api):
 
 def test_an_unreachable_api_server_is_a_clear_agent_error():
     client = KubeClient("http://127.0.0.1:9", timeout=2)
-    with pytest.raises(agent.AgentError, match="API server http://127.0.0.1:9 unreachable"):
+    with pytest.raises(KubeError, match="API server http://127.0.0.1:9 unreachable"):
         KubePublisher(client, "gpu-1").publish(True, [])
 
 
 def test_a_missing_node_is_named(api):
-    with pytest.raises(agent.AgentError, match="API server answered 404"):
+    with pytest.raises(KubeError, match="API server answered 404"):
         publisher(api, node="gpu-9").publish(True, [])

@@ -2,6 +2,7 @@
 nodes the agent drained itself; scontrol command construction from `scontrol show node -o`."""
 
 import json
+import time
 
 import pytest
 from ansible_collections.gpufleet.cluster.plugins.module_utils import agent
@@ -99,7 +100,7 @@ def test_scontrol_failure_is_an_agent_error():
 def test_health_check_program_mode_says_what_it_decided_every_run(tmp_path, monkeypatch, capsys):
     """--slurm-health-check (slurmd's HealthCheckProgram) reads health.json and prints its decision
     even when nothing is to do (the wrapper sends it to the journal), unlike the cycle's publisher."""
-    (tmp_path / "health.json").write_text(json.dumps({"agent": {"healthy": True, "failing": []}}))
+    (tmp_path / "health.json").write_text(json.dumps({"generated_at": time.time(), "agent": {"healthy": True, "failing": []}}))
     runner = ScriptedRunner({("scontrol", "show", "node", "gpu-1", "-o"): (0, show("IDLE+DRAIN", "admin: bad dimm"), "")})
     monkeypatch.setattr(SlurmPublisher, "from_config", classmethod(lambda cls, config: cls("gpu-1", runner)))
     assert SlurmPublisher("gpu-1", runner).publish(True, []) == []

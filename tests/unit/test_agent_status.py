@@ -22,7 +22,7 @@ def test_the_filter_reads_the_condition_the_agent_writes(tmp_path):
     with FakeKubeAPI() as api:
         token = tmp_path / "token"
         token.write_text(api.token)
-        client = KubeClient(api.url, token_file=str(token))
+        client = KubeClient(api.url, token_file=str(token), allow_plain_http=True)  # the double is plain http
         for name in ("ok", "bad", "silent", "old"):
             api.add_node(name)
         KubePublisher(client, "ok", clock=lambda: NOW).publish(True, [])

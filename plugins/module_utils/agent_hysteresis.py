@@ -1,0 +1,113 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The agent's hysteresis (docs/contracts.md, "Hysteresis"): a check turns failing after
+``fail_after`` consecutive failing cycles (1 for the immediate checks) and back after
+``recover_after`` consecutive other cycles. Which statuses count as failing is the result
+model's one table (``checks.failing_statuses``). Counts cycles, never clock time: a clock that
+jumps cannot change a verdict.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import time
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_config import thresholds
+from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import FAIL, failing_statuses
+
+
+def check_key(check):
+    return "%s|%s" % (check["id"], check["target"])
+
+
+def step(state, checks, settings, fail_on="fail", now=None):
+    """One cycle of hysteresis: (new state, events).
+
+    ``state``: ``{"checks": {"id|target": {failing, fails, passes, flaps, raw, since, message}},
+    "healthy": bool, "cycle": int}`` (empty for the first cycle; agent_state.read_state sets a
+    damaged one aside). A check counts as failing in a cycle when its status fails under
+    ``fail_on``. A flap is a change of the raw outcome between two cycles. The node is healthy
+    when no check is failing. Events are journal lines. ``now`` is only recorded (``since``)."""
+    now = time.time() if now is None else now
+    bad = failing_statuses(fail_on)
+    old = (state or {}).get("checks") or {}
+    new, events = {}, []
+    for check in checks:
+        key = check_key(check)
+        raw = check["status"] in bad
+        entry = dict(old.get(key) or {"failing": False, "fails": 0, "passes": 0, "flaps": 0, "raw": raw,
+                                      "since": now})
+        if key in old and entry.get("raw") != raw:
+            entry["flaps"] = entry.get("flaps", 0) + 1
+        entry["raw"] = raw
+        entry["fails"] = entry.get("fails", 0) + 1 if raw else 0
+        entry["passes"] = 0 if raw else entry.get("passes", 0) + 1
+        entry["message"] = check.get("message", "")
+        entry["status"] = check["status"]
+        fail_after, recover_after = thresholds(settings, check["id"])
+        if not entry["failing"] and raw and entry["fails"] >= fail_after:
+            entry["failing"], entry["since"] = True, now
+            events.append("check %s[%s] unhealthy after %d failing cycle(s): %s"
+                          % (check["id"], check["target"], entry["fails"], entry["message"]))
+        elif entry["failing"] and not raw and entry["passes"] >= recover_after:
+            entry["failing"], entry["since"] = False, now
+            events.append("check %s[%s] healthy again after %d passing cycle(s): %s"
+                          % (check["id"], check["target"], entry["passes"], entry["message"]))
+        new[key] = entry
+    for key, entry in old.items():
+        if key not in new and entry.get("failing"):
+            check_id, target = key.split("|", 1)
+            events.append("check %s[%s] no longer reported (was failing): dropped" % (check_id, target))
+    failing = failing_checks({"checks": new}, checks)
+    healthy = not failing
+    was = (state or {}).get("healthy")
+    if was is None or was != healthy:
+        if healthy:
+            events.append("node healthy" + ("" if was is None else " again"))
+        else:
+            first = failing[0]
+            events.append("node unhealthy: %s[%s]: %s%s" % (
+                first["id"], first["target"], first["message"],
+                " (+%d more)" % (len(failing) - 1) if len(failing) > 1 else ""))
+    return {"checks": new, "healthy": healthy, "cycle": (state or {}).get("cycle", 0) + 1,
+            "updated": now}, events
+
+
+def failing_checks(state, checks):
+    """The checks (in report order) that are failing after hysteresis, status forced to fail."""
+    entries = state.get("checks") or {}
+    out = []
+    for check in checks:
+        entry = entries.get(check_key(check))
+        if entry and entry.get("failing"):
+            out.append({"id": check["id"], "target": check["target"], "status": FAIL,
+                        "message": entry.get("message", check.get("message", ""))})
+    return out
+
+
+_ENTRY_TYPES = {"failing": (bool,), "fails": (int,), "passes": (int,), "flaps": (int,), "raw": (bool,),
+                "message": (str,), "status": (str,), "since": (int, float)}
+
+
+def state_problem(state):
+    """Why ``state`` (agent-state.json as read) cannot be used by ``step``, or None when it can."""
+    if not isinstance(state, dict):
+        return "not a JSON object (%s)" % type(state).__name__
+    if "healthy" in state and not isinstance(state["healthy"], bool):
+        return "healthy is %r, not true/false" % (state["healthy"],)
+    cycle = state.get("cycle", 0)
+    if isinstance(cycle, bool) or not isinstance(cycle, int) or cycle < 0:
+        return "cycle is %r, not a count" % (cycle,)
+    checks = state.get("checks", {})
+    if not isinstance(checks, dict):
+        return "checks is %s, not an object" % type(checks).__name__
+    for key, entry in checks.items():
+        if not isinstance(entry, dict) or "|" not in key:
+            return "entry %r is not a check's counters" % (key,)
+        for name, types in _ENTRY_TYPES.items():
+            if name in entry and (not isinstance(entry[name], types) or
+                                  (isinstance(entry[name], bool) and bool not in types)):
+                return "%s.%s is %r" % (key, name, entry[name])
+    return None
