@@ -178,6 +178,29 @@ def scan(lines):
 # ---------------------------------------------------------------- values
 
 
+def split_lines(text):
+    """Lines of a TOML document: TOML ends a line with LF or CRLF only. ``str.splitlines`` would
+    also split at U+2028, U+2029, U+0085 (NEL), VT, FF and \\x1c-\\x1e, which TOML allows inside
+    strings and comments."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+# Characters written as \uXXXX in a basic string: the control characters TOML forbids raw
+# (U+0000-U+001F but tab, U+007F DEL), and the C1 controls (U+0080-U+009F, NEL among them) and
+# U+2028 / U+2029, which TOML allows but line-oriented tools split on.
+_ESCAPE = dict((code, "\\u%04x" % code) for code in list(range(0x20)) + [0x7f] + list(range(0x80, 0xa0))
+               + [0x2028, 0x2029])
+_ESCAPE.update({0x08: "\\b", 0x09: "\\t", 0x0a: "\\n", 0x0c: "\\f", 0x0d: "\\r", 0x22: '\\"', 0x5c: "\\\\"})
+
+
+def render_string(value):
+    """A TOML basic string of ``value`` (every character TOML forbids raw is escaped)."""
+    return '"' + value.translate(_ESCAPE) + '"'
+
+
 def render_value(value):
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -186,7 +209,7 @@ def render_value(value):
     if isinstance(value, float):
         return repr(value)
     if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
+        return render_string(value)
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(render_value(item) for item in value) + "]"
     raise TomlMergeError(
@@ -226,7 +249,7 @@ def same_value(existing_text, value):
 
 
 def render_key(part):
-    return part if BARE_KEY.fullmatch(part) else json.dumps(part, ensure_ascii=False)
+    return part if BARE_KEY.fullmatch(part) else render_string(part)
 
 
 def render_path(path):
@@ -295,7 +318,7 @@ def merge(text, path, values):
     if not isinstance(values, dict) or not values:
         raise TomlMergeError("values must be a non-empty dict")
     newline = "\r\n" if "\r\n" in text else "\n"
-    lines = text.splitlines()
+    lines = split_lines(text)
     statements = scan(lines)
     path = list(path)
     _check_conflicts(statements, path, values)
@@ -361,3 +384,100 @@ def _append_table(lines, statements, path, values):
     trailer = [""] if end < len(lines) and lines[end].strip() else []
     new_lines = lines[:end] + [""] + block + trailer + lines[end:]
     return new_lines, list(values)
+
+
+# ---------------------------------------------------------------- checking the result by meaning
+
+
+def toml_loads():
+    """``loads`` of ``tomllib`` (Python 3.11+) or ``tomli``; None when neither is importable."""
+    try:
+        import tomllib  # pylint: disable=import-outside-toplevel
+        return tomllib.loads
+    except ImportError:
+        pass
+    try:
+        import tomli  # pylint: disable=import-outside-toplevel
+        return tomli.loads
+    except ImportError:
+        return None
+
+
+def _strict_equal(left, right):
+    """Equality that tells true from 1 and 1 from 1.0 (Python's == does not)."""
+    if isinstance(left, dict) or isinstance(right, dict):
+        return (isinstance(left, dict) and isinstance(right, dict) and set(left) == set(right)
+                and all(_strict_equal(left[key], right[key]) for key in left))
+    if isinstance(left, (list, tuple)) or isinstance(right, (list, tuple)):
+        return (isinstance(left, (list, tuple)) and isinstance(right, (list, tuple)) and len(left) == len(right)
+                and all(_strict_equal(a, b) for a, b in zip(left, right)))
+    if isinstance(left, bool) or isinstance(right, bool) or isinstance(left, float) or isinstance(right, float):
+        return type(left) is type(right) and left == right
+    return left == right
+
+
+def _difference(expected, actual, where=()):
+    """The first key path where two parsed documents differ, or None."""
+    if isinstance(expected, dict) and isinstance(actual, dict):
+        for key in list(expected) + [k for k in actual if k not in expected]:
+            if key not in expected or key not in actual:
+                return where + (key,)
+            found = _difference(expected[key], actual[key], where + (key,))
+            if found is not None:
+                return found
+        return None
+    return None if _strict_equal(expected, actual) else where
+
+
+def intended(document, path, values):
+    """``document`` (parsed) with ``values`` set in table ``path``: the meaning a merge must have.
+    Refuses a path through a value or an array of tables, and a key naming an existing table."""
+    import copy  # pylint: disable=import-outside-toplevel
+
+    result = copy.deepcopy(document)
+    node = result
+    for depth, part in enumerate(path):
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise TomlMergeError("key %s is a %s, not a table: cannot set [%s] below it"
+                                 % (render_path(path[:depth + 1]), type(child).__name__, render_path(path)))
+        node = child
+    for key, value in values.items():
+        if isinstance(node.get(key), dict):
+            raise TomlMergeError("key %s of [%s] names an existing table [%s]; refusing to replace a table "
+                                 "by a value" % (render_key(key), render_path(path), render_path(list(path) + [key])))
+        node[key] = list(value) if isinstance(value, tuple) else value
+    return result
+
+
+def merge_checked(text, path, values, loads=None):
+    """``merge`` whose output is parsed (``tomllib``/``tomli``) and compared in meaning with the
+    intended merge (parsed original with ``values`` set in ``path``) before anything is written.
+
+    Returns (new text, changed keys, note): note is None, or says why the output was not parsed
+    (no TOML parser on this Python). Raises TomlMergeError naming the key on any mismatch."""
+    loads = toml_loads() if loads is None else loads
+    path = list(path)
+    if loads is None:
+        new_text, changed = merge(text, path, values)
+        return new_text, changed, ("the result was not parsed back: neither tomllib (Python 3.11+) nor tomli "
+                                   "is importable on this Python")
+    try:
+        original = loads(text)
+    except ValueError as exc:
+        raise TomlMergeError("the file is not valid TOML before the merge (%s); not edited" % exc)
+    expected = intended(original, path, values)
+    if _difference(expected, original) is None:
+        return text, [], None  # already means what was asked: nothing to write
+    new_text, changed = merge(text, path, values)
+    try:
+        actual = loads(new_text)
+    except ValueError as exc:
+        raise TomlMergeError("setting %s in [%s] would write invalid TOML (%s); not edited"
+                             % (", ".join(render_key(k) for k in values), render_path(path), exc))
+    where = _difference(expected, actual)
+    if where is not None:
+        raise TomlMergeError("the merged text does not mean the requested merge at key %s (setting %s in [%s]); "
+                             "not edited" % (render_path(list(where)) or "(top level)",
+                                             ", ".join(render_key(k) for k in values), render_path(path)))
+    return new_text, changed, None

@@ -20,6 +20,13 @@ description:
     (a runtime entry of the NVIDIA container toolkit next to another tool's runtimes).
   - Refuses, with an error naming the line, a table defined through dotted keys, an inline table
     or an array of tables, rather than writing a second definition.
+  - Before the file is replaced, the new text is parsed (C(tomllib), or C(tomli) before Python 3.11) and
+    must mean the original with O(values) set in O(table); otherwise the task fails naming the file
+    and the key and the file is left untouched (also refused, by name, is a key that names an existing
+    sub-table). A merge whose values are already there, in any spelling, changes nothing. Strings are
+    written with every character TOML forbids raw (control characters, DEL) and U+0080-U+009F,
+    U+2028, U+2029 escaped as C(\uXXXX). Without either parser the check is skipped and RV(toml_check)
+    says so.
   - With O(validate) the new content is checked by a command (for example
     C(containerd --config %s config dump)) before it replaces the file.
 author:
@@ -95,25 +102,32 @@ table:
   returned: always
   type: str
   sample: plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options
+toml_check:
+  description:
+    - Present only when the result could not be parsed back before writing, and says why (neither
+      C(tomllib), Python 3.11+, nor C(tomli) is importable on the target). Otherwise the new text was
+      parsed and compared in meaning with the original plus O(values) before the file was replaced; a
+      mismatch fails the task naming the file and the key, leaving the file untouched.
+  returned: when the check was skipped
+  type: str
 backup_file:
   description: The backup copy, when one was made.
   returned: changed and backup
   type: str
 """
 
-import copy
 import os
 import tempfile
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes, to_native, to_text
 from ansible_collections.gpufleet.cluster.plugins.module_utils import module_cache
 
 module_cache.activate()  # before the other module_utils: compiled once per node, not per run
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import run_module
 from ansible_collections.gpufleet.cluster.plugins.module_utils.toml_merge import (
     TomlMergeError,
-    merge,
+    merge_checked,
     render_path,
 )
 
@@ -154,12 +168,7 @@ def write_validated(module, path, content):
     module.atomic_move(tmp, path, unsafe_writes=module.params["unsafe_writes"])
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=copy.deepcopy(ARGUMENT_SPEC),
-        add_file_common_args=True,
-        supports_check_mode=True,
-    )
+def merge_file(module):
     path = module.params["path"]
     table = module.params["table"]
     exists = os.path.exists(path)
@@ -169,11 +178,13 @@ def main():
         module.fail_json(msg="path: %s does not exist and create=false" % path)
     before = read_text(module, path) if exists else ""
     try:
-        after, changed_keys = merge(before, table, module.params["values"])
+        after, changed_keys, note = merge_checked(before, table, module.params["values"])
     except TomlMergeError as exc:
         module.fail_json(msg="%s: %s" % (path, to_native(exc)), table=render_path(table))
 
     result = dict(changed=bool(changed_keys), changed_keys=changed_keys, table=render_path(table))
+    if note:
+        result["toml_check"] = note
     if changed_keys and module._diff:
         result["diff"] = dict(before=before, after=after,
                               before_header=path if exists else "/dev/null", after_header=path)
@@ -184,7 +195,11 @@ def main():
     if not module.check_mode and os.path.exists(path):
         file_args = module.load_file_common_arguments(module.params)
         result["changed"] = module.set_fs_attributes_if_different(file_args, result["changed"])
-    module.exit_json(**result)
+    return result
+
+
+def main():
+    run_module(ARGUMENT_SPEC, merge_file, add_file_common_args=True)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,9 @@ import pytest
 from ansible_collections.gpufleet.cluster.plugins.module_utils.toml_merge import (
     TomlMergeError,
     merge,
+    merge_checked,
     same_value,
+    split_lines,
 )
 
 tomllib = pytest.importorskip("tomllib") if sys.version_info >= (3, 11) else pytest.importorskip("tomli")
@@ -129,3 +131,102 @@ def test_bad_values_are_refused():
         merge("", ["a"], {"b": {"nested": 1}})
     with pytest.raises(TomlMergeError, match="line 1"):
         merge('a = "unterminated\n', ["x"], {"k": 1})
+
+
+# ---------------------------------------------------------------- the output is parsed and means the merge
+
+def checked(text, path, values):
+    return merge_checked(text, path, values, loads=tomllib.loads)
+
+
+def test_checked_merge_means_the_original_plus_the_values():
+    text, changed, note = checked(DEBIAN_WITH_KATA, RUNTIMES + ["nvidia"], {"runtime_type": "io.containerd.runc.v2"})
+    assert changed == ["runtime_type"] and note is None
+    doc = tomllib.loads(text)
+    assert doc["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"]["nvidia"] == {
+        "runtime_type": "io.containerd.runc.v2"}
+
+
+def test_a_second_identical_merge_is_a_no_op():
+    values = {"BinaryName": "/usr/bin/nvidia-container-runtime", "SystemdCgroup": True, "Weird": "a\x7f\u2028\x85b"}
+    first, changed, _ = checked(DEBIAN_WITH_KATA, RUNTIMES + ["nvidia", "options"], values)
+    assert sorted(changed) == ["BinaryName", "SystemdCgroup", "Weird"]
+    second, changed, note = checked(first, RUNTIMES + ["nvidia", "options"], values)
+    assert second == first and changed == [] and note is None
+
+
+def test_already_there_in_another_spelling_is_a_no_op():
+    text = "[a]\nname = 'x'\nn = 0x10\n"
+    assert checked(text, ["a"], {"name": "x", "n": 16}) == (text, [], None)
+
+
+def test_a_key_named_like_an_existing_sub_table_is_refused_by_name():
+    text = "[a]\nx = 1\n[a.b]\ny = 2\n"
+    with pytest.raises(TomlMergeError, match=r"key b of \[a\] names an existing table \[a\.b\]"):
+        checked(text, ["a"], {"b": 1})
+
+
+def test_a_table_path_through_a_value_is_refused_by_name():
+    with pytest.raises(TomlMergeError, match=r"key a is a int, not a table"):
+        checked("a = 1\n", ["a", "b"], {"c": 1})
+
+
+@pytest.mark.parametrize("value", ["del\x7fhere", "bell\x07", "nul\x00", "esc\x1b[0m", "nel\x85line",
+                                   "ls\u2028ps\u2029", "vt\x0bff\x0c", "fs\x1cgs\x1drs\x1e", "tab\tok",
+                                   "quote\" back\\slash", "crlf\r\n"])
+def test_control_characters_and_line_separators_are_escaped(value):
+    text, changed, _ = checked("# top\n[t]\nkeep = 1\n", ["t"], {"s": value, "k\x7fey": value})
+    assert sorted(changed) == ["k\x7fey", "s"]
+    assert tomllib.loads(text)["t"] == {"keep": 1, "s": value, "k\x7fey": value}
+    raw_line = [line for line in text.split("\n") if line.startswith("s = ")][0]
+    for char in "\x7f\x85\u2028\u2029\x00\x07\x0b\x0c\x1b":
+        assert char not in raw_line
+
+
+def test_nel_and_line_separators_inside_existing_strings_and_comments_do_not_split_lines():
+    text = ('title = "one\u2028two\x85three"  # comment with \u2028 and \x85 inside\n'
+            "[t]\n# another \u2029 comment\nkeep = 'a\u2028b'\n")
+    assert tomllib.loads(text)["title"] == "one\u2028two\x85three"
+    assert split_lines(text)[0].startswith('title = "one\u2028two')
+    new, changed, _ = checked(text, ["t"], {"added": True})
+    assert changed == ["added"]
+    doc = tomllib.loads(new)
+    assert doc["title"] == "one\u2028two\x85three" and doc["t"] == {"keep": "a\u2028b", "added": True}
+    assert new.startswith(text.split("\n", maxsplit=1)[0] + "\n")  # the first line kept byte for byte
+    again, changed, _ = checked(new, ["t"], {"added": True})
+    assert again == new and changed == []
+
+
+def test_bool_is_not_one():
+    text = "[t]\nflag = 1\n"
+    new, changed, _ = checked(text, ["t"], {"flag": True})
+    assert changed == ["flag"] and tomllib.loads(new)["t"]["flag"] is True
+
+
+def test_invalid_original_is_refused_untouched():
+    with pytest.raises(TomlMergeError, match="not valid TOML before the merge"):
+        checked("[a]\nx = \n", ["a"], {"y": 1})
+
+
+def test_a_result_that_would_not_parse_is_refused(monkeypatch):
+    from ansible_collections.gpufleet.cluster.plugins.module_utils import toml_merge
+
+    monkeypatch.setattr(toml_merge, "merge", lambda text, path, values: (text + "[a]\n", ["y"]))
+    with pytest.raises(TomlMergeError, match=r"setting y in \[a\] would write invalid TOML"):
+        toml_merge.merge_checked("[a]\nx = 1\n", ["a"], {"y": 1}, loads=tomllib.loads)
+
+
+def test_a_result_of_another_meaning_is_refused_naming_the_key(monkeypatch):
+    from ansible_collections.gpufleet.cluster.plugins.module_utils import toml_merge
+
+    monkeypatch.setattr(toml_merge, "merge", lambda text, path, values: ("[a]\nx = 1\ny = 2\n", ["y"]))
+    with pytest.raises(TomlMergeError, match=r"at key a\.y \(setting y in \[a\]\)"):
+        toml_merge.merge_checked("[a]\nx = 1\n", ["a"], {"y": 1}, loads=tomllib.loads)
+
+
+def test_without_a_parser_the_check_is_skipped_with_a_note(monkeypatch):
+    from ansible_collections.gpufleet.cluster.plugins.module_utils import toml_merge
+
+    monkeypatch.setattr(toml_merge, "toml_loads", lambda: None)
+    text, changed, note = toml_merge.merge_checked("", ["a"], {"x": 1})
+    assert changed == ["x"] and "not parsed back" in note and "tomli" in note
