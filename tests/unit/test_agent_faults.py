@@ -1,0 +1,352 @@
+"""The agent under faults of the outside world (docs/contracts.md, "Node health agent", "Time"):
+table-driven, each row one way a reading or an outlet can fail and the verdict/behaviour asserted.
+
+- its own state file damaged or wrongly typed: set aside, the cycle goes on and publishes;
+- the disk full (a real 16 KiB tmpfs, mounted for the test): health.json not written, and
+  Kubernetes, Slurm and metrics are still told;
+- a slow-loris API server (a byte every 0.3 s) and one that never answers: the cycle ends within
+  its bound, Slurm is drained anyway, the next cycle skips only the busy outlet;
+- credentials over plain http refused, a redirect to another origin never followed;
+- time: results and heartbeats from the future are unknown, never fresh, in several TZ values.
+"""
+
+import json
+import os
+import socket
+import subprocess
+import threading
+import time
+
+import pytest
+from ansible_collections.gpufleet.cluster.plugins.filter.agent_status import node_checks
+from ansible_collections.gpufleet.cluster.plugins.module_utils import agent, agent_publish, clock, gate
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_kube import KubePublisher
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_slurm import SlurmPublisher
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_node import KubeClient, KubeError
+from ansible_collections.gpufleet.cluster.plugins.module_utils.nvml import NvmlAdapter
+from fake_kube_api.server import FakeKubeAPI
+from nvml_scenarios import NODES, fake_with
+from runners import ScriptedRunner
+
+DGX = os.path.join(NODES, "dgx-h100")
+OPTIONS = {"gpu": {"expected_count": 8, "expected_driver_version": "580", "xid_source": "none"},
+           "rdma": {"expected_devices": 9, "min_rate_gbps": 200}}
+NOW = 1700000000.0
+
+
+def show(state="IDLE", reason=None):
+    line = "NodeName=dgx-1 Arch=x86_64 State=%s Partitions=gpu" % state
+    return line + (" Reason=%s [root@2025-11-20T08:00:00]" % reason if reason else "")
+
+
+@pytest.fixture(autouse=True)
+def no_busy_publishers():
+    agent_publish._BUSY.clear()
+    yield
+    agent_publish._BUSY.clear()
+
+
+def make_agent(tmp_path, scenario="h100-gpu-is-lost", state_dir=None, **extra):
+    state = state_dir or tmp_path / "state"
+    os.makedirs(str(state), exist_ok=True)
+    config = {"node_name": "dgx-1", "state_dir": str(state), "node_validate": dict(OPTIONS, root=DGX)}
+    config.update(extra)
+    lines = []
+    instance = agent.Agent(config, log=lines.append, runner=ScriptedRunner(),
+                           nvml=NvmlAdapter(fake_with(scenario)), clock=lambda: NOW)
+    return instance, lines
+
+
+# -- the state file ------------------------------------------------------------------------------------
+DAMAGED_STATES = {
+    "empty": b"",
+    "truncated JSON": b'{"checks": {"gpu.count|node": {"fails": 1',
+    "not UTF-8": b"\xff\xfe\x00garbage",
+    "null": b"null",
+    "a list": b"[]",
+    "checks a list": b'{"checks": []}',
+    "healthy a string": b'{"healthy": "yes", "checks": {}}',
+    "cycle a string": b'{"cycle": "3"}',
+    "cycle negative": b'{"cycle": -1}',
+    "counter a string": b'{"checks": {"gpu.count|node": {"fails": "x"}}}',
+    "failing a number": b'{"checks": {"gpu.count|node": {"failing": 1}}}',
+    "entry not a dict": b'{"checks": {"gpu.count|node": 3}}',
+    "key without target": b'{"checks": {"gpu.count": {"fails": 1}}}',
+}
+
+
+@pytest.mark.parametrize("content", list(DAMAGED_STATES.values()), ids=list(DAMAGED_STATES))
+def test_a_damaged_state_file_is_set_aside_and_the_cycle_goes_on(tmp_path, content):
+    instance, lines = make_agent(tmp_path)
+    state_file = tmp_path / "state" / "agent-state.json"
+    state_file.write_bytes(content)
+    assert instance.cycle() == 0
+    result = json.loads((tmp_path / "state" / "health.json").read_text())
+    assert result["agent"]["healthy"] is False  # the lost GPU is reported at once, not frozen
+    assert result["agent"]["failing"][0]["id"] in ("gpu.count", "gpu.lost")
+    set_aside = [n for n in os.listdir(str(tmp_path / "state")) if n.startswith("agent-state.json.damaged-")]
+    assert len(set_aside) == 1 and (tmp_path / "state" / set_aside[0]).read_bytes() == content
+    assert json.loads(state_file.read_text())["cycle"] == 1  # fresh state, written again
+    assert "is damaged" in lines[0] and "the cycle goes on from fresh state" in lines[0]
+    # and the next cycle reads its own state again
+    assert instance.cycle() == 0
+    assert json.loads(state_file.read_text())["cycle"] == 2
+
+
+def test_an_unreadable_state_file_is_set_aside(tmp_path):
+    instance, lines = make_agent(tmp_path)
+    (tmp_path / "state" / "agent-state.json").mkdir()  # EISDIR on open
+    assert instance.cycle() == 0
+    assert json.loads((tmp_path / "state" / "health.json").read_text())["cycle"] == 1
+    assert "unreadable" in lines[0]
+
+
+# -- a full disk ---------------------------------------------------------------------------------------
+@pytest.fixture
+def full_fs(tmp_path):
+    """A real 16 KiB tmpfs, filled to the last byte (needs root and mount; skipped otherwise)."""
+    mount = tmp_path / "full"
+    mount.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(mount)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip("mount -t tmpfs refused here: %s" % done.stderr.decode().strip())
+    try:
+        fd = os.open(str(mount / "filler"), os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            while os.write(fd, b"\0" * 512):
+                pass
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=False)
+
+
+def test_a_full_disk_does_not_stop_publishing(tmp_path, full_fs):
+    with FakeKubeAPI() as api:
+        api.add_node("dgx-1")
+        runner = ScriptedRunner({("scontrol", "show", "node", "dgx-1", "-o"): (0, show(), ""),
+                                 "scontrol": (0, "", "")})
+        (tmp_path / "textfile").mkdir()
+        instance, lines = make_agent(tmp_path, state_dir=full_fs, textfile_dir=str(tmp_path / "textfile"))
+        instance.kube = KubePublisher(KubeClient(api.url, token=api.token, allow_plain_http=True), "dgx-1",
+                                      clock=lambda: NOW)
+        instance.slurm = SlurmPublisher("dgx-1", runner)
+        assert instance.cycle() == 0
+        assert any("health.json not written" in line and "No space left on device" in line for line in lines), lines
+        assert not os.path.exists(str(full_fs / "health.json"))
+        condition = gate.find_condition(api.node("dgx-1"))
+        assert condition["status"] == "False"  # Kubernetes was told
+        assert ["scontrol", "update", "NodeName=dgx-1", "State=DRAIN",
+                "Reason=gpufleet: %s" % condition["message"].split(":")[0]] in runner.calls  # Slurm was told
+        assert "gpufleet_node_healthy 0" in (tmp_path / "textfile" / "gpufleet.prom").read_text()  # metrics too
+        assert instance.outcomes == {"metrics": "ok", "kubernetes": "ok", "slurm": "ok"}
+
+
+# -- slow and silent API servers -----------------------------------------------------------------------
+class BadServer(object):
+    """A TCP server that reads the request and then trickles ``answer`` a byte every ``pause``
+    seconds (slow loris), or never answers (``answer=None``), or answers at once."""
+
+    def __init__(self, answer=None, pause=0.3):
+        self.answer = answer
+        self.pause = pause
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.stop = threading.Event()
+        self.requests = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    @property
+    def url(self):
+        return "http://127.0.0.1:%d" % self.sock.getsockname()[1]
+
+    def _serve(self):
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
+
+    def _one(self, conn):
+        try:
+            self.requests.append(conn.recv(65536))
+            if self.answer is None:
+                self.stop.wait(30)
+            elif self.pause:
+                for byte in self.answer:
+                    if self.stop.is_set():
+                        break
+                    conn.sendall(bytes([byte]))
+                    time.sleep(self.pause)
+            else:
+                conn.sendall(self.answer)
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+    def close(self):
+        self.stop.set()
+        self.sock.close()
+
+
+SLOW_ANSWER = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 400\r\n\r\n" + b" " * 400
+
+
+@pytest.mark.parametrize("answer", [SLOW_ANSWER, None], ids=["slow-loris", "never-answers"])
+def test_a_request_is_bounded_by_its_timeout(answer):
+    server = BadServer(answer)
+    try:
+        client = KubeClient(server.url, token="t0ken", timeout=1.0, allow_plain_http=True)
+        start = time.monotonic()
+        with pytest.raises(KubeError, match="no complete answer to GET /api/v1/nodes/dgx-1 within 1.0 s"):
+            client.get_node("dgx-1")
+        assert time.monotonic() - start < 3.0
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize("answer", [SLOW_ANSWER, None], ids=["slow-loris", "never-answers"])
+def test_a_hung_api_server_delays_neither_the_slurm_drain_nor_the_next_cycle(tmp_path, answer):
+    server = BadServer(answer)
+    try:
+        runner = ScriptedRunner({("scontrol", "show", "node", "dgx-1", "-o"): (0, show(), ""),
+                                 "scontrol": (0, "", "")})
+        instance, lines = make_agent(tmp_path, publish_timeout=1.5)
+        # the client's own timeout is long: the cycle's publish deadline is what bounds it
+        instance.kube = KubePublisher(KubeClient(server.url, token="t0ken", timeout=60, allow_plain_http=True),
+                                      "dgx-1", clock=lambda: NOW)
+        instance.slurm = SlurmPublisher("dgx-1", runner)
+        start = time.monotonic()
+        assert instance.cycle() == 0
+        took = time.monotonic() - start
+        assert took < 1.5 + 2.0, took  # the bound: the checks plus publish_timeout
+        assert any(call[:2] == ["scontrol", "update"] and "State=DRAIN" in call for call in runner.calls)
+        assert instance.outcomes["slurm"] == "ok" and instance.outcomes["kubernetes"] in ("timeout", "error")
+        assert any("kubernetes: not updated" in line for line in lines)
+        # the next cycle: Slurm again at once; Kubernetes skipped while the last request still hangs, or retried
+        runner.calls.clear()
+        start = time.monotonic()
+        assert instance.cycle() == 0
+        assert time.monotonic() - start < 1.5 + 2.0
+        assert any(call[:3] == ["scontrol", "show", "node"] for call in runner.calls)
+    finally:
+        server.close()
+
+
+# -- credentials ---------------------------------------------------------------------------------------
+def test_credentials_are_never_sent_over_plain_http():
+    server = BadServer(SLOW_ANSWER, pause=0)
+    try:
+        for kwargs in ({"token": "t0ken"}, {"token_file": "/nonexistent"}, {"cert_file": "/nonexistent"}):
+            with pytest.raises(KubeError, match="plain http://: refusing to send"):
+                KubeClient(server.url, **kwargs)
+        assert server.requests == []
+    finally:
+        server.close()
+
+
+def test_check_config_explains_the_plain_http_refusal(tmp_path, capsys):
+    path = tmp_path / "agent.json"
+    path.write_text(json.dumps({"node_validate": {"root": DGX}, "kubernetes": {
+        "enabled": True, "server": "http://api.example:6443", "token_file": "/var/run/token"}}))
+    assert agent.main(["--check-config", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "plain http://" in out and "refuses to send its bearer token" in out
+    path.write_text(json.dumps({"node_validate": {"root": DGX}, "kubernetes": {
+        "enabled": True, "server": "https://api.example:6443", "token_file": "/var/run/token"}}))
+    assert agent.main(["--check-config", str(path)]) == 0
+
+
+def test_a_redirect_is_never_followed_and_the_token_never_reaches_the_other_origin():
+    other = BadServer(SLOW_ANSWER, pause=0)
+    redirect = ("HTTP/1.1 307 Temporary Redirect\r\nLocation: %s/api/v1/nodes/dgx-1\r\nContent-Length: 0\r\n\r\n"
+                % other.url).encode()
+    server = BadServer(redirect, pause=0)
+    try:
+        client = KubeClient(server.url, token="t0ken-secret", timeout=5, allow_plain_http=True)
+        with pytest.raises(KubeError, match="redirect .*not followed, credentials are never sent to another origin"):
+            client.get_node("dgx-1")
+        time.sleep(0.2)
+        assert other.requests == []
+        assert b"t0ken-secret" in server.requests[0]
+    finally:
+        server.close()
+        other.close()
+
+
+# -- time ----------------------------------------------------------------------------------------------
+@pytest.fixture(params=["UTC", "America/New_York", "Asia/Kolkata", "Australia/Lord_Howe", "Pacific/Chatham"])
+def zone(request):
+    old = os.environ.get("TZ")
+    os.environ["TZ"] = request.param
+    time.tzset()
+    yield request.param
+    if old is None:
+        del os.environ["TZ"]
+    else:
+        os.environ["TZ"] = old
+    time.tzset()
+
+
+FRESHNESS = [
+    # (age of the stamp in seconds, verdict); max_age 300, tolerance 60
+    (0, clock.FRESH), (299, clock.FRESH), (301, clock.STALE), (-59, clock.FRESH), (-61, clock.FUTURE),
+    (-86400 * 365, clock.FUTURE),
+]
+
+
+@pytest.mark.parametrize("age,verdict", FRESHNESS)
+def test_freshness_in_every_time_zone(zone, age, verdict):
+    assert clock.freshness(NOW - age, NOW, 300)[0] == verdict
+    # a DST night: 2026-03-08 (US) and 2026-04-05 (southern hemisphere) change nothing in UTC
+    for text in ("2026-03-08T07:30:00Z", "2026-04-05T02:30:00Z", "2026-11-01T06:30:00Z"):
+        assert clock.utc_text(clock.parse_utc(text)) == text
+
+
+@pytest.mark.parametrize("bad", [None, "", "yesterday", float("nan"), float("inf"), True, "1e400"])
+def test_an_unusable_stamp_is_unknown(bad):
+    assert clock.freshness(bad, NOW, 300)[0] == clock.UNKNOWN
+
+
+def test_a_result_from_the_future_is_unknown_to_npd(zone):
+    result = {"generated_at": NOW + 3600, "agent": {"healthy": True, "failing": []}}
+    code, message = agent.npd_status(result, NOW)
+    assert code == agent.NPD_UNKNOWN and "in the future" in message
+
+
+def test_a_heartbeat_from_the_future_is_not_fresh(zone):
+    future = clock.utc_text(NOW + 3600)
+    node = {"status": {"conditions": [{"type": gate.CONDITION_TYPE, "status": "True", "reason": gate.PASS_REASON,
+                                       "message": "all gpufleet checks pass", "lastHeartbeatTime": future,
+                                       "lastTransitionTime": future}]}}
+    patch, _changed = gate.condition_write(node, True, [], NOW, 300)
+    assert patch is not None  # rewritten with this clock's time
+    checks = node_checks(node, NOW, 300)
+    assert checks[0]["status"] == "fail" and "in the future" in checks[0]["message"]
+    fresh = dict(node["status"]["conditions"][0], lastHeartbeatTime=clock.utc_text(NOW - 30))
+    assert gate.condition_write({"status": {"conditions": [fresh]}}, True, [], NOW, 300)[0] is None
+    assert node_checks({"status": {"conditions": [fresh]}}, NOW, 300)[0]["status"] == "pass"
+
+
+def test_a_stale_or_future_healthy_result_never_resumes_a_slurm_node(tmp_path, capsys, monkeypatch):
+    runner = ScriptedRunner({("scontrol", "show", "node", "dgx-1", "-o"): (0, show("IDLE+DRAIN", "gpufleet: gpu.xid[gpu3]"), ""),
+                             "scontrol": (0, "", "")})
+    monkeypatch.setattr(SlurmPublisher, "from_config", classmethod(lambda cls, config: cls("dgx-1", runner)))
+    for stamp in (NOW + 3600, NOW - 3600):
+        (tmp_path / "health.json").write_text(json.dumps({"generated_at": stamp, "agent": {"healthy": True, "failing": []}}))
+        assert agent.slurm_health_check({"state_dir": str(tmp_path)}, now=NOW) == 0
+        assert "not current, node left as it is" in capsys.readouterr().out
+    assert runner.calls == []
+    # an unhealthy verdict is acted on whatever its age (fail closed)
+    (tmp_path / "health.json").write_text(json.dumps({"generated_at": NOW - 3600, "agent": {
+        "healthy": False, "failing": [{"id": "gpu.lost", "target": "gpu1", "status": "fail", "message": "lost"}]}}))
+    assert agent.slurm_health_check({"state_dir": str(tmp_path)}, now=NOW) == 0
+    assert ["scontrol", "update", "NodeName=dgx-1", "State=DRAIN", "Reason=gpufleet: gpu.lost[gpu1]"] in runner.calls
