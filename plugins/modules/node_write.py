@@ -1,0 +1,410 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: node_write
+short_description: One guarded write of a Kubernetes Node (cordon, taint, release, health gate, annotations)
+version_added: 0.1.0
+description:
+  - Reads the Node O(node), computes from what was read the JSON merge patch that carries out
+    O(mode) (the gate's decision and patch of docs/contracts.md, "The gate's decision"), and sends
+    it carrying the C(metadata.resourceVersion) it was computed from. When another writer changed
+    the Node in between, the API server answers 409 Conflict instead of applying a patch built
+    from a stale read; the Node is then read and the patch computed again, O(retries) attempts in
+    all, then the module fails with nothing of this attempt written.
+  - Only what changes is sent; nothing at all is sent when the Node already is as wanted (no
+    change, no resourceVersion bump). Taints of other owners are kept (C(spec.taints) has no merge
+    key, so the whole list is sent, with only ours replaced).
+  - The write of role C(gpufleet.cluster.node_gate) (kubernetes backend) and, through the same
+    C(module_utils/gate.py), of the node health agent.
+  - Talks to the API server with Python's C(http.client) (no kubernetes client needed, only PyYAML
+    to read the kubeconfig); run it where O(kubeconfig) is, for example delegated to the first
+    control plane host. A bearer token or client certificate is never sent over plain C(http://)
+    unless O(allow_plain_http), and redirects are never followed.
+author:
+  - gpufleet contributors (@gpufleet)
+options:
+  kubeconfig:
+    description:
+      - Kubeconfig file (on the host the module runs on). Its current context is used, or
+        O(context). Error messages name the file, never its content.
+    type: path
+    required: true
+  context:
+    description: Context of O(kubeconfig) to use instead of its current context.
+    type: str
+  node:
+    description: Name of the Node object.
+    type: str
+    required: true
+  mode:
+    description:
+      - What to write.
+      - C(cordon) sets C(spec.unschedulable).
+      - C(taint) cordons, puts our taint C(<taint_key>=<value>:<taint_effect>) (value O(taint_value),
+        or derived from O(reason)) and the reason annotation O(reason_annotation) in one write, so
+        a held node is never tainted without being cordoned.
+      - C(release) removes our taint and the reason annotation and uncordons, in one write.
+      - C(health) is the health gate; from O(results) (a check failing under O(fail_on), or no
+        result at all, holds the node back) it sets or removes our taint and the reason annotation,
+        and sets the labels C(gpufleet.io/healthy), C(gpufleet.io/failed-check) and O(labels).
+        It neither cordons nor uncordons.
+      - C(annotate) sets O(annotations) (a null value removes one); other annotations are kept.
+    type: str
+    required: true
+    choices: [cordon, taint, release, health, annotate]
+  results:
+    description:
+      - Mode C(health) only. Check results (C(checks), C(summary), C(healthy), see
+        docs/contracts.md), for example registered from C(gpufleet.cluster.node_validate); one dict
+        or a list of them. None at all holds the node back (fail closed), as does a result that
+        says C(failed) or C(healthy=false).
+    type: raw
+  fail_on:
+    description: Mode C(health) only. C(fail) holds a node back on failing checks, C(warn) on warnings too.
+    type: str
+    choices: [fail, warn]
+    default: fail
+  taint_key:
+    description: Key of our taint (tier variable C(gpufleet_gate_taint_key)).
+    type: str
+    default: gpufleet.io/unhealthy
+  taint_effect:
+    description: Effect of our taint.
+    type: str
+    choices: [NoSchedule, PreferNoSchedule, NoExecute]
+    default: NoSchedule
+  reason:
+    description:
+      - Mode C(taint) only, and required there. Why the node is held back; written to the
+        annotation O(reason_annotation). Ignored by the other modes (C(health) derives the reason
+        from O(results)).
+    type: str
+  taint_value:
+    description:
+      - Mode C(taint) only. Value of our taint, made label-safe (63 characters at most). Empty
+        derives it from O(reason).
+    type: str
+  reason_annotation:
+    description:
+      - Annotation holding the full reason (modes C(taint), C(release), C(health)).
+      - Default is O(taint_key) followed by C(-reason).
+    type: str
+  annotations:
+    description:
+      - Mode C(annotate) only, and required there (not empty). Annotations to set, string values;
+        a null value removes the annotation.
+    type: dict
+  labels:
+    description:
+      - Mode C(health) only. Extra labels to set with the gate's labels (string values, a null
+        value removes one), for example from the filter C(gpufleet.cluster.gpufleet_node_labels).
+        The gate's own labels win over a label of the same name.
+    type: dict
+  retries:
+    description: Attempts in all when the API server answers 409 Conflict; at least 1.
+    type: int
+    default: 5
+  timeout:
+    description: Seconds each request to the API server may take, answer included.
+    type: float
+    default: 10
+  allow_plain_http:
+    description:
+      - Send the kubeconfig's credentials to a plain C(http://) server. Only for a local test
+        double or a lab; off, such a server is refused before any request is sent.
+    type: bool
+    default: false
+extends_documentation_fragment:
+  - gpufleet.cluster.attributes
+attributes:
+  check_mode:
+    support: full
+    details:
+      - Reads the Node and returns the patch it would send (RV(patch)) and C(changed=true)
+        when that patch would change the Node; sends no write at all (not even a server-side dry
+        run).
+  diff_mode:
+    support: none
+    details:
+      - The patch is returned in C(patch).
+notes:
+  - Needs PyYAML on the host it runs on (a JSON kubeconfig works without it).
+  - Verified against the in-process API server double of C(tests/fake_kube_api) only.
+"""
+
+EXAMPLES = r"""
+- name: Hold the node back (cordon, taint, reason annotation)
+  gpufleet.cluster.node_write:
+    kubeconfig: /etc/kubernetes/admin.conf
+    node: gpu-node-17
+    mode: taint
+    reason: "validation failed: gpu.ecc.volatile_uncorrectable:gpu3"
+    taint_value: gpu.ecc.volatile_uncorrectable
+  delegate_to: "{{ groups['kube_control_plane'][0] }}"
+
+- name: Health gate from node_validate results, with the description labels
+  gpufleet.cluster.node_write:
+    kubeconfig: /etc/kubernetes/admin.conf
+    node: "{{ inventory_hostname }}"
+    mode: health
+    results: "{{ validation }}"
+    labels: "{{ ansible_facts | gpufleet.cluster.gpufleet_node_labels(gpus=validation.gpus | default([])) }}"
+  delegate_to: "{{ groups['kube_control_plane'][0] }}"
+  register: gate
+
+- name: Remove an annotation
+  gpufleet.cluster.node_write:
+    kubeconfig: /etc/kubernetes/admin.conf
+    node: gpu-node-17
+    mode: annotate
+    annotations:
+      gpufleet.io/upgrade-state: null
+  delegate_to: "{{ groups['kube_control_plane'][0] }}"
+"""
+
+RETURN = r"""
+patch:
+  description:
+    - The JSON merge patch sent (in check mode, the one that would be sent), carrying
+      C(metadata.resourceVersion); null when nothing needed to change.
+  returned: always
+  type: dict
+  sample: {metadata: {resourceVersion: "1042", annotations: {gpufleet.io/unhealthy-reason: "reboot required"}},
+           spec: {unschedulable: true, taints: [{key: gpufleet.io/unhealthy, value: reboot-required, effect: NoSchedule}]}}
+attempts:
+  description: Reads of the Node (1, plus one for each 409 Conflict).
+  returned: always
+  type: int
+  sample: 1
+decision:
+  description:
+    - The gate's decision computed from the Node as last read (filter C(gpufleet.cluster.health_gate_patch)
+      returns the same), with C(healthy), C(failed_check), C(failed_checks), C(reason), C(taint),
+      C(labels), C(taints) and C(changed_taints).
+  returned: when O(mode) is C(health), C(taint) or C(release)
+  type: dict
+  sample: {healthy: false, failed_check: gpu.ecc.volatile_uncorrectable,
+           failed_checks: ["gpu.ecc.volatile_uncorrectable:gpu3"],
+           reason: "validation failed: gpu.ecc.volatile_uncorrectable:gpu3",
+           taint: {key: gpufleet.io/unhealthy, value: gpu.ecc.volatile_uncorrectable, effect: NoSchedule},
+           labels: {gpufleet.io/failed-check: gpu.ecc.volatile_uncorrectable, gpufleet.io/healthy: "false"},
+           taints: [{key: gpufleet.io/unhealthy, value: gpu.ecc.volatile_uncorrectable, effect: NoSchedule}],
+           changed_taints: true}
+node_status:
+  description:
+    - The Node after the write (as read when nothing was sent, and in check mode), in the shape of
+      role node_gate's fact C(node_gate_status) (without C(simulated) and C(drained)).
+  returned: success
+  type: dict
+  contains:
+    backend:
+      description: Always C(kubernetes).
+      type: str
+    node:
+      description: Name of the Node.
+      type: str
+    cordoned:
+      description: C(spec.unschedulable).
+      type: bool
+    taint:
+      description: Our taint (key O(taint_key)), or null.
+      type: dict
+    reason:
+      description: Value of the annotation O(reason_annotation), empty when there is none.
+      type: str
+    taints:
+      description: Every taint of the Node.
+      type: list
+      elements: dict
+    annotations:
+      description: Every annotation of the Node.
+      type: dict
+    resource_version:
+      description: C(metadata.resourceVersion).
+      type: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.cluster.plugins.module_utils import module_cache
+
+module_cache.activate()  # before the other module_utils: compiled once per node, not per run
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils import gate
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_node import (
+    ApiStatusError,
+    ConflictError,
+    KubeconfigClient,
+    KubeError,
+    guarded_write,
+)
+
+MODES = ("cordon", "taint", "release", "health", "annotate")
+DECIDING_MODES = ("taint", "release", "health")
+
+ARGUMENT_SPEC = dict(
+    kubeconfig=dict(type="path", required=True),
+    context=dict(type="str"),
+    node=dict(type="str", required=True),
+    mode=dict(type="str", required=True, choices=list(MODES)),
+    results=dict(type="raw"),
+    fail_on=dict(type="str", default="fail", choices=list(gate.GATE_FAIL_ON)),
+    taint_key=dict(type="str", default=gate.DEFAULT_TAINT_KEY, no_log=False),
+    taint_effect=dict(type="str", default="NoSchedule", choices=list(gate.EFFECTS)),
+    reason=dict(type="str"),
+    taint_value=dict(type="str"),
+    reason_annotation=dict(type="str"),
+    annotations=dict(type="dict"),
+    labels=dict(type="dict"),
+    retries=dict(type="int", default=5),
+    timeout=dict(type="float", default=10.0),
+    allow_plain_http=dict(type="bool", default=False),
+)
+
+
+class WriteError(Exception):
+    """Bad input or a failed write; the message names the option or the Node."""
+
+
+def check_params(params):
+    """The options' meaning beyond their types; WriteError naming the option."""
+    mode = params["mode"]
+    if not (params["node"] or "").strip():
+        raise WriteError("option node must name a Node")
+    if not (params["taint_key"] or "").strip():
+        raise WriteError("option taint_key must not be empty")
+    if params["retries"] < 1:
+        raise WriteError("option retries must be at least 1 (got %d)" % params["retries"])
+    if params["timeout"] <= 0:
+        raise WriteError("option timeout must be more than 0 seconds (got %s)" % params["timeout"])
+    if mode == "taint" and not (params["reason"] or "").strip():
+        raise WriteError("option reason is required by mode taint (why the node is held back)")
+    for option in ("annotations", "labels"):
+        value = params[option]
+        wrong = sorted(str(k) for k, v in (value or {}).items() if v is not None and not isinstance(v, str))
+        if wrong:
+            raise WriteError("option %s: values must be strings or null (to remove one); not so for %s"
+                             % (option, ", ".join(wrong)))
+    if mode == "annotate" and not params["annotations"]:
+        raise WriteError("option annotations is required by mode annotate (annotation -> string, null removes it)")
+
+
+def reason_annotation(params):
+    return params["reason_annotation"] or params["taint_key"] + "-reason"
+
+
+def decide(params, node):
+    """The gate's decision from the Node as read (None for modes that decide nothing)."""
+    mode = params["mode"]
+    if mode not in DECIDING_MODES:
+        return None
+    try:
+        return gate.decide(params["results"] if mode == "health" else None,
+                           current_taints=gate.node_view(node)["taints"], effect=params["taint_effect"],
+                           key=params["taint_key"], fail_on=params["fail_on"],
+                           reason=params["reason"] if mode == "taint" else None,
+                           value=(params["taint_value"] or None) if mode == "taint" else None,
+                           release=mode == "release")
+    except gate.GateError as exc:
+        raise WriteError("option results: %s" % exc if mode == "health" else str(exc))
+
+
+def node_status(params, node):
+    """node_gate_status (backend kubernetes) of the Node as given."""
+    view = gate.node_view(node)
+    ours = [t for t in view["taints"] if isinstance(t, dict) and t.get("key") == params["taint_key"]]
+    return {"backend": "kubernetes", "node": params["node"], "cordoned": view["cordoned"],
+            "taint": ours[0] if ours else None,
+            "reason": view["annotations"].get(reason_annotation(params), ""),
+            "taints": view["taints"], "annotations": view["annotations"],
+            "resource_version": view["resource_version"]}
+
+
+def merge_patch(target, patch):
+    """RFC 7386: ``patch`` applied to ``target`` (what check mode predicts)."""
+    if not isinstance(patch, dict):
+        return patch
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+def written_fields(node):
+    """What a gate write can change (an empty taint list and no list are the same, as
+    spec.unschedulable false and none: the API server drops empty fields)."""
+    view = gate.node_view(node)
+    return view["taints"], view["cordoned"], view["labels"], view["annotations"]
+
+
+def run(params, check_mode=False):
+    """The guarded write (or, in check mode, the read and the patch it would send) ->
+    {changed, patch, attempts, node_status[, decision]}. WriteError naming the option or the Node."""
+    check_params(params)
+    mode, name = params["mode"], params["node"]
+    decisions, reads = [], []
+
+    def compute(node):
+        reads.append(node)
+        decision = decide(params, node)
+        decisions.append(decision)
+        try:
+            return gate.node_write(node, mode, decision, reason_annotation=reason_annotation(params),
+                                   reason=params["reason"] if mode == "taint" else None,
+                                   annotations=params["annotations"], labels=params["labels"])
+        except gate.GateError as exc:
+            raise WriteError("%s of Node %s: %s" % (mode, name, exc))
+
+    try:
+        with KubeconfigClient(params["kubeconfig"], context=params["context"], timeout=params["timeout"],
+                              allow_plain_http=params["allow_plain_http"]) as client:
+            if check_mode:  # no write at all: what would be sent, from the Node as read
+                node = client.get_node(name)
+                patch = compute(node)
+                outcome = {"patch": patch, "attempts": 1, "node": node,
+                           "after": merge_patch(node, patch) if patch is not None else node}
+            else:
+                outcome = guarded_write(client, name, compute, retries=params["retries"])
+                outcome["after"] = outcome["node"]
+    except ConflictError:
+        raise WriteError(
+            "%s of %s was refused %d times with 409 Conflict (another writer kept changing the Node); nothing "
+            "was written by this attempt" % (mode, name, params["retries"]))
+    except ApiStatusError as exc:
+        if exc.code == 404:
+            raise WriteError("no Node named %s in the cluster of kubeconfig %s (option node)"
+                             % (name, params["kubeconfig"]))
+        raise WriteError("%s of %s failed: %s" % (mode, name, exc))
+    except KubeError as exc:
+        raise WriteError("%s of %s failed: %s" % (mode, name, exc))
+    # changed: the Node is (would be) different; the health gate always sends its labels and
+    # taints, which can leave the Node as it was
+    changed = outcome["patch"] is not None and written_fields(reads[-1]) != written_fields(outcome["after"])
+    result = {"changed": changed, "patch": outcome["patch"], "attempts": outcome["attempts"],
+              "node_status": node_status(params, outcome["node"])}
+    if mode in DECIDING_MODES:
+        result["decision"] = decisions[-1]
+    return result
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    try:
+        result = run(module.params, check_mode=module.check_mode)
+    except WriteError as exc:
+        module.fail_json(msg="node_write: %s" % exc)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
