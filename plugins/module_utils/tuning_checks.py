@@ -125,6 +125,9 @@ def _check_kubelet_policy(checks, reader, options):
     if not expected:
         return
     config, used, problem = effective_config(reader, options["kubelet_config"], options.get("kubelet_config_dir"))
+    base_problem = reader.problem(options["kubelet_config"].lstrip("/"))
+    if base_problem and base_problem.endswith(": empty"):
+        problem = base_problem  # an empty file reads as no field set: every field the kubelet's default
     if problem:
         failed = problem[len("cannot read /"):] if problem.startswith("cannot read /") else None
         why = reader.problem(failed) if failed else None
