@@ -98,7 +98,7 @@ def test_the_fake_raises_every_error_code_of_the_binding():
     pynvml = pytest.importorskip("pynvml")
     real = {name[len("NVML_ERROR_"):]: getattr(pynvml, name) for name in dir(pynvml) if name.startswith("NVML_ERROR_")}
     assert {name: getattr(FAKE, "NVML_ERROR_" + name) for name in ERRORS} == real
-    for name, code in real.items():
+    for code in real.values():
         fake_class = FAKE.nvmlExceptionClass(code)
         assert fake_class.__name__ == pynvml.nvmlExceptionClass(code).__name__
         assert isinstance(FAKE.NVMLError(code), fake_class) and FAKE.NVMLError(code).value == code
