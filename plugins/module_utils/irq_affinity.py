@@ -15,6 +15,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import os
+
 from ansible_collections.gpufleet.cluster.plugins.module_utils.cpulist import parse_cpulist
 
 
@@ -48,3 +50,38 @@ def hca_irqs(reader, devices=None):
             entry["irqs"].append({"irq": irq, "affinity_text": text, "affinity": parse_cpulist(text)})
         out.append(entry)
     return out
+
+
+def apply_affinity(reader, devices=None, check_mode=False):
+    """(result devices, moved count, errors) - writes ``local_cpulist`` to every HCA interrupt whose
+    affinity differs; nothing is written when any device cannot be read."""
+    entries = hca_irqs(reader, devices)
+    errors = [entry["problem"] for entry in entries if entry["problem"]]
+    if not entries:
+        errors.append("no RDMA device under /sys/class/infiniband")
+    out, moved = [], 0
+    for entry in entries:
+        result = {"device": entry["device"], "numa_node": entry["numa_node"],
+                  "local_cpulist": entry["local_cpulist"], "irqs": [irq["irq"] for irq in entry["irqs"]], "moved": []}
+        out.append(result)
+        if errors:
+            continue
+        for irq in entry["irqs"]:
+            if irq["affinity"] == entry["local_cpus"]:
+                continue
+            if irq["affinity_text"] is None:
+                errors.append("%s: cannot read /%s" % (entry["device"], affinity_path(irq["irq"])))
+                continue
+            result["moved"].append({"irq": irq["irq"], "before": irq["affinity_text"], "after": entry["local_cpulist"]})
+            moved += 1
+            if check_mode:
+                continue
+            try:
+                with open(reader.path(affinity_path(irq["irq"])), "w") as handle:
+                    handle.write(entry["local_cpulist"] + "\n")
+            except OSError as exc:
+                reason = os.strerror(exc.errno) if exc.errno else str(exc)
+                hint = {5: " (a kernel-managed interrupt)", 30: " (read-only /proc: a container?)",
+                        13: " (not root?)"}.get(exc.errno, "")
+                errors.append("%s: cannot write /%s: %s%s" % (entry["device"], affinity_path(irq["irq"]), reason, hint))
+    return out, moved, errors

@@ -28,11 +28,6 @@ PCI_DEVICES = "sys/bus/pci/devices"
 MLX5_MODULE = "sys/module/mlx5_core"
 OFED_INFO_TIMEOUT = 30
 
-MLX5_FACTS_ARGSPEC = {
-    "root": {"type": "path", "default": "/"},
-    "ofed_info": {"type": "path"},
-}
-
 # ASCII digits only, bounded: a state id or rate never becomes a huge or non-finite number.
 _STATE = re.compile(r"^\s*([0-9]{1,6})\s*:\s*(\S.{0,63}?)\s*$", re.ASCII)
 _RATE = re.compile(r"^\s*([0-9]{1,7}(?:\.[0-9]{1,6})?)\s*Gb/sec"
@@ -290,11 +285,9 @@ def gather_mlx5_facts(reader, runner, ofed_info=None):
 
 
 def check_mlx5_options(params):
-    """Errors (each naming its option) in mlx5_facts options beyond what types catch."""
+    """Errors (each naming its option) in mlx5_facts options beyond what types catch and the
+    framework's root check (framework.checked_root)."""
     errors = []
-    root = params.get("root") or "/"
-    if not os.path.isdir(root):
-        errors.append("option root: %s is not a directory" % root)
     path = params.get("ofed_info")
     if path:
         if not os.path.isfile(path):

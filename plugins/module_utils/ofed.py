@@ -13,15 +13,24 @@ Version forms met in the field::
     deb package       24.10.OFED.24.10.1.1.4.1-1            -> 24.10-1.1.4.1
     inbox driver      5.0-0  (or no version at all)
 
-Versions compare as tuples of integers (``5.9`` < ``23.04``). The loaded mlx5_core reports the
+Versions compare as tuples of integers (``5.9`` < ``23.04``) through the collection's one
+comparator, ``versions.compare_versions`` (missing trailing components count as 0); a value that is
+not a version is a ValueError naming it. The loaded mlx5_core reports the
 package version without its last component(s): ``23.10-1.1.9.0`` installed shows as
 ``23.10-1.1.9`` loaded, DOCA ``24.10-1.1.4.0.200`` as ``24.10-1.1.4``.
 """
 
 from __future__ import absolute_import, division, print_function
 
-
 import re
+from functools import cmp_to_key
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils.versions import (
+    compare_versions,
+    not_a_version,
+    parse_version,
+    version_matches,
+)
 
 FLAVORS = {
     "MLNX_OFED_LINUX": "mlnx_ofed",
@@ -82,38 +91,38 @@ def normalize_version(value):
 
 
 def version_tuple(value):
-    """Integer tuple of a version string (``5.8-1.0.1.1`` -> (5, 8, 1, 0, 1, 1)), or None."""
+    """Integer tuple of an OFED version string (``5.8-1.0.1.1`` -> (5, 8, 1, 0, 1, 1)): the
+    OFED normalisation (``normalize_version``; ``-`` separates components too), then the one
+    parser, ``versions.parse_version``. Raises ValueError naming the value when it is not one."""
     version = normalize_version(value)
     if version is None:
-        return None
+        raise not_a_version(value)
     try:
-        return tuple(int(part) for part in re.split(r"[.\-]", version) if part != "")
+        return parse_version(version.replace("-", "."))
+    except ValueError:
+        raise not_a_version(value)
+
+
+def _known(value):
+    """version_tuple(value), or None where None means "unknown" (a fact, a filter's answer)."""
+    try:
+        return version_tuple(value)
     except ValueError:
         return None
 
 
-def compare_versions(left, right):
-    """-1, 0 or 1 comparing two versions as integer tuples; None when either is unparseable."""
-    a = version_tuple(left)
-    b = version_tuple(right)
-    if a is None or b is None:
-        return None
-    return (a > b) - (a < b)
-
-
 def driver_at_least(loaded, minimum):
-    """Whether the loaded driver version meets ``minimum``; None when either is unparseable.
+    """Whether the loaded driver version meets ``minimum``; ValueError naming a side that is not a
+    version.
 
     A loaded mlx5_core cannot show components beyond its own length, so a longer minimum is
     cut to the loaded version's length (``24.10-1.1.4`` meets ``24.10-1.1.4.0.200``).
     """
     a = version_tuple(loaded)
     b = version_tuple(minimum)
-    if a is None or b is None:
-        return None
     if len(b) > len(a) and len(a) >= DRIVER_COMPONENTS:
         b = b[:len(a)]
-    return a >= b
+    return compare_versions(a, b) >= 0
 
 
 def loaded_matches_installed(loaded, installed):
@@ -122,15 +131,15 @@ def loaded_matches_installed(loaded, installed):
     Equal versions match; so does a loaded version equal to the package version without its
     last component (``23.10-1.1.9`` <-> ``23.10-1.1.9.0``) and, for DOCA build suffixes, any
     shorter prefix down to the five components mlx5_core reports (``24.10-1.1.4`` <->
-    ``24.10-1.1.4.0.200``). None when either side is unknown.
+    ``24.10-1.1.4.0.200``). None when either side is unknown (not a version).
     """
-    a = version_tuple(loaded)
-    b = version_tuple(installed)
+    a = _known(loaded)
+    b = _known(installed)
     if a is None or b is None:
         return None
     if a == b:
         return True
-    if len(a) < len(b) and b[:len(a)] == a:
+    if len(a) < len(b) and version_matches(b, a):
         return len(a) == len(b) - 1 or len(a) >= DRIVER_COMPONENTS
     return False
 
@@ -150,11 +159,7 @@ def version_compare(left, operator, right):
     """``left <operator> right`` on integer tuples. Raises ValueError on bad input."""
     if operator not in _OPERATORS:
         raise ValueError("unknown operator %r (use one of %s)" % (operator, ", ".join(OPERATORS)))
-    result = compare_versions(left, right)
-    if result is None:
-        bad = left if version_tuple(left) is None else right
-        raise ValueError("not a version: %r" % (bad,))
-    return _OPERATORS[operator](result)
+    return _OPERATORS[operator](compare_versions(version_tuple(left), version_tuple(right)))
 
 
 def best_match(host_version, available):
@@ -164,12 +169,12 @@ def best_match(host_version, available):
     component is dropped from either side (``23.10-1.1.9`` <-> ``23.10-1.1.9.0``); the highest
     version with the same major.minor. Returns the item of ``available`` as given, or None.
     """
-    host = version_tuple(host_version)
+    host = _known(host_version)
     if host is None or not available:
         return None
     candidates = []
     for item in available:
-        parsed = version_tuple(item)
+        parsed = _known(item)
         if parsed is not None:
             candidates.append((parsed, item))
     for parsed, item in candidates:
@@ -180,5 +185,5 @@ def best_match(host_version, available):
             return item
     same_minor = [c for c in candidates if c[0][:2] == host[:2] and len(host) >= 2]
     if same_minor:
-        return max(same_minor, key=lambda c: c[0])[1]
+        return max(same_minor, key=cmp_to_key(lambda x, y: compare_versions(x[0], y[0])))[1]
     return None

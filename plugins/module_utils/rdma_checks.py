@@ -18,7 +18,6 @@ gets readable ``skip`` results, unless ``expected_devices`` says devices should 
 from __future__ import absolute_import, division, print_function
 
 
-import copy
 import re
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import CheckResults
@@ -66,41 +65,29 @@ RDMA_OPTIONS = {
 }
 
 
-def rdma_options(options=None):
-    """``options`` completed with the RDMA_OPTIONS defaults (None counts as unset)."""
-    result = {}
-    options = options or {}
-    for name, spec in RDMA_OPTIONS.items():
-        value = options.get(name)
-        if value is None:
-            value = copy.deepcopy(spec.get("default"))
-        result[name] = value
-    return result
-
-
 def validate_options(options, prefix=""):
     """Errors (list of strings) naming the bad option as ``option <prefix><name>:``, beyond
     what the argument spec's types catch."""
     errors = []
-    opts = rdma_options(options)
-    if opts["link_layer"] not in LINK_LAYERS:
+    opts = options  # checked as given: the planner filled the defaults (validation.Family.defaults)
+    if opts.get("link_layer") is not None and opts["link_layer"] not in LINK_LAYERS:
         errors.append("option %slink_layer: %r is not one of %s"
                       % (prefix, opts["link_layer"], ", ".join(LINK_LAYERS)))
     for name in ("expected_devices", "max_symbol_errors", "max_link_downed"):
-        value = opts[name]
+        value = opts.get(name)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
             errors.append("option %s%s: must be a non-negative integer, got %r" % (prefix, name, value))
-    rate = opts["min_rate_gbps"]
+    rate = opts.get("min_rate_gbps")
     if rate is not None and not (is_finite_number(rate) and rate >= 0):
         errors.append("option %smin_rate_gbps: must be a non-negative number, got %r" % (prefix, rate))
-    if opts["min_ofed_version"] is not None:
+    if opts.get("min_ofed_version") is not None:
         try:
             version_tuple(opts["min_ofed_version"])
         except ValueError:
             errors.append("option %smin_ofed_version: %r is not a version such as 5.8-1.0.1 or 24.10"
                           % (prefix, opts["min_ofed_version"]))
     for name in ("devices", "required_modules"):
-        value = opts[name]
+        value = opts.get(name)
         if value is None:
             continue
         if not isinstance(value, list):
@@ -430,8 +417,13 @@ NODE_CHECKS_LAST = (("rdma.peermem", _check_peermem), ("rdma.ofed_version", _che
 
 
 def validate_rdma(facts, reader, options=None):
-    """CheckResults of the rdma family for mlx5 ``facts`` (gather_mlx5_facts) read through ``reader``."""
-    opts = rdma_options(options)
+    """CheckResults of the rdma family for mlx5 ``facts`` (gather_mlx5_facts) read through ``reader``,
+    for partial ``options`` (tests, fuzzing): the family's defaults filled, then ``rdma_checks``."""
+    return rdma_checks(facts, reader, FAMILY.defaults(options))
+
+
+def rdma_checks(facts, reader, opts):
+    """CheckResults of the rdma family for complete options ``opts`` (a module run's plan)."""
     facts = facts or {}
     devices, missing = selected_devices(facts, opts)
     node = Scope(CheckResults(), opts, "node", facts=facts, reader=reader, devices=devices, missing=missing)
@@ -454,7 +446,7 @@ def run(ctx, options):
     """The RDMA family over a Context: mlx5 facts (ofed_info only where sysfs has no answer),
     checks. Returns a FamilyResult with ``ansible_facts.mlx5``."""
     facts = gather_mlx5_facts(ctx.reader, ctx.runner)
-    return FamilyResult(validate_rdma(facts, ctx.reader, options), facts={"mlx5": facts})
+    return FamilyResult(rdma_checks(facts, ctx.reader, options), facts={"mlx5": facts})
 
 
 FAMILY = Family("rdma", RDMA_OPTIONS, validate_options, run)

@@ -35,9 +35,6 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import is_i
 PCI_DEVICES = "sys/bus/pci/devices"
 IB_CLASS = "sys/class/infiniband"
 CLASSES = ("PIX", "PXB", "PHB", "NODE", "SYS")  # best first
-TOPOLOGY_FACTS_ARGSPEC = {
-    "root": {"type": "path", "default": "/"},
-}
 _ADDRESS = re.compile(r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 _HOST_BRIDGE = re.compile(r"^pci[0-9a-f]{4,8}:[0-9a-f]{2}$")
 

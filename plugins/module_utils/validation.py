@@ -16,7 +16,14 @@ One place for each concept:
   file read at most once), the command runner, the NVML adapter (created on first use, so a
   family that never needs NVML never imports the binding) and the clock (``now``).
 - ``run_single`` / ``run_node`` + ``exit_with_checks``: the one exit path (summary, healthy,
-  ``fail_on`` -> fail_json / exit_json, payload made JSON-safe) of every validation module.
+  ``fail_on`` -> fail_json / exit_json, payload made JSON-safe) of every validation module, each
+  the ``work`` of ``framework.run_module`` (``single_family_work``, ``node_work``).
+
+One owner per value: ``root`` is normalised once (``framework.given_root``: unset or null is
+``/``, ``""`` is refused naming root) when a run is planned (``single_plan``, ``node_plan``), and
+the ``Context`` and every family's options carry that value; option defaults are filled once
+(``Family.defaults``, the only implementation) by the same planners, so a family's ``run`` gets
+complete options. ``run_family`` is for callers holding partial options (tests, benchmarks).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -38,12 +45,18 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import (
     exit_with_checks,
     summarize,
 )
-from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import SysfsReader, validate_root
+from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import (
+    ROOT_OPTION,
+    ModuleFailure,
+    given_root,
+    root_error,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import SysfsReader
 
 # The options of every validation module, declared once (doc fragment: gpufleet.cluster.validation
-# for root, gpufleet.cluster.validation.fail_on for fail_on).
+# for root, gpufleet.cluster.validation.fail_on for fail_on; fail_on's choices: checks.FAIL_ON_CHOICES).
 COMMON_OPTIONS = {
-    "root": {"type": "path", "default": "/"},
+    "root": ROOT_OPTION,
     "fail_on": {"type": "str", "default": "fail", "choices": list(FAIL_ON_CHOICES)},
 }
 
@@ -86,7 +99,9 @@ class Family(object):
         self.off_returns = off_returns or {}
 
     def defaults(self, options=None):
-        """``options`` completed with the spec's defaults (None counts as unset)."""
+        """``options`` completed with the spec's defaults (None counts as unset): the one place
+        option defaults are filled, once per run by the planners (``single_plan``, ``node_plan``).
+        Keys that are not the family's options (``root``) are left out."""
         result = {}
         options = options or {}
         for name, spec in self.options.items():
@@ -131,7 +146,7 @@ class Context(object):
     """Everything a run reads through, built once and shared by the families of the run."""
 
     def __init__(self, root="/", runner=None, reader=None, nvml=None, now=None):
-        self.root = root or "/"
+        self.root = given_root({"root": root})
         self.runner = runner
         self.reader = reader if reader is not None else SysfsReader(self.root)
         self._nvml = nvml
@@ -207,24 +222,28 @@ def _raw_module_params():
     return params if isinstance(params, dict) else {}
 
 
-def build_node_module(module_class, families, raw_params=None):
-    """``AnsibleModule`` for ``node_validate``. ansible-core (2.19) answers a scalar given for a
-    nested dict option (``gpu: false``) with "argument of type 'bool' is not iterable" or
-    "dictionary requested, could not parse JSON or key=value", naming no option. So the raw
-    parameters (ansible's own reader, cached by ansible) are looked at first, and a non-dict family
-    option fails with its name and the accepted forms; otherwise the module is built with its
-    real argument spec."""
-    spec = node_module_argspec(families)
-    params = _raw_module_params() if raw_params is None else raw_params
-    names = [family.name for family in families]
-    bad = [name for name in names if params.get(name) is not None and not isinstance(params[name], dict)]
-    if bad:
-        raw = module_class(argument_spec=dict((name, {"type": "raw"}) for name in spec), supports_check_mode=True)
-        raw.fail_json(
-            msg="option %s must be a dict of that family's options (use {enabled: false} to turn "
-                "the family off), got %s" % (
-                    ", ".join(bad), ", ".join(type(params[name]).__name__ for name in bad)))
-    return module_class(argument_spec=spec, supports_check_mode=True)
+def node_module_class(families, module_class=None, raw_params=None):
+    """The ``module_class`` node_validate hands to ``framework.run_module``. ansible-core (2.19)
+    answers a scalar given for a nested dict option (``gpu: false``) with "argument of type 'bool'
+    is not iterable" or "dictionary requested, could not parse JSON or key=value", naming no
+    option. So the raw parameters (ansible's own reader, cached by ansible) are looked at first,
+    and a non-dict family option fails with its name and the accepted forms; otherwise the module
+    is built with its real argument spec."""
+    if module_class is None:
+        from ansible.module_utils.basic import AnsibleModule as module_class
+
+    def build(argument_spec, **options):
+        params = _raw_module_params() if raw_params is None else raw_params
+        names = [family.name for family in families]
+        bad = [name for name in names if params.get(name) is not None and not isinstance(params[name], dict)]
+        if bad:
+            raw = module_class(argument_spec=dict((name, {"type": "raw"}) for name in argument_spec), **options)
+            raw.fail_json(
+                msg="option %s must be a dict of that family's options (use {enabled: false} to turn "
+                    "the family off), got %s" % (
+                        ", ".join(bad), ", ".join(type(params[name]).__name__ for name in bad)))
+        return module_class(argument_spec=argument_spec, **options)
+    return build
 
 
 def check_params(spec, params):
@@ -257,30 +276,26 @@ def option_errors(family, options, prefix=""):
     return list(family.validate(family.defaults(options), prefix))
 
 
-def given_root(params):
-    """``root`` as given: ``/`` only when it was not given at all. An empty string stays empty, so
-    ``validate_root`` rejects it naming ``root`` (``"" or "/"`` silently checked the controller)."""
-    root = params.get("root")
-    return "/" if root is None else root
+def single_plan(family, params):
+    """(complete family options with ``root``, [errors]) for a single-family module's validated
+    params: root first (an error there stops the plan), then the family's own errors."""
+    error = root_error(params)
+    if error:
+        return None, [error]
+    options = dict(family.defaults(params), root=given_root(params))
+    return options, list(family.validate(options, ""))
 
 
 def single_errors(family, params):
     """Errors of a single-family module's validated parameters: root, then the family's."""
-    errors = []
-    error = validate_root(given_root(params))
-    if error:
-        return [error]
-    options = dict((name, params.get(name)) for name in family.options)
-    options["root"] = given_root(params)
-    errors.extend(family.validate(dict(family.defaults(options), root=options["root"]), ""))
-    return errors
+    return single_plan(family, params)[1]
 
 
 def node_plan(families, params):
-    """({family name: options or None when off}, [errors]) for node_validate's validated params."""
+    """({family name: complete options or None when off}, [errors]) for node_validate's validated params."""
     root = given_root(params)
     errors = []
-    error = validate_root(root)
+    error = root_error(params)
     if error:
         errors.append(error)
     plan = {}
@@ -298,12 +313,14 @@ def node_plan(families, params):
 
 # -- runs ---------------------------------------------------------------------------------------
 def run_family(family, ctx, options):
-    """One family's FamilyResult for complete ``options``."""
+    """One family's FamilyResult for partial ``options`` (tests, benchmarks): the defaults filled
+    and ``root`` taken from the context. The modules run planned options (``run_families``)."""
     return family.run(ctx, dict(family.defaults(options), root=ctx.root))
 
 
 def run_families(families, plan, ctx):
-    """Run the families that are on; return (payload without summary/healthy, families run)."""
+    """Run the families that are on with their planned options; return (checks, facts, returns,
+    names of the families run)."""
     checks = CheckResults()
     facts, returns, ran = {}, {}, []
     for family in families:
@@ -311,7 +328,7 @@ def run_families(families, plan, ctx):
         if options is None:
             returns.update(copy.deepcopy(family.off_returns))
             continue
-        result = run_family(family, ctx, options)
+        result = family.run(ctx, options)
         checks.extend(result.checks)
         facts.update(result.facts)
         returns.update(result.returns)
@@ -334,8 +351,7 @@ def node_payload(families, params, started, ctx=None, runner=None, nvml=None, no
     plan, errors = node_plan(families, params)
     if errors:
         return None, errors
-    root = params.get("root") or "/"
-    ctx = ctx or Context(root, runner=runner, reader=reader, nvml=nvml, now=now)
+    ctx = ctx or Context(given_root(params), runner=runner, reader=reader, nvml=nvml, now=now)
     checks, facts, returns, ran = run_families(families, plan, ctx)
     checks = checks.as_list()
     readiness = family_readiness(checks, ran, [family.name for family in families])
@@ -350,12 +366,10 @@ def node_payload(families, params, started, ctx=None, runner=None, nvml=None, no
 def run_single(module, family, runner):
     """The whole of a single-family module (gpu_health, rdma_validate) after AnsibleModule."""
     params = module.params
-    errors = single_errors(family, params)
+    options, errors = single_plan(family, params)
     if errors:
         module.fail_json(msg="; ".join(errors))
-    ctx = Context(params["root"], runner=runner)
-    options = dict((name, params.get(name)) for name in family.options)
-    result = run_family(family, ctx, options)
+    result = family.run(Context(options["root"], runner=runner), options)
     extra = dict(result.returns)
     if result.facts:
         extra["ansible_facts"] = result.facts
@@ -372,6 +386,24 @@ def run_node(module, families, runner):
     payload.pop("summary")
     payload.pop("healthy")
     exit_with_checks(module, checks, module.params["fail_on"], **payload)
+
+
+def single_family_work(family):
+    """``framework.run_module``'s work of a single-family module (gpu_health, rdma_validate)."""
+    def work(module):
+        from ansible_collections.gpufleet.cluster.plugins.module_utils.runner import ModuleRunner
+
+        run_single(module, family, ModuleRunner(module))
+    return work
+
+
+def node_work(families):
+    """``framework.run_module``'s work of node_validate."""
+    def work(module):
+        from ansible_collections.gpufleet.cluster.plugins.module_utils.runner import ModuleRunner
+
+        run_node(module, families, ModuleRunner(module))
+    return work
 
 
 # -- readiness (one line per family) ----------------------------------------------------------------
@@ -449,3 +481,22 @@ def build_results(checks, option="checks"):
         extra = dict((key, check[key]) for key in ("observed", "expected") if key in check)
         results.add(str(check["id"]), str(check["target"]), check["status"], str(check["message"]), **extra)
     return results, None
+
+
+def record_checks_work(module):
+    """``framework.run_module``'s work of record_checks: ``checks`` (one host) or ``hosts`` (checks
+    per host, returned as ``host_checks``) through the one exit path, ``exit_with_checks``."""
+    params = module.params
+    if params["hosts"] is None:
+        results, error = build_results(params["checks"])
+        if error:
+            raise ModuleFailure(error)
+        return exit_with_checks(module, results, params["fail_on"])
+    host_checks, every = {}, []
+    for host, checks in params["hosts"].items():
+        results, error = build_results(checks if isinstance(checks, list) else [None], "hosts[%s]" % host)
+        if error:
+            raise ModuleFailure(error)
+        host_checks[host] = results.as_list()
+        every.extend(host_checks[host])
+    return exit_with_checks(module, every, params["fail_on"], checks_key=None, host_checks=host_checks)

@@ -110,11 +110,9 @@ dropin:
   type: str
 """
 
-import copy
 import os
 import tempfile
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes, to_native, to_text
 from ansible_collections.gpufleet.cluster.plugins.module_utils import module_cache
 
@@ -122,6 +120,7 @@ module_cache.activate()  # before the other module_utils: compiled once per node
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.containerd_config import (
     ContainerdConfigError, containerd_major, plan)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import run_module
 from ansible_collections.gpufleet.cluster.plugins.module_utils.toml_merge import TomlMergeError, merge
 
 ARGUMENT_SPEC = dict(
@@ -165,8 +164,7 @@ def restore(module, path, text):
         write(module, path, text)
 
 
-def main():
-    module = AnsibleModule(argument_spec=copy.deepcopy(ARGUMENT_SPEC), supports_check_mode=True)
+def configure(module):
     params = module.params
     config, dropin = params["config"], params["dropin"]
     if os.path.dirname(params["imports_glob"]) != os.path.dirname(dropin):
@@ -206,7 +204,11 @@ def main():
                 restore(module, config, root_before)
                 module.fail_json(msg="containerd refused the result (rc %d), %s and %s were put back: %s"
                                  % (rc, config, dropin, (stderr or stdout).strip()[-2000:]))
-    module.exit_json(**out)
+    return out
+
+
+def main():
+    run_module(ARGUMENT_SPEC, configure)
 
 
 if __name__ == "__main__":

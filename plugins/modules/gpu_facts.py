@@ -134,27 +134,23 @@ ansible_facts:
       fabricmanager_required: false
 """
 
-import copy
-
-from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.cluster.plugins.module_utils import module_cache
 
 module_cache.activate()  # before the other module_utils: compiled once per node, not per run
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu import (
-    GPU_FACTS_ARGSPEC,
-    gather_gpu_facts,
-)
-from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import SysfsReader, validate_root
+from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import ROOT_OPTION, checked_root, run_module
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu import gather_gpu_facts
+from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import SysfsReader
+
+ARGUMENT_SPEC = {"root": ROOT_OPTION}
+
+
+def gather(module):
+    return {"changed": False, "ansible_facts": {"nvidia": gather_gpu_facts(SysfsReader(checked_root(module.params)))}}
 
 
 def main():
-    module = AnsibleModule(argument_spec=copy.deepcopy(GPU_FACTS_ARGSPEC), supports_check_mode=True)
-    root = module.params["root"]
-    error = validate_root(root)
-    if error:
-        module.fail_json(msg=error)
-    module.exit_json(changed=False, ansible_facts={"nvidia": gather_gpu_facts(SysfsReader(root))})
+    run_module(ARGUMENT_SPEC, gather)
 
 
 if __name__ == "__main__":

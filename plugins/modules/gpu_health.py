@@ -296,19 +296,19 @@ gpus:
        pci_bus_id: "0000:18:00.0", lost: false, temperature_c: 34, persistence_mode: true}
 """
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.cluster.plugins.module_utils import module_cache
 
 module_cache.activate()  # before the other module_utils: compiled once per node, not per run
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.families import GPU
-from ansible_collections.gpufleet.cluster.plugins.module_utils.runner import ModuleRunner
-from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import module_argspec, run_single
+from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import run_module
+from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import module_argspec, single_family_work
+
+ARGUMENT_SPEC = module_argspec(GPU)
 
 
 def main():
-    module = AnsibleModule(argument_spec=module_argspec(GPU), supports_check_mode=True)
-    run_single(module, GPU, ModuleRunner(module))
+    run_module(ARGUMENT_SPEC, single_family_work(GPU))
 
 
 if __name__ == "__main__":

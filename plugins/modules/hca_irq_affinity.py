@@ -67,67 +67,33 @@ moved:
   type: int
 """
 
-import copy
-import os
-
-from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.cluster.plugins.module_utils import module_cache
 
 module_cache.activate()  # before the other module_utils: compiled once per node, not per run
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.irq_affinity import affinity_path, hca_irqs
-from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import SysfsReader, validate_root
+from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import (
+    ROOT_OPTION,
+    ModuleFailure,
+    checked_root,
+    run_module,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.irq_affinity import apply_affinity
+from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import SysfsReader
+
+ARGUMENT_SPEC = {"root": ROOT_OPTION, "devices": {"type": "list", "elements": "str"}}
 
 
-ARGUMENT_SPEC = {"root": {"type": "path", "default": "/"}, "devices": {"type": "list", "elements": "str"}}
-
-
-def apply_affinity(reader, devices=None, check_mode=False):
-    """(result devices, moved count, errors) - writes ``local_cpulist`` to every HCA interrupt whose
-    affinity differs; nothing is written when any device cannot be read."""
-    entries = hca_irqs(reader, devices)
-    errors = [entry["problem"] for entry in entries if entry["problem"]]
-    if not entries:
-        errors.append("no RDMA device under /sys/class/infiniband")
-    out, moved = [], 0
-    for entry in entries:
-        result = {"device": entry["device"], "numa_node": entry["numa_node"],
-                  "local_cpulist": entry["local_cpulist"], "irqs": [irq["irq"] for irq in entry["irqs"]], "moved": []}
-        out.append(result)
-        if errors:
-            continue
-        for irq in entry["irqs"]:
-            if irq["affinity"] == entry["local_cpus"]:
-                continue
-            if irq["affinity_text"] is None:
-                errors.append("%s: cannot read /%s" % (entry["device"], affinity_path(irq["irq"])))
-                continue
-            result["moved"].append({"irq": irq["irq"], "before": irq["affinity_text"], "after": entry["local_cpulist"]})
-            moved += 1
-            if check_mode:
-                continue
-            try:
-                with open(reader.path(affinity_path(irq["irq"])), "w") as handle:
-                    handle.write(entry["local_cpulist"] + "\n")
-            except OSError as exc:
-                reason = os.strerror(exc.errno) if exc.errno else str(exc)
-                hint = {5: " (a kernel-managed interrupt)", 30: " (read-only /proc: a container?)",
-                        13: " (not root?)"}.get(exc.errno, "")
-                errors.append("%s: cannot write /%s: %s%s" % (entry["device"], affinity_path(irq["irq"]), reason, hint))
-    return out, moved, errors
+def pin(module):
+    devices, moved, errors = apply_affinity(SysfsReader(checked_root(module.params)), module.params["devices"],
+                                            module.check_mode)
+    if errors:
+        raise ModuleFailure("hca_irq_affinity: " + "; ".join(errors), devices=devices, moved=moved,
+                            changed=moved > 0 and not module.check_mode)
+    return {"changed": moved > 0, "devices": devices, "moved": moved}
 
 
 def main():
-    module = AnsibleModule(argument_spec=copy.deepcopy(ARGUMENT_SPEC), supports_check_mode=True)
-    error = validate_root(module.params["root"])
-    if error:
-        module.fail_json(msg=error)
-    devices, moved, errors = apply_affinity(SysfsReader(module.params["root"]), module.params["devices"],
-                                            module.check_mode)
-    if errors:
-        module.fail_json(msg="hca_irq_affinity: " + "; ".join(errors), devices=devices, moved=moved,
-                         changed=moved > 0 and not module.check_mode)
-    module.exit_json(changed=moved > 0, devices=devices, moved=moved)
+    run_module(ARGUMENT_SPEC, pin)
 
 
 if __name__ == "__main__":

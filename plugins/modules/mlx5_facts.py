@@ -215,29 +215,34 @@ ansible_facts:
                   roce_v2_gid_index: null
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.gpufleet.cluster.plugins.module_utils import module_cache
 
 module_cache.activate()  # before the other module_utils: compiled once per node, not per run
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.mlx5 import (
-    MLX5_FACTS_ARGSPEC,
-    check_mlx5_options,
-    gather_mlx5_facts,
+from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import (
+    ROOT_OPTION,
+    ModuleFailure,
+    checked_root,
+    run_module,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mlx5 import check_mlx5_options, gather_mlx5_facts
 from ansible_collections.gpufleet.cluster.plugins.module_utils.runner import ModuleRunner
 from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import SysfsReader
 
+ARGUMENT_SPEC = {"root": ROOT_OPTION, "ofed_info": {"type": "path"}}
 
-def main():
-    module = AnsibleModule(argument_spec=dict(MLX5_FACTS_ARGSPEC), supports_check_mode=True)
+
+def gather(module):
+    reader = SysfsReader(checked_root(module.params))
     errors = check_mlx5_options(module.params)
     if errors:
-        module.fail_json(msg="; ".join(errors))
-    facts = gather_mlx5_facts(SysfsReader(module.params["root"]), ModuleRunner(module),
-                              ofed_info=module.params["ofed_info"])
-    module.exit_json(changed=False, ansible_facts={"mlx5": facts})
+        raise ModuleFailure("; ".join(errors))
+    facts = gather_mlx5_facts(reader, ModuleRunner(module), ofed_info=module.params["ofed_info"])
+    return {"changed": False, "ansible_facts": {"mlx5": facts}}
+
+
+def main():
+    run_module(ARGUMENT_SPEC, gather)
 
 
 if __name__ == "__main__":

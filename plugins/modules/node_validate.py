@@ -375,19 +375,23 @@ ansible_facts:
       returned: when the RDMA family runs
 """
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.cluster.plugins.module_utils import module_cache
 
 module_cache.activate()  # before the other module_utils: compiled once per node, not per run
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.families import FAMILIES
-from ansible_collections.gpufleet.cluster.plugins.module_utils.runner import ModuleRunner
-from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import build_node_module, run_node
+from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import run_module
+from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import (
+    node_module_argspec,
+    node_module_class,
+    node_work,
+)
+
+ARGUMENT_SPEC = node_module_argspec(FAMILIES)
 
 
 def main():
-    module = build_node_module(AnsibleModule, FAMILIES)
-    run_node(module, FAMILIES, ModuleRunner(module))
+    run_module(ARGUMENT_SPEC, node_work(FAMILIES), module_class=node_module_class(FAMILIES))
 
 
 if __name__ == "__main__":

@@ -278,15 +278,12 @@ healthy:
   type: bool
 """
 
-import copy
-
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.gpufleet.cluster.plugins.module_utils import module_cache
 
 module_cache.activate()  # before the other module_utils: compiled once per node, not per run
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import exit_with_checks
+from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import ModuleFailure, checked_root, run_module
 from ansible_collections.gpufleet.cluster.plugins.module_utils.perftest import run_bandwidth
 from ansible_collections.gpufleet.cluster.plugins.module_utils.runner import ModuleRunner
 from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import SysfsReader
@@ -313,18 +310,17 @@ ARGUMENT_SPEC = dict(
 )
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=copy.deepcopy(ARGUMENT_SPEC),
-        required_if=[("mode", "client", ["server"])],
-        supports_check_mode=True,
-    )
+def measure(module):
     params = module.params
-    error, checks, extra = run_bandwidth(params, ModuleRunner(module), SysfsReader(params["root"]),
-                                         check_mode=module.check_mode)
+    reader = SysfsReader(checked_root(params))
+    error, checks, extra = run_bandwidth(params, ModuleRunner(module), reader, check_mode=module.check_mode)
     if error:
-        module.fail_json(msg=error, **extra)
+        raise ModuleFailure(error, **extra)
     exit_with_checks(module, checks, params["fail_on"], **extra)
+
+
+def main():
+    run_module(ARGUMENT_SPEC, measure, required_if=[("mode", "client", ["server"])])
 
 
 if __name__ == "__main__":

@@ -188,19 +188,19 @@ ansible_facts:
       sample: {"loaded": true, "version": "24.10-1.1.4", "driver_source": "ofed", "pci_functions": 10}
 """
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.cluster.plugins.module_utils import module_cache
 
 module_cache.activate()  # before the other module_utils: compiled once per node, not per run
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.families import RDMA
-from ansible_collections.gpufleet.cluster.plugins.module_utils.runner import ModuleRunner
-from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import module_argspec, run_single
+from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import run_module
+from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import module_argspec, single_family_work
+
+ARGUMENT_SPEC = module_argspec(RDMA)
 
 
 def main():
-    module = AnsibleModule(argument_spec=module_argspec(RDMA), supports_check_mode=True)
-    run_single(module, RDMA, ModuleRunner(module))
+    run_module(ARGUMENT_SPEC, single_family_work(RDMA))
 
 
 if __name__ == "__main__":

@@ -69,45 +69,22 @@ host_checks:
   type: dict
 """
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.cluster.plugins.module_utils import module_cache
 
 module_cache.activate()  # before the other module_utils: compiled once per node, not per run
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import (
-    exit_with_checks,
-    failure_message,
-    is_healthy,
-    json_safe,
-    should_fail,
-    summarize,
-)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import run_module
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import (
-    build_results,
     record_checks_argspec,
+    record_checks_work,
 )
+
+ARGUMENT_SPEC = record_checks_argspec()
 
 
 def main():
-    module = AnsibleModule(argument_spec=record_checks_argspec(), supports_check_mode=True,
-                           mutually_exclusive=[("checks", "hosts")], required_one_of=[("checks", "hosts")])
-    if module.params["hosts"] is None:
-        results, error = build_results(module.params["checks"])
-        if error:
-            module.fail_json(msg=error)
-        exit_with_checks(module, results, module.params["fail_on"])
-    host_checks, every = {}, []
-    for host, checks in module.params["hosts"].items():
-        results, error = build_results(checks if isinstance(checks, list) else [None], "hosts[%s]" % host)
-        if error:
-            module.fail_json(msg=error)
-        host_checks[host] = results.as_list()
-        every.extend(host_checks[host])
-    payload = {"host_checks": host_checks, "summary": summarize(every), "healthy": is_healthy(every), "changed": False}
-    if should_fail(every, module.params["fail_on"]):
-        payload["msg"] = failure_message(every, module.params["fail_on"])
-        module.fail_json(**json_safe(payload))
-    module.exit_json(**json_safe(payload))
+    run_module(ARGUMENT_SPEC, record_checks_work,
+               mutually_exclusive=[("checks", "hosts")], required_one_of=[("checks", "hosts")])
 
 
 if __name__ == "__main__":

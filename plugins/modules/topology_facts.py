@@ -90,27 +90,24 @@ ansible_facts:
           returned: always
 """
 
-import copy
-
-from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.cluster.plugins.module_utils import module_cache
 
 module_cache.activate()  # before the other module_utils: compiled once per node, not per run
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import SysfsReader, validate_root
-from ansible_collections.gpufleet.cluster.plugins.module_utils.topology import (
-    TOPOLOGY_FACTS_ARGSPEC,
-    gather_topology_facts,
-)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import ROOT_OPTION, checked_root, run_module
+from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import SysfsReader
+from ansible_collections.gpufleet.cluster.plugins.module_utils.topology import gather_topology_facts
+
+ARGUMENT_SPEC = {"root": ROOT_OPTION}
+
+
+def gather(module):
+    reader = SysfsReader(checked_root(module.params))
+    return {"changed": False, "ansible_facts": {"gpu_topology": gather_topology_facts(reader)}}
 
 
 def main():
-    module = AnsibleModule(argument_spec=copy.deepcopy(TOPOLOGY_FACTS_ARGSPEC), supports_check_mode=True)
-    root = module.params["root"]
-    error = validate_root(root)
-    if error:
-        module.fail_json(msg=error)
-    module.exit_json(changed=False, ansible_facts={"gpu_topology": gather_topology_facts(SysfsReader(root))})
+    run_module(ARGUMENT_SPEC, gather)
 
 
 if __name__ == "__main__":

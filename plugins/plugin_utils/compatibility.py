@@ -18,6 +18,7 @@ import re
 
 import yaml
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils import versions
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.gpufleet_tier import TIER, tier_default
 
 MATRIX_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "compatibility.yml")
@@ -30,9 +31,6 @@ OPS = VALUE_OPS + VERSION_OPS + HEX_OPS
 _OP_TEXT = {"eq": "=", "ne": "!=", "in": "in", "not_in": "not in", "version_ge": ">=", "version_lt": "<",
             "hex_any_ge": "has one >=", "hex_any_in": "has one of", "hex_all_ge": "all >="}
 
-# leading epoch ("1:"), "v", then the dotted numbers; whatever follows (-1, -27-amd64, ~rc1) is not
-# part of the compared version
-_VERSION = re.compile(r"^\s*(?:\d+:)?[vV]?(\d+(?:\.\d+)*)")
 _MATRIX = {}
 _DEFAULTS = {}
 
@@ -42,24 +40,22 @@ class MatrixError(ValueError):
 
 
 def parse_version(value):
-    """``value`` as a tuple of ints: "580" -> (580,), "v3.32.0" -> (3, 32, 0),
-    "2.1.4-1" -> (2, 1, 4), "6.1.0-27-amd64" -> (6, 1, 0), "1:1.7.24~ds1-1" -> (1, 7, 24)."""
-    if isinstance(value, bool) or value is None:
-        raise MatrixError("not a version: %r" % (value,))
-    if isinstance(value, (int, float)):
-        value = repr(value)
-    match = _VERSION.match(str(value))
-    if not match:
-        raise MatrixError("not a version: %r" % (value,))
-    return tuple(int(part) for part in match.group(1).split("."))
+    """``value`` as a tuple of ints (the collection's one parser, module_utils/versions.py):
+    "580" -> (580,), "v3.32.0" -> (3, 32, 0), "2.1.4-1" -> (2, 1, 4), "6.1.0-27-amd64" -> (6, 1, 0),
+    "1:1.7.24~ds1-1" -> (1, 7, 24). MatrixError ("not a version: ...") otherwise."""
+    try:
+        return versions.parse_version(value)
+    except ValueError as exc:
+        raise MatrixError(str(exc))
 
 
 def compare_versions(left, right):
-    """-1, 0 or 1; missing trailing parts count as 0 ("1.36" == "1.36.0")."""
-    a, b = parse_version(left), parse_version(right)
-    width = max(len(a), len(b))
-    a, b = a + (0,) * (width - len(a)), b + (0,) * (width - len(b))
-    return (a > b) - (a < b)
+    """-1, 0 or 1 through the one comparator (versions.compare_versions: missing trailing parts count
+    as 0, "1.36" == "1.36.0"); MatrixError naming a value that is not a version."""
+    try:
+        return versions.compare_versions(left, right)
+    except ValueError as exc:
+        raise MatrixError(str(exc))
 
 
 def _hex(value):

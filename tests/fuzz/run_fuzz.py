@@ -48,10 +48,10 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.mlx5 import (  # 
     roce_v2_ipv4_gid_index,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.ofed import (  # noqa: E402
-    compare_versions,
     loaded_matches_installed,
     normalize_version,
     parse_ofed_info,
+    version_compare,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.rdma_checks import validate_rdma  # noqa: E402
 from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import SysfsReader, parse_int  # noqa: E402
@@ -313,6 +313,16 @@ OFED_LINES = ["MLNX_OFED_LINUX-5.8-1.0.1.1:", "OFED-internal-24.10-1.1.4.0.200:"
               "MLNX_OFED_LINUX-" + "9" * 5000 + ":", "OFED-internal-\u00b2.10-1:", "5.0-0", "", "x" * 10000]
 
 
+def _compare(text, other):
+    """OFED comparison through the one comparator; a value that is not a version must be a
+    ValueError naming it (versions.not_a_version), nothing else."""
+    try:
+        return version_compare(text, "<", other)
+    except ValueError as exc:
+        assert str(exc).startswith("not a version: "), exc
+        return "not a version"
+
+
 def parser_case(rng):
     """One parser input: returns the results of every parser fed with it."""
     kind = rng.randrange(5)
@@ -325,7 +335,7 @@ def parser_case(rng):
         text = rng.choice(OFED_LINES) if rng.random() < 0.7 else value(rng).decode("utf-8", "replace")
         other = rng.choice(OFED_LINES)
         return {"parsed": parse_ofed_info(text), "normal": normalize_version(text),
-                "cmp": compare_versions(text, other), "match": loaded_matches_installed(text, other)}
+                "cmp": _compare(text, other), "match": loaded_matches_installed(text, other)}
     raw = value(rng)
     text = raw.decode("utf-8", "replace")
     return {"state": parse_state(text), "rate": parse_rate(text), "int10": parse_int(text),

@@ -13,7 +13,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.cpulist import fo
 from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import SysfsReader
 from ansible_collections.gpufleet.cluster.plugins.module_utils.tuning_checks import validate_tuning
 from ansible_collections.gpufleet.cluster.plugins.module_utils.families import TUNING
-from ansible_collections.gpufleet.cluster.plugins.modules.hca_irq_affinity import apply_affinity
+from ansible_collections.gpufleet.cluster.plugins.module_utils.irq_affinity import apply_affinity
 from irq_fixture import NODE0, NODE1, node
 
 

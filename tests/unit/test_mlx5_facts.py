@@ -10,17 +10,17 @@ from runners import ScriptedRunner
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import mlx5
 from ansible_collections.gpufleet.cluster.plugins.module_utils.mlx5 import (
-    MLX5_FACTS_ARGSPEC,
     check_mlx5_options,
     gather_mlx5_facts,
     is_ipv4_mapped,
     parse_rate,
     parse_state,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import root_error
 from ansible_collections.gpufleet.cluster.plugins.module_utils.ofed import (
-    compare_versions,
     loaded_matches_installed,
     parse_ofed_info,
+    version_compare,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.runner import SubprocessRunner
 from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import SysfsReader
@@ -245,11 +245,12 @@ def test_loaded_matches_installed(loaded, installed, expected):
 
 
 def test_versions_compare_as_integer_tuples():
-    assert compare_versions("5.9", "23.04") == -1
-    assert compare_versions("23.10-1.1.9", "23.10-1.1.10") == -1
-    assert compare_versions("24.10-1.1.4", "24.10-1.1.4") == 0
-    assert compare_versions("24.10", "5.8-3.0.7") == 1
-    assert compare_versions("x", "1") is None
+    assert version_compare("5.9", "<", "23.04")
+    assert version_compare("23.10-1.1.9", "<", "23.10-1.1.10")
+    assert version_compare("24.10-1.1.4", "==", "24.10-1.1.4")
+    assert version_compare("24.10", ">", "5.8-3.0.7")
+    with pytest.raises(ValueError, match="not a version: 'x'"):
+        version_compare("x", "<", "1")
 
 
 # -- quirks: one bad field never takes down the others -------------------------------------------
@@ -361,10 +362,10 @@ def test_every_read_goes_through_the_memoising_reader(monkeypatch):
 
 
 def test_argspec_and_option_checks(tmp_path):
-    assert MLX5_FACTS_ARGSPEC == {"root": {"type": "path", "default": "/"}, "ofed_info": {"type": "path"}}
     assert check_mlx5_options({"root": os.path.join(NODES, "empty"), "ofed_info": DOCA}) == []
-    errors = check_mlx5_options({"root": str(tmp_path / "missing"), "ofed_info": None})
-    assert errors == ["option root: %s is not a directory" % (tmp_path / "missing")]
+    # root is checked by the framework (framework.checked_root), as in every module reading a node
+    assert root_error({"root": str(tmp_path / "missing"), "ofed_info": None}) == (
+        "option root: %s is not a directory" % (tmp_path / "missing"))
     plain = tmp_path / "ofed_info"
     plain.write_text("echo hi\n")
     assert check_mlx5_options({"root": "/", "ofed_info": str(plain)}) == [

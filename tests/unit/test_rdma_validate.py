@@ -14,13 +14,11 @@ from runners import ScriptedRunner
 from ansible.module_utils.basic import FILE_COMMON_ARGUMENTS
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import exit_with_checks
-from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu import GPU_FACTS_ARGSPEC
 from ansible_collections.gpufleet.cluster.plugins.module_utils.families import FAMILIES, GPU, RDMA
-from ansible_collections.gpufleet.cluster.plugins.module_utils.mlx5 import MLX5_FACTS_ARGSPEC, gather_mlx5_facts
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mlx5 import gather_mlx5_facts
 from ansible_collections.gpufleet.cluster.plugins.module_utils.rdma_checks import (
     DEFAULT_REQUIRED_MODULES,
     RDMA_OPTIONS,
-    rdma_options,
     validate_rdma,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.rdma_checks import (
@@ -38,7 +36,6 @@ RDMA_VALIDATE_ARGSPEC = RDMA_OPTIONS
 def rdma_validate_module_argspec():
     return module_argspec(RDMA)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import SysfsReader
-from ansible_collections.gpufleet.cluster.plugins.module_utils.topology import TOPOLOGY_FACTS_ARGSPEC
 
 NODES = os.path.join(FIXTURES, "nodes")
 SPEC_IDS = {"rdma.modules", "rdma.driver", "rdma.devices", "rdma.port.state", "rdma.port.phys_state",
@@ -362,7 +359,7 @@ def test_counters_off_by_default_and_unreadable_skip():
 
 # -- options -------------------------------------------------------------------------------------
 def test_options_defaults():
-    opts = rdma_options({})
+    opts = RDMA.defaults({})
     assert opts["link_layer"] == "any"
     assert opts["required_modules"] == ["ib_core", "ib_uverbs", "rdma_ucm", "mlx5_core", "mlx5_ib"]
     assert opts["require_peermem"] is False
@@ -370,7 +367,7 @@ def test_options_defaults():
     assert opts["check_counters"] is False
     assert opts["expected_devices"] is None and opts["min_rate_gbps"] is None
     opts["required_modules"].append("x")
-    assert rdma_options({})["required_modules"] == DEFAULT_REQUIRED_MODULES
+    assert RDMA.defaults({})["required_modules"] == DEFAULT_REQUIRED_MODULES
 
 
 def test_argspec_covers_the_spec_options():
@@ -482,21 +479,18 @@ def _module(name):
     return importlib.import_module("ansible_collections.gpufleet.cluster.plugins.modules." + name)
 
 
-# The argument_spec each module hands to AnsibleModule.
-ARGSPECS = {
-    "containerd_dropin": lambda: _module("containerd_dropin").ARGUMENT_SPEC,
-    "gpu_facts": lambda: GPU_FACTS_ARGSPEC,
-    "gpu_health": lambda: module_argspec(GPU),
-    "hca_irq_affinity": lambda: _module("hca_irq_affinity").ARGUMENT_SPEC,
-    "mlx5_facts": lambda: MLX5_FACTS_ARGSPEC,
-    "node_validate": lambda: node_module_argspec(FAMILIES),
-    "rdma_bandwidth": lambda: _module("rdma_bandwidth").ARGUMENT_SPEC,
-    "rdma_validate": rdma_validate_module_argspec,
-    "record_checks": record_checks_argspec,
-    # add_file_common_args=True
-    "topology_facts": lambda: TOPOLOGY_FACTS_ARGSPEC,
-    "toml_merge": lambda: dict(_module("toml_merge").ARGUMENT_SPEC, **FILE_COMMON_ARGUMENTS),
-}
+# The argument_spec each module hands to AnsibleModule: every module's ARGUMENT_SPEC (framework.run_module).
+ARGSPECS = dict((name, (lambda name=name: _module(name).ARGUMENT_SPEC)) for name in MODULES)
+# add_file_common_args=True
+ARGSPECS["toml_merge"] = lambda: dict(_module("toml_merge").ARGUMENT_SPEC, **FILE_COMMON_ARGUMENTS)
+
+
+def test_module_specs_are_built_from_the_one_declarations():
+    """gpu_health / rdma_validate / node_validate / record_checks take their specs from validation.py."""
+    assert _module("gpu_health").ARGUMENT_SPEC == module_argspec(GPU)
+    assert _module("rdma_validate").ARGUMENT_SPEC == rdma_validate_module_argspec()
+    assert _module("node_validate").ARGUMENT_SPEC == node_module_argspec(FAMILIES)
+    assert _module("record_checks").ARGUMENT_SPEC == record_checks_argspec()
 
 
 def _listed(value):
