@@ -6,6 +6,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import FAIL_ON_CHOICES
+
 
 class ModuleDocFragment(object):
 
@@ -25,8 +27,8 @@ options:
 """
 
     # fail_on of the modules returning checks (gpufleet.cluster.validation.fail_on): the
-    # documentation of COMMON_OPTIONS["fail_on"] (values: checks.py FAIL_ON_CHOICES), applied by
-    # the one exit path, checks.exit_with_checks.
+    # documentation of COMMON_OPTIONS["fail_on"], its choices taken from the one list,
+    # checks.FAIL_ON_CHOICES; applied by the one exit path, checks.exit_with_checks.
     FAIL_ON = r"""
 options:
   fail_on:
@@ -35,5 +37,5 @@ options:
         returns ok. The full result is returned either way.
     type: str
     default: fail
-    choices: [fail, warn, never]
-"""
+    choices: [%s]
+""" % ", ".join(FAIL_ON_CHOICES)
