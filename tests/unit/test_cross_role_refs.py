@@ -220,15 +220,6 @@ def test_gate_taint_key_is_stated_once(literal):
     assert found == ["plugins/plugin_utils/gpufleet_tier.py"], found
 
 
-def _options_expression(path):
-    """The options expression of the node_validate task in a playbook or tasks file: its `__options`
-    variable (the lookup node_validate_options)."""
-    for item in _walk(_yaml(path)):
-        if "gpufleet.cluster.node_validate" in item:
-            return item["vars"]["__options"]
-    raise AssertionError("%s: no node_validate task" % path)
-
-
 def _node_validate_task(path):
     """The node_validate task of a playbook, as written there."""
     for item in _walk(_yaml(path)):
@@ -272,15 +263,19 @@ def _renderer(tmp_path, inventory, host, msg):
         "rolling_upgrade_gpu_health": ru_defaults["rolling_upgrade_gpu_health"],
         "rolling_upgrade_rdma_validate": ru_defaults["rolling_upgrade_rdma_validate"],
         "rolling_upgrade_validate_root": ru_defaults["rolling_upgrade_validate_root"],
+        "rolling_upgrade_validate_gpu": ru_defaults["rolling_upgrade_validate_gpu"],
+        "rolling_upgrade_validate_rdma": ru_defaults["rolling_upgrade_validate_rdma"],
+        "rolling_upgrade_validate_environment": ru_defaults["rolling_upgrade_validate_environment"],
         "preflight_expected_gpus": pf_defaults["preflight_expected_gpus"],
         "preflight_sysfs_root": pf_defaults["preflight_sysfs_root"],
         "rdma_stack_sysfs_root": rs_defaults["rdma_stack_sysfs_root"]}))
-    # validate.yml's node_validate task as it is written there (its options are built by the module's action
-    # plugin from the tier, from_tier): it runs on this machine and its invocation shows the options it got.
-    validate = dict(_node_validate_task(os.path.join(REPO, "playbooks", "validate.yml")),
-                    register="__validate", failed_when=False)  # the inventory's root need not exist here
+    # The node_validate tasks of validate.yml and of the consumers as they are written there (their options
+    # are built by the module's action plugin from the tier, from_tier): each runs on this machine and its
+    # invocation shows the options it got; the inventory's root need not exist here (failed_when false).
+    tasks = [dict(_node_validate_task(path), register="__" + name, failed_when=False)
+             for name, path in NODE_VALIDATE_TASKS]
     (role / "tasks" / "main.yml").write_text(yaml.safe_dump(
-        [{"name": "render", "ansible.builtin.debug": {"msg": msg}}, validate]))
+        [{"name": "render", "ansible.builtin.debug": {"msg": msg}}] + tasks))
     play = [{"hosts": host, "connection": "local", "gather_facts": False, "roles": ["render"]}]
     playbook = tmp_path / "render.yml"
     playbook.write_text(yaml.safe_dump(play))
@@ -299,90 +294,83 @@ def _renderer(tmp_path, inventory, host, msg):
         assert proc.returncode == 0, proc.stdout + proc.stderr
         out = json.loads(proc.stdout[proc.stdout.index("{"):])
         tasks = out["plays"][0]["tasks"]
-        assert "invocation" in tasks[1]["hosts"][host], json.dumps(tasks[1]["hosts"][host])[:1500]
-        return dict(tasks[0]["hosts"][host]["msg"], validate=tasks[1]["hosts"][host]["invocation"]["module_args"])
+        rendered = dict(tasks[0]["hosts"][host]["msg"])
+        for (name, _path), task in zip(NODE_VALIDATE_TASKS, tasks[1:]):
+            result = task["hosts"].get(host, {})
+            if result.get("skipped"):  # the health gate on a host outside gpu_nodes / rdma_nodes
+                continue
+            assert "invocation" in result, json.dumps(result)[:1500]
+            rendered[name] = result["invocation"]["module_args"]
+        return rendered
 
     return render
 
 
-def _consumers():
-    """The options of the consumers built with the lookup; validate.yml's come from its task (_renderer)."""
-    return {
-        "health_gate": _options_expression(os.path.join(REPO, "playbooks", "kubernetes.yml")),
-        "rolling_upgrade": _options_expression(os.path.join(ROLES_DIR, "rolling_upgrade", "tasks", "check.yml")),
-    }
+# The node_validate tasks built from the tier (from_tier), run by _renderer: validate.yml, the health gate
+# of kubernetes.yml and rolling_upgrade.
+NODE_VALIDATE_TASKS = (
+    ("validate", os.path.join(REPO, "playbooks", "validate.yml")),
+    ("health_gate", os.path.join(REPO, "playbooks", "kubernetes.yml")),
+    ("rolling_upgrade", os.path.join(ROLES_DIR, "rolling_upgrade", "tasks", "check.yml")),
+)
 
 
 def test_consumers_render_one_inventory_value(tmp_path):
     """preflight, validate.yml, the health gate (kubernetes.yml) and rolling_upgrade all take the
     node expectations from the example inventory's gpufleet_* values, each stated once there."""
-    consumers = _consumers()
-    render = _renderer(tmp_path, "example", "dgx-01.example.com",
-                       dict(consumers, preflight="{{ preflight_expected_gpus }}"))
+    consumers = [name for name, _path in NODE_VALIDATE_TASKS]
+    render = _renderer(tmp_path, "example", "dgx-01.example.com", dict(preflight="{{ preflight_expected_gpus }}"))
     msg = render()
     assert msg["preflight"] == 8
     for name in consumers:
-        assert msg[name]["gpu"].pop("enabled", True) is True, name
-        assert msg[name]["rdma"].pop("enabled", True) is True, name
-        assert msg[name]["gpu"] == {"expected_count": 8, "expected_driver_version": "580"}, name
-        assert msg[name]["rdma"] == {"expected_devices": 9, "link_layer": "any", "min_rate_gbps": 200,
-                                     "require_peermem": True}, name
-    # validate.yml: what the module got (link_layer any is also the module's default)
-    validate = _module_args_set(msg["validate"])
-    assert validate["gpu"] == {"expected_count": 8, "expected_driver_version": "580"}
-    assert validate["rdma"] == {"expected_devices": 9, "min_rate_gbps": 200, "require_peermem": True}
-    assert msg["validate"]["rdma"]["link_layer"] == "any"
+        # what each module got (link_layer any is also the module's default)
+        options = _module_args_set(msg[name])
+        assert options["gpu"] == {"expected_count": 8, "expected_driver_version": "580"}, name
+        assert options["rdma"] == {"expected_devices": 9, "min_rate_gbps": 200, "require_peermem": True}, name
+        assert msg[name]["rdma"]["link_layer"] == "any" and msg[name]["gpu"]["enabled"] is True, name
     # one value moves every consumer
     msg = render("-e", '{"gpufleet_gpu_count": 4}')
     assert msg["preflight"] == 4
-    assert {msg[name]["gpu"]["expected_count"] for name in list(consumers) + ["validate"]} == {4}
+    assert {msg[name]["gpu"]["expected_count"] for name in consumers} == {4}
 
 
 def test_lab_inventory_states_the_node_once(tmp_path):
     """The lab inventory states the simulated node through the tier: preflight, validate.yml and
     rolling upgrades read 8 GPUs, driver 580, 9 RDMA devices and the simulated root from it."""
-    consumers = _consumers()
-    del consumers["health_gate"]  # the lab runs no API server, so no health gate
+    consumers = ["validate", "rolling_upgrade"]  # the lab runs no API server, so no health gate
     render = _renderer(tmp_path, "lab", "gpufleet-lab-1", dict(
-        consumers, preflight="{{ preflight_expected_gpus }}", preflight_root="{{ preflight_sysfs_root }}",
+        preflight="{{ preflight_expected_gpus }}", preflight_root="{{ preflight_sysfs_root }}",
         rdma_stack_root="{{ rdma_stack_sysfs_root }}",
         upgrade_root="{{ rolling_upgrade_validate_root }}"))
     msg = render()
     assert msg["preflight"] == 8
-    validate = _module_args_set(msg.pop("validate"))
-    roots = {msg[key] for key in ("preflight_root", "rdma_stack_root", "upgrade_root")} | {validate["root"]}
-    assert roots == {"/opt/gpufleet-sim/root"}
-    for name, options in [(name, msg[name]) for name in consumers] + [("validate", validate)]:
-        assert options["gpu"].pop("enabled", True) is True, name
-        assert options["gpu"] == {"expected_count": 8, "expected_driver_version": "580", "xid_source": "none"}, name
-        assert options["rdma"].pop("enabled", True) is True, name
-        assert options["rdma"] == {"expected_devices": 9}, name
+    options = dict((name, _module_args_set(msg[name])) for name in consumers)
+    roots = {msg[key] for key in ("preflight_root", "rdma_stack_root", "upgrade_root")}
+    assert roots | {options[name]["root"] for name in consumers} == {"/opt/gpufleet-sim/root"}
+    for name in consumers:
+        assert options[name]["gpu"] == {"expected_count": 8, "expected_driver_version": "580",
+                                        "xid_source": "none"}, name
+        assert options[name]["rdma"] == {"expected_devices": 9}, name
 
 
 def test_every_tier_family_reaches_every_node_validate_built_from_the_tier():
     """validate.yml, the health gate of kubernetes.yml and rolling_upgrade build node_validate's
-    options from the tier: each of them passes all three families (gpu, rdma, tuning) from it, so an
-    expectation of the tier (e.g. gpufleet_hugepages_2m) is checked, and gates, in every one of them.
-    Either each family refers to the lookup node_validate_options (its `__options`), or the task sets
-    node_validate's from_tier (its action plugin fills all three; explicit options only add to them)."""
+    options from the tier by one path, node_validate's from_tier (its action plugin fills root and all
+    three families, gpu, rdma and tuning; explicit options only add to them), so an expectation of the
+    tier (e.g. gpufleet_hugepages_2m) is checked, and gates, in every one of them. No node_validate task
+    takes the lookup node_validate_options (kept for the agent's configuration, which is no such task)."""
     tasks = []
     for path in _files(["roles/*/tasks/**/*.yml", "playbooks/**/*.yml"]):
         for node in _walk(_yaml(path)):
             if "gpufleet.cluster.node_validate" not in node:
                 continue
-            options = (node.get("vars") or {}).get("__options", "") if isinstance(node.get("vars"), dict) else ""
-            if "node_validate_options" in str(options) or node["gpufleet.cluster.node_validate"].get("from_tier"):
-                tasks.append((os.path.relpath(path, REPO), node, options))
-    assert sorted(path for path, _, _ in tasks) == [
+            assert "node_validate_options" not in str(node), path
+            if node["gpufleet.cluster.node_validate"].get("from_tier"):
+                tasks.append((os.path.relpath(path, REPO), node))
+    assert sorted(path for path, _ in tasks) == [
         "playbooks/kubernetes.yml", "playbooks/validate.yml", "roles/rolling_upgrade/tasks/check.yml"]
-    for path, node, options in tasks:
-        args = node["gpufleet.cluster.node_validate"]
-        if args.get("from_tier"):
-            assert args["from_tier"] is True and "args" not in node, path
-            continue
-        for family in ("gpu", "rdma", "tuning"):
-            assert "__options.%s" % family in str(args.get(family, "")), (path, family)
-        assert "tuning=" in str(options) or path.startswith("roles/rolling_upgrade"), path
+    for path, node in tasks:
+        assert node["gpufleet.cluster.node_validate"]["from_tier"] is True and "args" not in node, path
 
 
 def test_tier_defaults_read_the_inventory_only_when_computed_from_it():
