@@ -20,8 +20,10 @@ description:
     C(gpufleet_tuned_profile) -> C(tuning.tuned_profile), C(gpufleet_kubelet_policy) -> C(tuning.kubelet_policy)
     (its compared fields), C(gpufleet_hca_irq_affinity) -> C(tuning.irq_affinity)).
     Unset expectations are left out.
-  - C(playbooks/validate.yml), C(playbooks/kubernetes.yml) (health gate) and role
-    C(rolling_upgrade) all build their node_validate options here, so they check the same facts.
+  - The same mapping as the option C(from_tier) of C(gpufleet.cluster.node_validate) (one function,
+    C(plugins/plugin_utils/gpufleet_tier.py)). A node_validate task takes C(from_tier) instead (no
+    lookup per host); this lookup is for the options needed elsewhere, such as the configuration of
+    the node health agent (role C(node_health_agent)).
 options:
   gpu:
     description:
@@ -44,12 +46,18 @@ options:
 """
 
 EXAMPLES = r"""
+- name: Write the node's expectations into a configuration file
+  ansible.builtin.copy:
+    content: "{{ lookup('gpufleet.cluster.node_validate_options', gpu={'xid_source': 'none'}) | to_nice_json }}"
+    dest: /etc/example/node_validate.json
+    mode: "0644"
+
+# A node_validate task takes the same values with from_tier
 - name: Validate the node against the inventory's expectations
   gpufleet.cluster.node_validate:
-    gpu: "{{ __options.gpu }}"
-    rdma: "{{ __options.rdma }}"
-  vars:
-    __options: "{{ lookup('gpufleet.cluster.node_validate_options', gpu={'xid_source': 'none'}) }}"
+    from_tier: true
+    gpu:
+      xid_source: none
 """
 
 RETURN = r"""
