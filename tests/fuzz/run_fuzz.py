@@ -15,12 +15,22 @@ attribute should be, directory/file swaps, looping symlinks, symlinks escaping t
 and ``../`` chains), non-UTF-8 names, Unicode-digit names and values (``²``, ``١``), huge numbers
 (5,000 digits), huge (sparse) files, and kernel logs with garbage dates.
 
-Usage: ``python tests/fuzz/run_fuzz.py [--trees N] [--inputs N] [--seed S] [--timeout 2]``;
+Fault cases (``--faults N``, default 2,000): node_validate (GPU and RDMA families, expected_count 8)
+on the DGX H100 fixture tree with the fake NVML, with 1-3 random NVML errors injected (any
+function the checks call, any NVML_ERROR_* code, any GPU, or the system calls) or one random
+sysfs read fault (EIO, EACCES, ENXIO, empty, vanished) on a file a check compares. A fourth figure
+must stay 0: fail-open, a node judged healthy while a fault was injected on a required reading
+(an NVML error other than NotSupported / FunctionNotFound, or any error of nvmlInit /
+nvmlDeviceGetCount / nvmlDeviceGetHandleByIndex, or a sysfs fault).
+
+Usage: ``python tests/fuzz/run_fuzz.py [--trees N] [--inputs N] [--faults N] [--seed S] [--timeout 2]``;
 exit status 1 when any figure is not 0. The first failures are printed with their case seed;
-``--case <seed>`` runs that one tree again (``--case <seed> --trees 0`` that parser input).
+``--case <seed>`` runs that one tree again (``--case <seed> --trees 0`` that parser input,
+``--case <seed> --trees 0 --inputs 0`` that fault case).
 """
 
 import argparse
+import errno
 import json
 import os
 import random
@@ -34,7 +44,7 @@ import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-sys.path[:0] = [os.path.join(REPO, ".collections"), os.path.join(REPO, "tests", "unit")]
+sys.path[:0] = [os.path.join(REPO, ".collections"), os.path.join(REPO, "tests", "unit"), os.path.join(REPO, "tests")]
 
 from ansible.module_utils.common import json as ansible_json  # noqa: E402
 from runners import ScriptedRunner  # noqa: E402
@@ -54,7 +64,11 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.ofed import (  # 
     version_compare,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.rdma_checks import validate_rdma  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.module_utils import sysfs as sysfs_module  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.module_utils.families import FAMILIES  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.module_utils.nvml import NvmlAdapter  # noqa: E402
 from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import SysfsReader, parse_int  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import validate_node  # noqa: E402
 
 FAST_TMP = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
 NOW = 1763640000.0  # 2025-11-20T12:00:00Z
@@ -383,10 +397,115 @@ def run_tree(seed):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+# -- fault injection (NVML errors, sysfs read faults) ------------------------------------------
+DGX = os.path.join(REPO, "tests", "fixtures", "nodes", "dgx-h100")
+REQUIRED_CALLS = ("nvmlInit", "nvmlDeviceGetCount", "nvmlDeviceGetHandleByIndex")
+SYSTEM_CALLS = ("nvmlSystemGetDriverVersion", "nvmlSystemGetCudaDriverVersion")
+DEVICE_CALLS = (
+    "nvmlDeviceGetUUID", "nvmlDeviceGetName", "nvmlDeviceGetPciInfo", "nvmlDeviceGetTotalEccErrors",
+    "nvmlDeviceGetEccMode", "nvmlDeviceGetRetiredPages", "nvmlDeviceGetRetiredPagesPendingStatus",
+    "nvmlDeviceGetRemappedRows", "nvmlDeviceGetTemperature", "nvmlDeviceGetTemperatureThreshold",
+    "nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrPcieLinkGeneration",
+    "nvmlDeviceGetCurrPcieLinkWidth", "nvmlDeviceGetMaxPcieLinkGeneration", "nvmlDeviceGetMaxPcieLinkWidth",
+    "nvmlDeviceGetGpuMaxPcieLinkGeneration", "nvmlDeviceGetNvLinkState", "nvmlDeviceGetPersistenceMode",
+    "nvmlDeviceGetMigMode", "nvmlDeviceGetGpuFabricInfoV", "nvmlDeviceGetFieldValues",
+    "nvmlDeviceGetHandleByIndex")
+NOT_MEASURED_OK = ("NOT_SUPPORTED", "FUNCTION_NOT_FOUND")
+SYSFS_FAULTS = ("EIO", "EACCES", "ENXIO", "empty", "vanished")
+GPU0 = "sys/bus/pci/devices/0000:18:00.0/"
+PORT = "sys/class/infiniband/mlx5_%d/ports/1/"
+REQUIRED_FILES = [GPU0 + "vendor", GPU0 + "class", GPU0 + "max_link_width", "sys/bus/pci/devices/0000:05:00.0/vendor",
+                  "sys/module/mlx5_core/version"] + [
+    PORT % i + name for i in range(8) for name in ("state", "phys_state", "rate", "counters/symbol_error")]
+FAULT_PARAMS = {"gpu": {"expected_count": 8, "expected_driver_version": "580", "xid_source": "none"},
+                "rdma": {"min_rate_gbps": 100, "min_ofed_version": "5.8", "check_counters": True},
+                "tuning": {"enabled": False}}
+_FAKE = {}
+
+
+def fake_nvml():
+    if "module" not in _FAKE:
+        from nvml_scenarios import load_fake, scenario
+        _FAKE["module"] = load_fake()
+        base = scenario("h100-healthy")
+        base["device_template"] = dict(base["device_template"], retired_pages={"sbe": 0, "dbe": 0, "pending": 0})
+        _FAKE["base"] = base
+    return _FAKE["module"], _FAKE["base"]
+
+
+class FaultyOs(object):
+    """``os`` for sysfs.open_regular with ``fault`` on the file ``target``."""
+
+    def __init__(self, target, fault):
+        self.target, self.fault, self._fds = target, fault, set()
+
+    def __getattr__(self, name):
+        return getattr(os, name)
+
+    def open(self, path, flags, *args):
+        codes = {"EACCES": errno.EACCES, "ENXIO": errno.ENXIO, "vanished": errno.ENOENT}
+        if path == self.target and self.fault in codes:
+            raise OSError(codes[self.fault], os.strerror(codes[self.fault]), path)
+        fd = os.open(path, flags, *args)
+        if path == self.target:
+            self._fds.add(fd)
+        return fd
+
+    def read(self, fd, size):
+        if fd in self._fds:
+            if self.fault == "EIO":
+                raise OSError(errno.EIO, os.strerror(errno.EIO))
+            return b""
+        return os.read(fd, size)
+
+    def close(self, fd):
+        self._fds.discard(fd)
+        return os.close(fd)
+
+
+def fault_case(rng):
+    """One node_validate run with injected faults: (result, {"required": bool, "faults": [...]})."""
+    fake, base = fake_nvml()
+    data = dict(base)
+    faults, required = [], False
+    if rng.random() < 0.7:
+        errors = {}
+        for _ in range(rng.randint(1, 3)):
+            func = rng.choice(REQUIRED_CALLS + SYSTEM_CALLS + DEVICE_CALLS * 2)
+            code = rng.choice(fake.ERROR_NAMES)
+            if func in DEVICE_CALLS:
+                errors.setdefault(func, {})[str(rng.randrange(8))] = code
+            elif func not in errors:
+                errors[func] = code
+            else:
+                continue
+            faults.append("%s=%s" % (func, code))
+            required = required or func in REQUIRED_CALLS or code not in NOT_MEASURED_OK
+        data["errors"] = errors
+        patched = None
+    else:
+        rel = rng.choice(REQUIRED_FILES)
+        fault = rng.choice(SYSFS_FAULTS)
+        faults.append("%s:%s" % (rel, fault))
+        required = True
+        patched = FaultyOs(os.path.join(DGX, rel), fault)
+    fake.set_scenario(data)
+    params = dict(FAULT_PARAMS, root=DGX, fail_on="never")
+    if patched is not None:
+        sysfs_module.os = patched
+    try:
+        payload, errors = validate_node(FAMILIES, params, runner=ScriptedRunner(), nvml=NvmlAdapter(fake), now=NOW)
+    finally:
+        sysfs_module.os = os
+    if errors:
+        raise AssertionError(errors)
+    return payload, {"required": required, "faults": faults}
+
+
 def run(args):
     signal.signal(signal.SIGALRM, _alarm)
-    figures = {"trees": 0, "inputs": 0, "crashes": 0, "hangs": 0, "undeliverable": 0, "escaped_reads": 0,
-               "rerun_after_watchdog": 0}
+    figures = {"trees": 0, "inputs": 0, "faults": 0, "crashes": 0, "hangs": 0, "undeliverable": 0,
+               "escaped_reads": 0, "fail_open": 0, "faults_on_required": 0, "rerun_after_watchdog": 0}
     classes = {}
     failures = []
     slowest = 0.0
@@ -442,6 +561,15 @@ def run(args):
     for number in range(args.inputs):
         one("input", args.seed * 1000003 + number, lambda seed: parser_case(random.Random(seed)))
         figures["inputs"] += 1
+    for number in range(getattr(args, "faults", 0)):
+        outcome = one("fault", args.seed * 1000003 + number, lambda seed: fault_case(random.Random(seed)))
+        figures["faults"] += 1
+        if outcome and outcome[1]["required"]:
+            figures["faults_on_required"] += 1
+            if outcome[0]["healthy"]:
+                figures["fail_open"] += 1
+                failures.append(("fault", args.seed * 1000003 + number,
+                                 "healthy with %s" % ", ".join(outcome[1]["faults"])))
     figures["seconds"] = round(time.time() - started, 1)
     figures["slowest_case_s"] = round(slowest, 3)
     return figures, classes, failures
@@ -452,13 +580,17 @@ def main(argv=None):
     parser.add_argument("--trees", type=int, default=10000)
     parser.add_argument("--inputs", type=int, default=10000)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--faults", type=int, default=2000)
     parser.add_argument("--timeout", type=float, default=2.0)
     parser.add_argument("--case", type=int, help="replay one case seed (printed with a failure)")
     args = parser.parse_args(argv)
     if args.case is not None:
         signal.signal(signal.SIGALRM, _alarm)
-        func = (lambda: parser_case(random.Random(args.case))) if args.inputs and not args.trees else (
-            lambda: run_tree(args.case))
+        if args.faults and not args.trees and not args.inputs:
+            func = lambda: fault_case(random.Random(args.case))  # noqa: E731
+        else:
+            func = (lambda: parser_case(random.Random(args.case))) if args.inputs and not args.trees else (
+                lambda: run_tree(args.case))
         signal.setitimer(signal.ITIMER_REAL, args.timeout)
         result = func()
         signal.setitimer(signal.ITIMER_REAL, 0)
@@ -466,16 +598,19 @@ def main(argv=None):
         print("case %d: ok" % args.case)
         return 0
     figures, classes, failures = run(args)
-    print("fuzz: %d trees, %d parser inputs, seed %d, watchdog %ss per case" % (
-        figures["trees"], figures["inputs"], args.seed, args.timeout))
-    print("crashes: %d  hangs: %d  undeliverable: %d  escaped reads: %d" % (
-        figures["crashes"], figures["hangs"], figures["undeliverable"], figures["escaped_reads"]))
+    print("fuzz: %d trees, %d parser inputs, %d fault cases, seed %d, watchdog %ss per case" % (
+        figures["trees"], figures["inputs"], figures["faults"], args.seed, args.timeout))
+    print("crashes: %d  hangs: %d  undeliverable: %d  escaped reads: %d  fail-open: %d (of %d cases with a "
+          "fault on a required reading)" % (
+              figures["crashes"], figures["hangs"], figures["undeliverable"], figures["escaped_reads"],
+              figures["fail_open"], figures["faults_on_required"]))
     print("hostile entries created: %s" % ", ".join("%s=%d" % kv for kv in sorted(classes.items())))
     print("time: %.1f s (slowest case %.3f s; %d case(s) run again after the watchdog fired once)" % (
         figures["seconds"], figures["slowest_case_s"], figures["rerun_after_watchdog"]))
     for label, seed, text in failures[:5]:
         print("--- %s seed %d\n%s" % (label, seed, text))
-    bad = figures["crashes"] or figures["hangs"] or figures["undeliverable"] or figures["escaped_reads"]
+    bad = (figures["crashes"] or figures["hangs"] or figures["undeliverable"] or figures["escaped_reads"]
+           or figures["fail_open"])
     return 1 if bad else 0
 
 
