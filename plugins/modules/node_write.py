@@ -232,12 +232,12 @@ node_status:
       type: str
 """
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.cluster.plugins.module_utils import module_cache
 
 module_cache.activate()  # before the other module_utils: compiled once per node, not per run
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import gate
+from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import ModuleFailure, run_module
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_node import (
     ApiStatusError,
     ConflictError,
@@ -397,13 +397,15 @@ def run(params, check_mode=False):
     return result
 
 
-def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+def write(module):
     try:
-        result = run(module.params, check_mode=module.check_mode)
+        return run(module.params, check_mode=module.check_mode)
     except WriteError as exc:
-        module.fail_json(msg="node_write: %s" % exc)
-    module.exit_json(**result)
+        raise ModuleFailure("node_write: %s" % exc)
+
+
+def main():
+    run_module(ARGUMENT_SPEC, write)
 
 
 if __name__ == "__main__":
