@@ -26,6 +26,7 @@ import re
 
 _VERSION = re.compile(r"^\s*(?:[0-9]+:)?[vV]?([0-9]+(?:\.[0-9]+)*)")
 _SHOWN = 80  # characters of a bad value shown in the error
+_DIGITS = 18  # digits of one component at most (fits a 64-bit integer)
 
 
 def not_a_version(value, detail=""):
@@ -51,10 +52,10 @@ def parse_version(value):
     match = _VERSION.match(value)
     if not match:
         raise not_a_version(value)
-    try:
-        return tuple(int(part) for part in match.group(1).split("."))
-    except ValueError:  # a component longer than Python's int-from-text limit (4300 digits)
+    parts = match.group(1).split(".")
+    if any(len(part) > _DIGITS for part in parts):  # no version has such numbers (and int() may refuse them)
         raise not_a_version(value, " (a component is too long)")
+    return tuple(int(part) for part in parts)
 
 
 def compare_versions(left, right):
