@@ -20,11 +20,6 @@ CLASS_BRIDGE_OTHER = 0x0680  # NVSwitch
 
 PCI_DEVICES = "sys/bus/pci/devices"
 
-GPU_FACTS_ARGSPEC = {
-    "root": {"type": "path", "default": "/"},
-}
-
-
 def pci_functions(reader):
     """(address, vendor, class, device_id) of every PCI function; unreadable ones are None."""
     functions = []
