@@ -4,8 +4,9 @@ One ansible-playbook run (tests/integration/playbooks/no_secrets.yml, local conn
 role task files that handle credentials, against secrets generated for this test: a key pair in
 the kubeconfigs (client-key-data, client-certificate-data), a kubeadm bootstrap token and
 certificate key printed by a `kubeadm` stand-in first on PATH, the fake API server's bearer token.
-The whole output is scanned for each secret, raw and inside base64 (slurp returns base64; a
-kubeconfig's key data is base64 of the PEM), and for the generic shapes of secrets.
+The whole output and the fleet report's files are scanned for each secret, raw and inside base64
+(slurp returns base64; a kubeconfig's key data is base64 of the PEM), and for the generic shapes
+of secrets.
 """
 
 import base64
@@ -21,6 +22,7 @@ import sys
 import textwrap
 
 import pytest
+import yaml
 
 try:
     import kubernetes  # noqa: F401  (node_gate's kubernetes.core modules need it)
@@ -167,11 +169,11 @@ def decoded_texts(text, depth=3):
 
 
 class Run:
-    def __init__(self, proc, seeded):
+    def __init__(self, proc, seeded, reports=()):
         self.proc = proc
         self.output = proc.stdout + proc.stderr
         self.seeded = seeded
-        self.texts = decoded_texts(self.output)
+        self.texts = [text for source in [self.output, *reports] for text in decoded_texts(source)]
 
     def recap(self, host):
         match = re.search(r"^%s\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)" % re.escape(host),
@@ -191,16 +193,18 @@ def run(tmp_path_factory):
     try:
         api.add_node("gate-node", labels={"nvidia.com/gpu.present": "true"})
         secrets_dir = tmp / "hosts"
-        hosts = ["cp-1", "cp-2", "wk-1", "wk-2", "agent-ok", "agent-garbled", "agent-missing", "gate-node"]
+        agents = ["agent-ok", "agent-json", "agent-pem", "agent-missing"]
+        hosts = ["cp-1", "cp-2", "wk-1", "wk-2", *agents, "gate-node"]
         for host in hosts:
             (secrets_dir / host).mkdir(parents=True)
         admin_conf = tmp / "admin.conf"
         admin_conf.write_text(kubeconfig("https://127.0.0.1:6443", key_pem, cert_pem))
         kubelet_conf = kubeconfig("https://k8s-api.secrets-test.example:6443", key_pem, cert_pem)
         (secrets_dir / "agent-ok" / "kubelet.conf").write_text(kubelet_conf)
-        # not YAML: a tab before a key, the key data in the parser's error context
-        (secrets_dir / "agent-garbled" / "kubelet.conf").write_text(kubelet_conf.replace("\n    client-key-data",
-                                                                                         "\n\tclient-key-data"))
+        json_conf = json.dumps(yaml.safe_load(kubelet_conf.replace("k8s-api.", "k8s-api-json.")))  # compact JSON
+        (secrets_dir / "agent-json" / "kubelet.conf").write_text(json_conf)
+        # not a kubeconfig: the kubelet's client certificate and key (kubelet-client-current.pem)
+        (secrets_dir / "agent-pem" / "kubelet.conf").write_text(cert_pem + key_pem)
         bindir = tmp / "bin"
         bindir.mkdir()
         fake = bindir / "kubeadm"
@@ -211,12 +215,13 @@ def run(tmp_path_factory):
         inventory = {"all": {"vars": dict(local, secrets_dir=str(secrets_dir)), "children": {
             "kube_control_plane": {"hosts": {"cp-1": {}, "cp-2": {}}},
             "workers": {"hosts": {"wk-1": {}, "wk-2": {}}},
-            "agents": {"hosts": {host: {} for host in ("agent-ok", "agent-garbled", "agent-missing")},
+            "agents": {"hosts": {host: {} for host in agents},
                        "vars": {"node_health_agent_root": FIXTURE_ROOT,
                                 "node_health_agent_kube_kubeconfig": "%s/{{ inventory_hostname }}/kubelet.conf"
                                 % secrets_dir}},
             "gate": {"hosts": {"gate-node": {}},
                      "vars": {"node_gate_python": VENV_PYTHON,
+                              "node_gate_allow_plain_http": True,  # the fake API server is plain http
                               "node_gate_kubeconfig": api.kubeconfig(tmp / "gate-kubeconfig")}},
         }}}
         (tmp / "hosts.yml").write_text(json.dumps(inventory))
@@ -241,7 +246,10 @@ def run(tmp_path_factory):
             "private key body": key_pem.strip().splitlines()[1],  # its first base64 line
             "client-key-data": base64.b64encode(key_pem.encode()).decode(),
         }
-        result = Run(proc, seeded)
+        # what the fleet_report callback (ansible.cfg) wrote: failure messages end up there too
+        reports = [path for path in (tmp / "reports").rglob("*") if path.is_file()]
+        result = Run(proc, seeded, [path.read_text(errors="replace") for path in reports])
+        result.reports = reports
         result.api = api
         result.secrets_dir = secrets_dir
         yield result
@@ -257,8 +265,9 @@ def test_the_credential_tasks_ran(run):
     assert os.path.exists(os.path.join(str(run.secrets_dir), "cp-1", "kube", "config"))  # admin kubeconfig copied
     assert run.recap("cp-1")["failed"] == 0 and run.recap("cp-2")["failed"] == 0, out[-3000:]
     assert run.recap("wk-1")["failed"] == 0 and run.recap("wk-2")["failed"] == 1
-    assert run.recap("agent-ok")["failed"] == 0
+    assert run.recap("agent-ok")["failed"] == 0 and run.recap("agent-json")["failed"] == 0
     assert "__node_health_agent_settings.kubernetes.server: https://k8s-api.secrets-test.example:6443" in out
+    assert "__node_health_agent_settings.kubernetes.server: https://k8s-api-json.secrets-test.example:6443" in out
     assert run.recap("gate-node")["failed"] == 0
     taints = run.api.node("gate-node")["spec"].get("taints", [])
     assert [t["key"] for t in taints] == ["gpufleet.io/unhealthy"], out[-3000:]
@@ -268,11 +277,14 @@ def test_the_credential_tasks_ran(run):
 def test_failures_name_the_file_or_command_not_the_secret(run):
     out = run.output
     assert "kubeadm join failed (rc=1):" in out and "<redacted-token>" in out
-    garbled = os.path.join(str(run.secrets_dir), "agent-garbled", "kubelet.conf")
+    pem = os.path.join(str(run.secrets_dir), "agent-pem", "kubelet.conf")
     missing = os.path.join(str(run.secrets_dir), "agent-missing", "kubelet.conf")
-    assert "no API server URL from node_health_agent_kube_kubeconfig %s (not a kubeconfig" % garbled in out
-    assert "no API server URL from node_health_agent_kube_kubeconfig %s (File not found" % missing in out
-    assert run.recap("agent-garbled")["failed"] == 1 and run.recap("agent-missing")["failed"] == 1
+    message = "node_health_agent: no API server URL (server: https://...) in node_health_agent_kube_kubeconfig %s"
+    assert " ".join((message % pem + ";").split()) in " ".join(out.split())
+    assert " ".join((message % missing + " (File not found").split()) in " ".join(out.split())
+    assert run.recap("agent-pem")["failed"] == 1 and run.recap("agent-missing")["failed"] == 1
+    # the fleet report files the failures too, and is scanned with the output
+    assert any(path.name == "junit.xml" and "agent-pem/kubelet.conf" in path.read_text() for path in run.reports)
 
 
 @pytest.mark.parametrize("name", ["kubeadm token", "certificate key", "bearer token", "private key body",
