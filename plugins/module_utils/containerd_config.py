@@ -29,7 +29,7 @@ import json
 import re
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.toml_merge import (
-    TomlMergeError, merge, scan)
+    TomlMergeError, merge_checked, scan)
 
 CONF_D_GLOB = "/etc/containerd/conf.d/*.toml"
 CRI_V2 = ["plugins", "io.containerd.grpc.v1.cri"]
@@ -146,7 +146,8 @@ def plan(root_text, major, runtimes, default_runtime, systemd_cgroup, dropin_glo
         text = header + header_note + "version = %d\n" % kind + ("\n" + tables + "\n" if tables else "")
     for path, values in edits(kind, runtimes, default_runtime, systemd_cgroup):
         try:
-            text, _changed = merge(text, path, values)
+            # parsed back and compared in meaning before anything is written (toml_merge.merge_checked)
+            text, _changed, _note = merge_checked(text, path, values)
         except TomlMergeError as exc:
             raise ContainerdConfigError("cannot set %s: %s" % (".".join(path), exc))
     return {"version": kind, "imports": new_imports, "dropin": text, "copied": copied}

@@ -52,6 +52,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.xid import (
     classify,
     parse_xid_lines,
     read_xid_source,
+    skew_note,
     xid_file_path,
 )
 
@@ -727,22 +728,29 @@ def _check_xid(results, options, source, gpus, now):
         group = groups[target]
         codes = {}
         for event in group:
-            entry = codes.setdefault(event["xid"], {
+            # grouped by code and the severity word the driver printed (NVLink5 XIDs 144-150 print
+            # Fatal or Nonfatal): a Fatal and a Nonfatal 145 are not merged
+            severity = event.get("severity")
+            entry = codes.setdefault((event["xid"], severity or ""), {
                 "xid": event["xid"], "count": 0, "pci": event["pci"], "last": None,
                 "class": {"fail": "fatal", "pass": "ignored", "warn": "other"}[
-                    classify(event["xid"], fatal, ignore)]})
+                    classify(event["xid"], fatal, ignore, severity)]})
+            if severity:
+                entry["severity"] = severity
             entry["count"] += 1
             if event["time"] and (entry["last"] is None or event["time"] > entry["last"]):
                 entry["last"] = event["time"]
             entry["detail"] = event["detail"]
-        observed = [codes[x] for x in sorted(codes)]
-        status = worst(classify(x, fatal, ignore) for x in codes)
-        text = ", ".join("XID %d x%d (%s)" % (e["xid"], e["count"], e["class"]) for e in observed)
+        observed = [codes[key] for key in sorted(codes)]
+        status = worst(classify(xid, fatal, ignore, severity or None) for xid, severity in codes)
+        text = ", ".join("XID %d%s x%d (%s)" % (e["xid"], " " + e["severity"] if e.get("severity") else "",
+                                                 e["count"], e["class"]) for e in observed)
         pcis = sorted(set(e["pci"] for e in group))
         message = "%s on %s in the last %s (%s)" % (text, ", ".join(pcis), window, origin)
         undated = sum(1 for e in group if e["time"] is None)
         if undated:
             message += "; %d undated line(s) counted as recent" % undated
+        message += skew_note(group)
         results.add("gpu.xid", target, status, message, observed=observed)
     return None
 

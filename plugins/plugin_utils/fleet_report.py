@@ -142,6 +142,8 @@ def normalise_check(check, task_name=None, play=None):
     for key in ("observed", "expected"):
         if key in check:
             clean[key] = json_safe(check[key])
+    if check.get("error") not in (None, ""):
+        clean["error"] = text(check["error"])  # a reading that could not be taken (docs/contracts.md)
     if task_name:
         clean["task"] = str(task_name)
     if play is not None:
@@ -155,6 +157,8 @@ def check_detail(check):
         detail += "\nobserved: " + text(check["observed"])
     if "expected" in check:
         detail += "\nexpected: " + text(check["expected"])
+    if check.get("error"):
+        detail += "\ncould not be measured: " + check["error"]
     if check.get("task"):
         detail += "\ntask: " + check["task"]
     return detail

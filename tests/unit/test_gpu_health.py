@@ -34,7 +34,7 @@ def run(name, root="dgx-h100", options=None, xid=None, device_overrides=None, **
     fake = fake_with(name, device_overrides, **top)
     reader = SysfsReader(node(root))
     results, gpus, info = check_gpu_health(
-        gather_gpu_facts(reader), NvmlAdapter(fake), options or {}, xid, now=NOW, reader=reader
+        gather_gpu_facts(reader), NvmlAdapter(fake), FAMILY.defaults(options), xid, now=NOW, reader=reader
     )
     return results, gpus, info
 
@@ -144,6 +144,9 @@ def test_driver_version_unset_is_skipped():
 def test_version_matches_components():
     assert version_matches("580.95.05", "580") and not version_matches("580.95.05", "5")
     assert not version_matches("580.95.05", "580.9")
+    assert version_matches("580.95.05", "580.95.5")  # components compare as numbers (versions.py)
+    with pytest.raises(ValueError, match="not a version: 'latest'"):
+        version_matches("580.95.05", "latest")
 
 
 # -- gpu.nvml -----------------------------------------------------------------------------
@@ -183,7 +186,7 @@ def test_nvml_unusable_on_a_nouveau_host_says_so():
 def test_nvml_binding_not_installed():
     reader = SysfsReader(node("dgx-h100"))
     adapter = NvmlAdapter(module_name="gpufleet_no_such_pynvml")
-    results, _, info = check_gpu_health(gather_gpu_facts(reader), adapter, {}, [], now=NOW)
+    results, _, info = check_gpu_health(gather_gpu_facts(reader), adapter, FAMILY.defaults(), [], now=NOW)
     assert status(results, "gpu.nvml") == "fail"
     assert "install nvidia-ml-py (imported as pynvml)" in info["error"]
 
@@ -196,7 +199,7 @@ class ExplodingAdapter:
 @pytest.mark.parametrize("root", ["empty", None])
 def test_no_gpu_on_the_bus_skips_everything(root, tmp_path):
     reader = SysfsReader(node(root) if root else str(tmp_path))
-    results, gpus, info = check_gpu_health(gather_gpu_facts(reader), ExplodingAdapter(), {}, None, now=NOW)
+    results, gpus, info = check_gpu_health(gather_gpu_facts(reader), ExplodingAdapter(), FAMILY.defaults(), None, now=NOW)
     assert gpus == [] and info["available"] is False
     assert results.healthy and results.summary() == {"pass": 0, "warn": 0, "fail": 0, "skip": len(CHECK_IDS)}
     assert check(results, "gpu.nvml")["message"].startswith("no NVIDIA GPU on the PCI bus")
@@ -205,7 +208,7 @@ def test_no_gpu_on_the_bus_skips_everything(root, tmp_path):
 def test_no_gpu_but_gpus_expected_fails_the_count(tmp_path):
     reader = SysfsReader(str(tmp_path))
     results, _, _ = check_gpu_health(
-        gather_gpu_facts(reader), ExplodingAdapter(), {"expected_count": 8}, None, now=NOW
+        gather_gpu_facts(reader), ExplodingAdapter(), FAMILY.defaults({"expected_count": 8}), None, now=NOW
     )
     assert status(results, "gpu.count") == "fail" and status(results, "gpu.nvml") == "skip"
 
@@ -323,7 +326,7 @@ def test_pcie_without_any_reference_is_skipped():
     fake = fake_with("h100-healthy", missing_functions=["nvmlDeviceGetGpuMaxPcieLinkGeneration"])
     reader = SysfsReader(node("dgx-h100"))
     # No reader: the GPU's own width (sysfs) is unknown too.
-    results, _, _ = check_gpu_health(gather_gpu_facts(reader), NvmlAdapter(fake), {}, [], now=NOW)
+    results, _, _ = check_gpu_health(gather_gpu_facts(reader), NvmlAdapter(fake), FAMILY.defaults(), [], now=NOW)
     assert statuses(results, "gpu.pcie") == dict.fromkeys(GPUS, "skip")
 
 
@@ -419,7 +422,7 @@ def run_gb200(root, device_overrides=None, options=None):
     fake = fake_with("gb200-nvl72-tray", device_overrides)
     reader = SysfsReader(root)
     facts = gather_gpu_facts(reader)
-    results, gpus, _ = check_gpu_health(facts, NvmlAdapter(fake), options or {}, [], now=NOW, reader=reader)
+    results, gpus, _ = check_gpu_health(facts, NvmlAdapter(fake), FAMILY.defaults(options), [], now=NOW, reader=reader)
     return facts, results, gpus
 
 
@@ -758,3 +761,59 @@ def test_fake_binding_mirrors_the_real_error_classes():
         assert hasattr(real, name) and hasattr(fake, name), name
     for name in [n for n in dir(fake) if n.startswith("NVML_")]:
         assert getattr(fake, name) == getattr(real, name), name
+
+
+def test_nvlink5_xids_follow_the_severity_word_of_their_line():
+    """NVLink5 XIDs 144-150 carry Fatal/Nonfatal in the line (tests/fixtures/xid/README.md names
+    the source): one GPU's Nonfatal 145 is a warning, another's Fatal 149 fails the node, and a
+    line without the word (146) fails closed. The lines are `dmesg -T` dated; the node's clock
+    is the morning they were written (read in UTC here)."""
+    import os
+    import time as _time
+
+    old = os.environ.get("TZ")
+    os.environ["TZ"] = "UTC"
+    _time.tzset()
+    try:
+        lines = xid_lines("nvlink5-severity-dmesg-T.log")
+        results, _, _ = run("h100-healthy", xid=lines)
+        found = [c for c in results if c["id"] == "gpu.xid"]
+        _nvlink5_asserts(found, lines)
+    finally:
+        if old is None:
+            del os.environ["TZ"]
+        else:
+            os.environ["TZ"] = old
+        _time.tzset()
+
+
+def _nvlink5_asserts(found, lines):
+    # the PCI addresses are not GPUs of this fixture node: one node-level check
+    assert len(found) == 1 and found[0]["status"] == "fail"
+    message = found[0]["message"]
+    assert "XID 145 nonfatal x2 (other)" in message and "XID 144 nonfatal x1 (other)" in message
+    assert "XID 149 fatal x1 (fatal)" in message
+    assert "XID 146 x1 (fatal)" in message  # no severity word: fail closed
+    # the lines are dated days after this test's clock: kept as recent, the skew reported
+    assert "clock skew: 5 line(s)" in message
+    nonfatal_only = [line for line in lines if " 145, " in line]
+    results, _, _ = run("h100-healthy", xid=nonfatal_only)
+    assert [c["status"] for c in results if c["id"] == "gpu.xid"] == ["warn"]
+    assert results.healthy
+
+
+def test_a_fatal_xid_dated_in_the_future_is_counted_and_the_skew_reported():
+    """A fatal XID whose date lies ahead of the node's clock (an RTC behind, a clock set back) is
+    kept as recent, never dropped, and the message names the skew."""
+    future = _time_text(NOW + 6 * 3600)
+    line = "%s gpu-1 kernel: NVRM: Xid (PCI:0000:1b:00): 79, pid=0, GPU has fallen off the bus." % future
+    results, _, _ = run("h100-healthy", xid=[line])
+    found = [c for c in results if c["id"] == "gpu.xid"]
+    assert len(found) == 1 and found[0]["status"] == "fail"
+    assert "clock skew" in found[0]["message"] and "counted as recent" in found[0]["message"]
+
+
+def _time_text(epoch):
+    import time as _time
+
+    return _time.strftime("%Y-%m-%dT%H:%M:%S+0000", _time.gmtime(epoch))
