@@ -87,7 +87,7 @@ class CheckResults(object):
     def __init__(self):
         self._checks = []
 
-    def add(self, check_id, target, status, message, observed=_UNSET, expected=_UNSET):
+    def add(self, check_id, target, status, message, observed=_UNSET, expected=_UNSET, error=_UNSET):
         if status not in STATUSES:
             raise ValueError("unknown check status %r for %s" % (status, check_id))
         check = {"id": check_id, "target": target, "status": status, "message": message}
@@ -95,6 +95,8 @@ class CheckResults(object):
             check["observed"] = observed
         if expected is not _UNSET:
             check["expected"] = expected
+        if error is not _UNSET:
+            check["error"] = error  # a reading that could not be taken: the call or file and the error
         self._checks.append(check)
         return check
 

@@ -478,7 +478,7 @@ def build_results(checks, option="checks"):
         if check["status"] not in STATUSES:
             return None, "option %s[%d]: status %r is not one of %s" % (
                 option, index, check["status"], ", ".join(STATUSES))
-        extra = dict((key, check[key]) for key in ("observed", "expected") if key in check)
+        extra = dict((key, check[key]) for key in ("observed", "expected", "error") if key in check)
         results.add(str(check["id"]), str(check["target"]), check["status"], str(check["message"]), **extra)
     return results, None
 

@@ -121,7 +121,7 @@ module_cache.activate()  # before the other module_utils: compiled once per node
 from ansible_collections.gpufleet.cluster.plugins.module_utils.containerd_config import (
     ContainerdConfigError, containerd_major, plan)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import run_module
-from ansible_collections.gpufleet.cluster.plugins.module_utils.toml_merge import TomlMergeError, merge
+from ansible_collections.gpufleet.cluster.plugins.module_utils.toml_merge import TomlMergeError, merge_checked
 
 ARGUMENT_SPEC = dict(
     config=dict(type="path", default="/etc/containerd/config.toml"),
@@ -178,7 +178,7 @@ def configure(module):
                       params["default_runtime"], params["systemd_cgroup"], params["imports_glob"])
         root_after = root_before
         if result["imports"] is not None:
-            root_after, _keys = merge(root_before, [], {"imports": result["imports"]})
+            root_after, _keys, _note = merge_checked(root_before, [], {"imports": result["imports"]})
     except (ContainerdConfigError, TomlMergeError) as exc:
         module.fail_json(msg="%s: %s" % (config, to_native(exc)), config=config,
                          containerd_version=params["containerd_version"])
