@@ -178,6 +178,11 @@ def _kubernetes_errors(kube):
                       "is for a local test double only)" % server)
     elif not server.startswith(("https://", "http://")):
         errors.append("kubernetes.server %r must be an https:// URL" % (server,))
+    if kube.get("taint") and kube.get("cert_file") and kube.get("token_file"):
+        errors.append("kubernetes.taint is on with both a client certificate and a token: the API server "
+                      "authenticates the certificate first (the kubelet's identity, whose taint writes "
+                      "NodeRestriction refuses); set cert_file and key_file empty so the node-bound "
+                      "ServiceAccount token is used (docs/kubernetes.md)")
     return errors
 
 

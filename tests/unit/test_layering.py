@@ -22,6 +22,7 @@ PIPELINE = [
     ("checks", "clock"),
     ("gate",),
     ("kube_node",),
+    ("state_files",),
     ("agent_config",),
     ("agent_hysteresis",),
     ("agent_state",),

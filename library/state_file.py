@@ -1,0 +1,1 @@
+../plugins/modules/state_file.py

@@ -1,0 +1,167 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The one writer of gpufleet's state files (``/var/lib/gpufleet``: the agent's health.json and
+agent-state.json, the roles' role-state.json, reboot-required, kubelet-restart-required,
+upgrade-state.json; the node_exporter textfile): atomic (a temporary file in the same directory,
+fsync, rename: a reader sees the old or the new content, never a part; a full disk leaves the old
+content), mode set, owner and group set when asked. Used by the node health agent and, through
+the module ``state_file``, by the roles (common_internal's ``state_file`` and ``marker`` entry
+points, rolling_upgrade). No Ansible here: it runs on nodes with the agent.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+import time
+
+
+class StateFileError(OSError):
+    """A state file cannot be written where asked (names the file or directory)."""
+
+
+def atomic_write(path, text, mode=0o644, owner=None, group=None):
+    """Write ``text`` (str or bytes) to ``path`` atomically, with ``mode`` and, when given, the
+    numeric ``owner``/``group``. The directory must exist. On any error (ENOSPC) the temporary file
+    is removed and the old content stays."""
+    directory = os.path.dirname(path) or "."
+    if not os.path.isdir(directory):
+        raise StateFileError("directory %s does not exist: %s not written" % (directory, path))
+    data = text.encode("utf-8") if not isinstance(text, bytes) else text
+    # no tempfile module: its import costs more CPU than the rest of the write (one agent cycle <= 50 ms)
+    tmp = os.path.join(directory, ".%s.%d.%s" % (os.path.basename(path), os.getpid(), os.urandom(4).hex()))
+    handle = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        if owner is not None or group is not None:
+            os.chown(tmp, -1 if owner is None else owner, -1 if group is None else group)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def set_aside(path, reason, now=None):
+    """Rename a damaged file to ``<path>.damaged-<UTC time>`` (kept for a post-mortem); when even
+    the rename fails, remove it. Returns (new path or None, reason)."""
+    now = time.time() if now is None else now
+    target = "%s.damaged-%s" % (path, time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now)))
+    try:
+        os.replace(path, target)
+    except OSError as exc:
+        target = None
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+        reason = "%s; could not be renamed (%s), removed" % (reason, exc.strerror or exc)
+    return target, reason
+
+
+def read_bytes(path):
+    """The file's content, or None when it does not exist."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return None
+
+
+def marker_lines(text, owner, line_text):
+    """The lines of a marker file shared by roles (``<owner>: <text>`` per line) with ``owner``'s
+    line set to ``line_text`` (replaced in place or appended), or removed when ``line_text`` is
+    empty. Other owners' lines are kept in order."""
+    prefix = "%s: " % owner
+    line_text = " ".join((line_text or "").split("\n")).strip()  # one line per owner, whatever was passed
+    lines = [line for line in (text or "").splitlines() if line.strip()]
+    wanted = prefix + line_text if line_text else None
+    out, placed = [], False
+    for line in lines:
+        if line.startswith(prefix):
+            if wanted is not None and not placed:
+                out.append(wanted)
+                placed = True
+            continue
+        out.append(line)
+    if wanted is not None and not placed:
+        out.append(wanted)
+    return out
+
+
+def _ident(value, kind):
+    """A numeric uid/gid from a name or number; None when unset. ValueError naming it otherwise."""
+    if value in (None, ""):
+        return None
+    if str(value).isdigit():
+        return int(value)
+    import grp
+    import pwd
+
+    try:
+        return (pwd.getpwnam(value).pw_uid if kind == "owner" else grp.getgrnam(value).gr_gid)
+    except KeyError:
+        raise ValueError("option %s: no %s named %r on this host" % (kind, "user" if kind == "owner" else "group", value))
+
+
+def state_file_work(module):
+    """The work of the module state_file (framework.run_module): see its documentation."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import ModuleFailure
+
+    params = module.params
+    path = params["path"]
+    if not os.path.isabs(path):
+        raise ModuleFailure("option path: %s is not an absolute path" % path, path=path)
+    try:
+        mode = int(params["mode"], 8)
+        if not 0 <= mode <= 0o7777:
+            raise ValueError
+    except (TypeError, ValueError):
+        raise ModuleFailure("option mode: %r is not an octal file mode such as \"0644\"" % (params["mode"],), path=path)
+    try:
+        owner = _ident(params.get("owner"), "owner")
+        group = _ident(params.get("group"), "group")
+    except ValueError as exc:
+        raise ModuleFailure(str(exc), path=path)
+    if os.path.isdir(path):
+        raise ModuleFailure("option path: %s is a directory" % path, path=path)
+    before = read_bytes(path)
+    before_text = None if before is None else before.decode("utf-8", "replace")
+    if params["state"] == "absent":
+        wanted = None
+    elif params.get("marker_owner"):
+        lines = marker_lines(before_text, params["marker_owner"], params["marker_text"] or "")
+        wanted = "".join(line + "\n" for line in lines) or None  # no line left: the file goes
+    elif params.get("content") is not None:
+        wanted = params["content"]
+    else:
+        raise ModuleFailure("one of content or marker_owner is required with state=present", path=path)
+    changed = wanted != before_text
+    if wanted is not None and not changed:
+        info = os.stat(path)
+        changed = ((info.st_mode & 0o7777) != mode or (owner is not None and info.st_uid != owner)
+                   or (group is not None and info.st_gid != group))
+    result = {"changed": changed, "path": path, "content": wanted}
+    if module._diff:
+        result["diff"] = {"before": before_text or "", "after": wanted or "", "before_header": path, "after_header": path}
+    if not changed or module.check_mode:
+        return result
+    try:
+        if wanted is None:
+            os.unlink(path)
+        else:
+            directory = os.path.dirname(path)
+            if not os.path.isdir(directory):
+                os.makedirs(directory, 0o755)
+            atomic_write(path, wanted, mode=mode, owner=owner, group=group)
+    except OSError as exc:
+        raise ModuleFailure("%s not written: %s" % (path, exc.strerror or exc), path=path)
+    return result
