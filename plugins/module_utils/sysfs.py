@@ -149,7 +149,7 @@ class SysfsReader(object):
     """Read files below ``root`` with memoisation and field-level tolerance."""
 
     def __init__(self, root="/"):
-        self.root = root or "/"
+        self.root = root  # normalised once by the caller (framework.given_root)
         self._root_real = os.path.realpath(self.root)
         self._cache = {}
         self._problems = {}  # rel -> why a present file gave no value (see problem())

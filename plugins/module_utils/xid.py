@@ -426,7 +426,6 @@ class XidRead(object):
 
 def read_xid_source(source, runner, root, window_hours, now):
     """Read kernel log lines for ``xid_source``; XidRead.error says why nothing was read."""
-    root = root or "/"
     if source == "none":
         return XidRead(error="xid_source=none: XID scan disabled")
     if source == "journal":
@@ -474,7 +473,7 @@ def _read_dmesg(runner):
 
 def xid_file_path(root, path):
     """A log path is read below root like every other file (offline inspection of an image)."""
-    return path if os.path.realpath(root or "/") == "/" else os.path.join(root, path.lstrip("/"))
+    return path if os.path.realpath(root) == "/" else os.path.join(root, path.lstrip("/"))
 
 
 def _read_file(root, path, window_hours, now):
