@@ -57,17 +57,29 @@ def _host(name):
     return testinfra.get_host("docker://" + name)
 
 
+# A node's record, gate markers and unattended-upgrades blacklist, read in one command (one docker
+# exec per node instead of one per file: _node runs for every node after each of the runs).
+NODE = r"""
+import json, os, sys
+state, gate, blacklist = sys.argv[1:4]
+def read(path):
+    with open(path) as handle:
+        return handle.read()
+print(json.dumps({
+    "state": json.loads(read(state)) if os.path.exists(state) else None,
+    "cordoned": os.path.exists(gate + "/cordoned"),
+    "drained": os.path.exists(gate + "/drained"),
+    "tainted": os.path.exists(gate + "/taint"),
+    "taint": read(gate + "/taint") if os.path.exists(gate + "/taint") else "",
+    "blacklist": os.path.exists(blacklist),
+}))
+"""
+
+
 def _node(name):
-    host = _host(name)
-    state = json.loads(host.file(STATE).content_string) if host.file(STATE).exists else None
-    return {
-        "state": state,
-        "cordoned": host.file(GATE + "/cordoned").exists,
-        "drained": host.file(GATE + "/drained").exists,
-        "tainted": host.file(GATE + "/taint").exists,
-        "taint": host.file(GATE + "/taint").content_string if host.file(GATE + "/taint").exists else "",
-        "blacklist": host.file(BLACKLIST).exists,
-    }
+    result = _host(name).run("python3 -c %s %s %s %s", NODE, STATE, GATE, BLACKLIST)
+    assert result.rc == 0, result.stderr
+    return json.loads(result.stdout)
 
 
 def _snapshot():
