@@ -3,10 +3,13 @@
 One fake API server, one ansible-playbook run (tests/integration/playbooks/node_gate_kubernetes.yml):
 every inventory host is a Node of the fake cluster running its own sequence of node_gate actions
 (the scenarios below run in parallel, which keeps the whole module well under a minute). The
-kubeconfig is plain http with a bearer token; node_gate_api_host is localhost (local connection)
-and node_gate_python the venv interpreter, which has the Python kubernetes client. The tests
-assert the server state afterwards, the requests kubernetes.core sent, what each step changed
-(from the ansible.posix.json output) and node_gate_status after each step.
+kubeconfig is plain http with a bearer token (so node_gate_allow_plain_http is set);
+node_gate_api_host is localhost (local connection) and node_gate_python the venv interpreter, which
+has the Python kubernetes client (the reads and the evictions of drain go through kubernetes.core;
+every write of a Node through module node_write). The tests assert the server state afterwards,
+the requests sent (every Node write a merge patch carrying the resourceVersion read, nothing sent
+when nothing changes, 409 Conflict redone), what each step changed (from the ansible.posix.json
+output) and node_gate_status after each step.
 """
 
 import json
@@ -249,8 +252,7 @@ def test_cordon_sets_unschedulable_and_is_idempotent(run):
     sent = patches(api, "gpu-cordon")
     assert [p["content_type"] for p in sent] == ["application/merge-patch+json"] * 2
     assert [p["body"]["spec"] for p in sent] == [{"unschedulable": True}, {"unschedulable": False}]
-    # (the k8s module adds the name it was given to the definition)
-    assert all(set(p["body"]["metadata"]) - {"name"} == {"resourceVersion"} for p in sent), sent
+    assert all(set(p["body"]["metadata"]) == {"resourceVersion"} for p in sent), sent
     assert api.recorded("PATCH", "/api/v1/nodes/gpu-cordon") == sent  # no other patch, none refused
     assert "unschedulable" not in api.node("gpu-cordon")["spec"]  # omitempty, as the real server stores it
 

@@ -118,6 +118,7 @@ def runs(tmp_path_factory):
                 "vars": {
                     "node_gate_api_host": "localhost", "node_gate_python": VENV_PYTHON,
                     "node_gate_kubeconfig": kubeconfig,
+                    "node_gate_allow_plain_http": True,  # the double is plain http with a bearer token
                     "rolling_upgrade_gate_backend": "kubernetes",
                     "rolling_upgrade_drain_timeout": 3,
                     "rolling_upgrade_manage_holds": False,
