@@ -74,7 +74,7 @@ def test_fleet_status_from_the_kubernetes_api(tmp_path):
     with FakeKubeAPI() as api:
         token = tmp_path / "token"
         token.write_text(api.token)
-        client = KubeClient(api.url, token_file=str(token))
+        client = KubeClient(api.url, token_file=str(token), allow_plain_http=True)  # the double is plain http
         for name in ("node-a", "node-b", "node-c", "node-e"):
             api.add_node(name)
         KubePublisher(client, "node-a").publish(True, [])

@@ -176,7 +176,7 @@ PLUGIN_NAMES = {os.path.splitext(os.path.basename(p))[0] for p in
                 glob.glob(os.path.join(REPO, "plugins", "filter", "*.yml"))
                 + glob.glob(os.path.join(REPO, "plugins", "lookup", "*.py"))}
 # Prometheus metric names of the node health agent (its alert rules name them), not variables.
-with open(os.path.join(REPO, "plugins", "module_utils", "agent.py")) as _handle:
+with open(os.path.join(REPO, "plugins", "module_utils", "agent_publish.py")) as _handle:  # prometheus_text
     PLUGIN_NAMES |= set(re.findall(r"# TYPE (gpufleet_[a-z0-9_]+) ", _handle.read()))
 
 
