@@ -8,17 +8,26 @@ one glob there (the only edit to a file other installers own) and writes its set
 file in that directory. How containerd merges an imported file decides what the file must hold:
 
 - containerd 2.x merges imported plugin tables key by key (containerd PR #9982, in 2.0): the
-  drop-in holds only gpufleet's keys, in the root config's version (2 or 3; a drop-in of a higher
-  version than the root config is not loaded since containerd PR #12891).
+  drop-in holds only gpufleet's keys, in the root config's version (2, 3 or 4; a drop-in of a
+  higher version than the root config is not loaded since containerd PR #12891, and a drop-in
+  written in the version containerd migrated to instead of the root's broke containerd 2.3,
+  azimuth-cloud/capi-helm-charts PR #838).
 - containerd 1.x replaces a whole plugin table with the imported one (containerd issue #5837):
   the drop-in starts from a copy of the root config's CRI plugin tables, then sets gpufleet's
   keys, as ``nvidia-ctk runtime configure --drop-in-config`` does since toolkit 1.18
   (NVIDIA/nvidia-container-toolkit PR #1311). The copy is taken again on every run, so a change
   another installer makes to that table in config.toml is carried over by the next run.
 
-Config version 3 (containerd 2.x) keeps runtimes under ``io.containerd.cri.v1.runtime``,
-version 2 under ``io.containerd.grpc.v1.cri``. Version 1 files and version 3 on containerd 1.x
-are refused with the way out.
+Config version 3 (containerd 2.0) keeps runtimes under ``io.containerd.cri.v1.runtime``,
+version 2 under ``io.containerd.grpc.v1.cri``. Version 4 (containerd 2.3, the first LTS line, the
+version ``containerd config default`` writes there) keeps the CRI plugin paths of version 3; only
+server-level fields (``grpc``, ``ttrpc``, ``debug``, ``metrics``) moved into plugin tables
+(``io.containerd.server.v1.*``; gardener/gardener PR #14856, containerd 2.3.0's default config).
+The drop-in never holds server-level fields, so its content is the same for 3 and 4 apart from
+the version line. A root config in a version the installed containerd does not read (3 before
+2.0, 4 before 2.3; the matrix rules ``containerd-config-v3`` / ``containerd-config-v4``) and
+version 1 files are refused with the way out. A root config another tool wrote in 2, 3 or 4 is
+kept as it is: containerd 2.x reads the older versions and migrates them in memory.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -34,6 +43,11 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.toml_merge import
 CONF_D_GLOB = "/etc/containerd/conf.d/*.toml"
 CRI_V2 = ["plugins", "io.containerd.grpc.v1.cri"]
 CRI_V3 = ["plugins", "io.containerd.cri.v1.runtime"]
+KNOWN_VERSIONS = (2, 3, 4)
+# config version -> the first containerd (major, minor) that reads it (docs/compatibility.md)
+FIRST_READER = {2: (1, 0), 3: (2, 0), 4: (2, 3)}
+# top-level tables of a root config that a drop-in must never carry (server-level fields)
+SERVER_TABLES = ("grpc", "ttrpc", "debug", "metrics")
 
 _VERSION = re.compile(r"(?m)^\s*version\s*=\s*(\d+)\s*(#.*)?$")
 _TABLE = re.compile(r"(?m)^\s*\[")
@@ -48,6 +62,13 @@ def containerd_major(version_output):
     "containerd github.com/containerd/containerd 1.6.20~ds1 ..."); None when none is found."""
     match = re.search(r"(?:^|\s)v?(\d+)\.(\d+)\.\d+", version_output or "")
     return int(match.group(1)) if match else None
+
+
+def containerd_version(version_output):
+    """(major, minor) from ``containerd --version`` or a bare version ("2.3.1"); None when none
+    is found."""
+    match = re.search(r"(?:^|\s)v?(\d+)\.(\d+)(?:\.\d+)?", version_output or "")
+    return (int(match.group(1)), int(match.group(2))) if match else None
 
 
 def classify(text):
@@ -95,7 +116,8 @@ def extract_tables(text, prefix):
 
 
 def plugin_path(version):
-    return CRI_V3 if version == 3 else CRI_V2
+    """CRI table of a config version: version 4 keeps the paths of version 3."""
+    return CRI_V3 if version >= 3 else CRI_V2
 
 
 def edits(version, runtimes, default_runtime, systemd_cgroup):
@@ -112,9 +134,13 @@ def edits(version, runtimes, default_runtime, systemd_cgroup):
     return out
 
 
-def plan(root_text, major, runtimes, default_runtime, systemd_cgroup, dropin_glob=CONF_D_GLOB):
+def plan(root_text, containerd, runtimes, default_runtime, systemd_cgroup, dropin_glob=CONF_D_GLOB):
     """What to write: {'version', 'imports' (new list, or None when the glob is already there),
-    'dropin' (text), 'copied' (bool: the CRI tables were copied, containerd 1.x)}."""
+    'dropin' (text), 'copied' (bool: the CRI tables were copied, containerd 1.x)}.
+    ``containerd``: (major, minor) of the installed containerd, or the major alone (minor 0)."""
+    if isinstance(containerd, int):
+        containerd = (containerd, 0)
+    major = containerd[0] if containerd else None
     kind = classify(root_text)
     if kind in ("missing", "stub"):
         raise ContainerdConfigError(
@@ -123,13 +149,18 @@ def plan(root_text, major, runtimes, default_runtime, systemd_cgroup, dropin_glo
         raise ContainerdConfigError(
             "config version 1 (no 'version =' line and tables present): migrate it with "
             "'containerd config migrate' (version 2 for containerd 1.x, 3 for 2.x)")
-    if kind not in (2, 3):
-        raise ContainerdConfigError("config version %s is not known to gpufleet (2 or 3 expected)" % kind)
+    if kind not in KNOWN_VERSIONS:
+        raise ContainerdConfigError("config version %s is not known to gpufleet (2, 3 or 4 expected)" % kind)
     if major is None:
         raise ContainerdConfigError("containerd's version is unknown ('containerd --version' said nothing usable)")
-    if kind == 3 and major < 2:
+    if tuple(containerd) < FIRST_READER[kind]:
+        readable = [v for v in KNOWN_VERSIONS if tuple(containerd) >= FIRST_READER[v]]
         raise ContainerdConfigError(
-            "config version 3 needs containerd 2.x; this is containerd %d.x: use a version 2 config" % major)
+            "compatibility containerd-config-v%d: config version %d needs containerd %d.%d or later; this is "
+            "containerd %d.%d, which reads config version %s: write that containerd's default "
+            "(containerd config default) or upgrade containerd (docs/compatibility.md)"
+            % (kind, kind, FIRST_READER[kind][0], FIRST_READER[kind][1], containerd[0], containerd[1],
+               " or ".join(str(v) for v in readable)))
     if default_runtime not in runtimes:
         raise ContainerdConfigError("default runtime %s is not among the runtimes set (%s)"
                                     % (default_runtime, ", ".join(sorted(runtimes))))
@@ -150,4 +181,8 @@ def plan(root_text, major, runtimes, default_runtime, systemd_cgroup, dropin_glo
             text, _changed, _note = merge_checked(text, path, values)
         except TomlMergeError as exc:
             raise ContainerdConfigError("cannot set %s: %s" % (".".join(path), exc))
+    server = sorted(set(s["path"][0] for s in scan(text.splitlines())
+                        if s["kind"] in ("table", "array") and s["path"] and s["path"][0] in SERVER_TABLES))
+    if server:  # only CRI tables are ever copied or set: this would be a defect here
+        raise ContainerdConfigError("the drop-in would carry server-level tables (%s)" % ", ".join(server))
     return {"version": kind, "imports": new_imports, "dropin": text, "copied": copied}

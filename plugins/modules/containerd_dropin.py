@@ -14,7 +14,7 @@ short_description: Set containerd runtimes through a drop-in file, leaving confi
 version_added: 0.2.0
 description:
   - Writes the CRI runtimes (for example the NVIDIA runtime) and the default runtime to a drop-in
-    file of its own, in the config version of the root containerd config (2 or 3), and adds the
+    file of its own, in the config version of the root containerd config (2, 3 or 4), and adds the
     drop-in directory's glob to the root config's C(imports) when it is not there yet (containerd
     2.2 and later list C(/etc/containerd/conf.d/*.toml) by default). Nothing else in the root
     config is touched, so another installer's settings survive and a re-run changes nothing.
@@ -22,8 +22,12 @@ description:
     containerd 1.x replaces a whole plugin table with an imported one, so the drop-in starts from
     a copy of the root config's CRI plugin tables (taken again on every run), as
     C(nvidia-ctk runtime configure --drop-in-config) does.
-  - Refuses, naming the way out, a version 1 config, a version 3 config on containerd 1.x, and a
-    missing or stub root config (write C(containerd config default) first).
+  - Config version 4 (containerd 2.3 and later) keeps the CRI plugin paths of version 3; the
+    drop-in never carries server-level fields (grpc, ttrpc, debug, metrics), so only its version
+    line differs. A root config written by another tool in version 2, 3 or 4 is kept.
+  - Refuses, naming the way out, a version 1 config, a config version the installed containerd
+    does not read (3 before containerd 2.0, 4 before 2.3), and a missing or stub root config
+    (write C(containerd config default) first).
   - With O(validate) containerd reads the result (C(containerd --config <config> config dump));
     when it refuses, both files are put back as they were.
 author:
@@ -119,7 +123,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils import module_cac
 module_cache.activate()  # before the other module_utils: compiled once per node, not per run
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.containerd_config import (
-    ContainerdConfigError, containerd_major, plan)
+    ContainerdConfigError, containerd_version, plan)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import run_module
 from ansible_collections.gpufleet.cluster.plugins.module_utils.toml_merge import TomlMergeError, merge_checked
 
@@ -174,7 +178,7 @@ def configure(module):
     dropin_before = read(module, dropin)
     runtimes = dict((name, to_text(binary or "")) for name, binary in params["runtimes"].items())
     try:
-        result = plan(root_before, containerd_major(params["containerd_version"]), runtimes,
+        result = plan(root_before, containerd_version(params["containerd_version"]), runtimes,
                       params["default_runtime"], params["systemd_cgroup"], params["imports_glob"])
         root_after = root_before
         if result["imports"] is not None:

@@ -13,12 +13,14 @@ Merge semantics checked below: containerd 2.x merges imported plugin tables key 
 (containerd PR #9982), containerd 1.x replaces a whole plugin table (containerd issue #5837).
 """
 
+import os
 import sys
 
 import pytest
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.containerd_config import (
-    CONF_D_GLOB, ContainerdConfigError, classify, containerd_major, extract_tables, imports_of, plan)
+    CONF_D_GLOB, SERVER_TABLES, ContainerdConfigError, classify, containerd_major, containerd_version,
+    extract_tables, imports_of, plan)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.toml_merge import merge
 
 tomllib = pytest.importorskip("tomllib") if sys.version_info >= (3, 11) else pytest.importorskip("tomli")
@@ -120,7 +122,7 @@ def load_as_containerd(root_text, dropin_text, major):
 
 
 def runtimes(config, version):
-    plugin = "io.containerd.cri.v1.runtime" if version == 3 else "io.containerd.grpc.v1.cri"
+    plugin = "io.containerd.cri.v1.runtime" if version >= 3 else "io.containerd.grpc.v1.cri"
     return config["plugins"][plugin]["containerd"]
 
 
@@ -205,8 +207,11 @@ def test_toolkit_off_writes_runc_only():
     (None, 2, "is missing"),
     ('disabled_plugins = ["cri"]\n', 1, "is stub"),
     ('[plugins.cri]\n  sandbox_image = "x"\n', 1, "version 1"),
-    (V3_DEFAULT_22, 1, "config version 3 needs containerd 2.x"),
-    ("version = 4\n", 2, "version 4 is not known"),
+    (V3_DEFAULT_22, 1, "containerd-config-v3: config version 3 needs containerd 2.0 or later; this is containerd 1.0"),
+    ("version = 4\n", (2, 2), "containerd-config-v4: config version 4 needs containerd 2.3 or later; "
+                               "this is containerd 2.2, which reads config version 2 or 3"),
+    ("version = 4\n", 1, "which reads config version 2:"),
+    ("version = 5\n", (2, 4), "version 5 is not known to gpufleet [(]2, 3 or 4 expected[)]"),
 ])
 def test_refusals_name_the_way_out(text, major, message):
     with pytest.raises(ContainerdConfigError, match=message):
@@ -228,3 +233,89 @@ def test_classify_and_imports_and_extract():
     tables = extract_tables(V2_WITH_KATA, ["plugins", "io.containerd.grpc.v1.cri"])
     assert tables.splitlines()[0].strip() == '[plugins."io.containerd.grpc.v1.cri"]'
     assert "internal.v1.opt" not in tables
+
+
+# Real `containerd config default` outputs (tests/fixtures/containerd/README.md names each source).
+CAPTURES = os.path.join(os.path.dirname(__file__), "..", "fixtures", "containerd")
+
+
+def capture(name):
+    with open(os.path.join(CAPTURES, name)) as handle:
+        return handle.read()
+
+
+@pytest.mark.parametrize("name, containerd, version, imports_added, copied", [
+    ("containerd-1.7.23-default.toml", (1, 7), 2, True, True),
+    ("containerd-1.7.23-default.toml", (2, 0), 2, True, False),   # 1.7's file kept after an upgrade to 2.x
+    ("containerd-1.7.23-default.toml", (2, 3), 2, True, False),
+    ("containerd-2.0.2-debian-default.toml", (2, 0), 3, True, False),
+    ("containerd-2.0.2-debian-default.toml", (2, 3), 3, True, False),  # 2.0's file kept on the 2.3 LTS
+    ("containerd-2.3.0-default.toml", (2, 3), 4, False, False),
+    ("containerd-2.3.0-default.toml", (2, 4), 4, False, False),
+])
+def test_real_default_configs(name, containerd, version, imports_added, copied):
+    root = capture(name)
+    result = plan(root, containerd, NVIDIA, "nvidia", True)
+    assert result["version"] == version and (result["imports"] is not None) == imports_added
+    assert result["copied"] == copied
+    dropin = tomllib.loads(result["dropin"])
+    assert dropin["version"] == version  # a drop-in's version is always the root config's
+    assert not set(dropin) & set(SERVER_TABLES)  # never a server-level field
+    assert all(not key.startswith("io.containerd.server.") for key in dropin["plugins"])
+    after = apply(root, result)
+    assert tomllib.loads(after)["version"] == version  # the root config is kept in its version
+    assert CONF_D_GLOB in imports_of(after)
+    if not imports_added:
+        assert after == root  # 2.3 lists conf.d already: config.toml is not touched at all
+    merged = runtimes(load_as_containerd(after, result["dropin"], containerd[0]), version)
+    assert merged["default_runtime_name"] == "nvidia"
+    assert merged["runtimes"]["nvidia"]["options"] == {
+        "BinaryName": "/usr/bin/nvidia-container-runtime", "SystemdCgroup": True}
+    assert merged["runtimes"]["runc"]["runtime_type"] == "io.containerd.runc.v2"
+    # a re-run against the changed root writes the same drop-in
+    assert plan(after, containerd, NVIDIA, "nvidia", True)["dropin"] == result["dropin"]
+
+
+def test_version_4_dropin_equals_version_3_but_for_the_version_line():
+    v4 = plan(capture("containerd-2.3.0-default.toml"), (2, 3), NVIDIA, "nvidia", True)["dropin"]
+    v3 = plan(capture("containerd-2.0.2-debian-default.toml"), (2, 3), NVIDIA, "nvidia", True)["dropin"]
+    assert v4.replace("version = 4\n", "version = 3\n") == v3
+
+
+def test_version_4_capture_has_the_server_fields_in_plugin_tables():
+    """What the 2.3.0 capture shows: no top-level server tables, their fields under plugins."""
+    v4 = tomllib.loads(capture("containerd-2.3.0-default.toml"))
+    v3 = tomllib.loads(capture("containerd-2.0.2-debian-default.toml"))
+    assert {"grpc", "ttrpc", "metrics"} <= set(v3) and not {"grpc", "ttrpc", "metrics"} & set(v4)
+    assert v4["plugins"]["io.containerd.server.v1.grpc"]["address"] == "/run/containerd/containerd.sock"
+    assert set(v4["plugins"]["io.containerd.cri.v1.runtime"]["containerd"]) >= {"default_runtime_name", "runtimes"}
+
+
+def test_containerd_1_7_copy_keeps_the_capture_cri_tables():
+    result = plan(capture("containerd-1.7.23-default.toml"), (1, 7), NVIDIA, "nvidia", True)
+    dropin = tomllib.loads(result["dropin"])
+    cri = dropin["plugins"]["io.containerd.grpc.v1.cri"]
+    assert cri["sandbox_image"] == "registry.k8s.io/pause:3.8" and cri["cni"]["bin_dir"] == "/opt/cni/bin"
+    assert set(dropin["plugins"]) == {"io.containerd.grpc.v1.cri"}
+
+
+@pytest.mark.parametrize("name, containerd", [
+    ("containerd-2.3.0-default.toml", (2, 2)),
+    ("containerd-2.3.0-default.toml", (2, 0)),
+    ("containerd-2.3.0-default.toml", (1, 7)),
+    ("containerd-2.0.2-debian-default.toml", (1, 7)),
+])
+def test_real_configs_refused_on_a_containerd_that_cannot_read_them(name, containerd):
+    with pytest.raises(ContainerdConfigError, match="compatibility containerd-config-v"):
+        plan(capture(name), containerd, NVIDIA, "nvidia", True)
+
+
+@pytest.mark.parametrize("output, version", [
+    ("containerd containerd.io 2.2.1 dea7da592f5d1d2b7755e3a161be07f43fad8f75", (2, 2)),
+    ("containerd github.com/containerd/containerd/v2 v2.3.0 abc", (2, 3)),
+    ("containerd github.com/containerd/containerd 1.6.20~ds1 1.6.20~ds1-1+b1", (1, 6)),
+    ("2.3", (2, 3)),
+    ("", None),
+])
+def test_containerd_version(output, version):
+    assert containerd_version(output) == version
