@@ -17,7 +17,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MATRIX = os.path.join(REPO, "plugins", "plugin_utils", "compatibility.yml")
 DOC = os.path.join(REPO, "docs", "compatibility.md")
 OPS = {"eq": "=", "ne": "≠", "in": "in", "not_in": "not in", "version_ge": "≥", "version_lt": "<",
-       "hex_any_ge": "has an id ≥", "hex_any_in": "has an id in", "hex_all_ge": "only ids ≥"}
+       "hex_any_ge": "has an id ≥", "hex_any_in": "has an id in", "hex_all_ge": "only ids ≥",
+       "any_in": "has one of"}
 
 
 def _clauses(part):
@@ -68,6 +69,15 @@ def render(matrix):
             elif "role" in default:
                 where += "; default: role `%s` (`%s`)" % (default["role"], default["variable"])
         lines.append("| `%s` | %s | %s |" % (name, spec["description"], where))
+    if matrix.get("gpu_architectures"):
+        lines += ["", "## GPU architectures", "",
+                  "The fact `gpu_architectures` is derived from `gpu_device_ids` through this table (ranges",
+                  "inclusive); an id in no range gives no architecture, so no architecture rule refuses it.", "",
+                  "| architecture | GPUs | PCI device ids | sources |", "|---|---|---|---|"]
+        for arch in matrix["gpu_architectures"]:
+            ranges = ", ".join("`%s`–`%s`" % (low, high) for low, high in arch["device_ids"])
+            sources = "<br>".join("<%s>" % url for url in arch["sources"])
+            lines.append("| `%s` | %s | %s | %s |" % (arch["name"], arch["label"], ranges, sources))
     lines += ["", "## Rules", "", "| id | when | requires | why | sources |", "|---|---|---|---|---|"]
     for rule in matrix["rules"]:
         sources = "<br>".join("<%s>" % url for url in rule["sources"])

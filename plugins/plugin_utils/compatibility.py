@@ -27,9 +27,11 @@ COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspat
 VALUE_OPS = ("eq", "ne", "in", "not_in")
 VERSION_OPS = ("version_ge", "version_lt")
 HEX_OPS = ("hex_any_ge", "hex_any_in", "hex_all_ge")
-OPS = VALUE_OPS + VERSION_OPS + HEX_OPS
+LIST_OPS = ("any_in",)
+OPS = VALUE_OPS + VERSION_OPS + HEX_OPS + LIST_OPS
 _OP_TEXT = {"eq": "=", "ne": "!=", "in": "in", "not_in": "not in", "version_ge": ">=", "version_lt": "<",
-            "hex_any_ge": "has one >=", "hex_any_in": "has one of", "hex_all_ge": "all >="}
+            "hex_any_ge": "has one >=", "hex_any_in": "has one of", "hex_all_ge": "all >=",
+            "any_in": "has one of"}
 
 _MATRIX = {}
 _DEFAULTS = {}
@@ -71,7 +73,7 @@ def _check_clause(fact, clause, where):
     op, operand = next(iter(clause.items()))
     if op not in OPS:
         raise MatrixError("%s: unknown operator %r on %s (known: %s)" % (where, op, fact, ", ".join(OPS)))
-    if op in ("in", "not_in", "hex_any_in") and not isinstance(operand, list):
+    if op in ("in", "not_in", "hex_any_in", "any_in") and not isinstance(operand, list):
         raise MatrixError("%s: %s on %s needs a list" % (where, op, fact))
     if op in VERSION_OPS:
         parse_version(operand)
@@ -95,6 +97,19 @@ def validate_matrix(matrix):
         if default is not None and not (isinstance(default, dict) and (
                 set(default) == {"tier"} or set(default) == {"role", "variable"})):
             raise MatrixError("fact %s: default must be {tier: name} or {role: r, variable: v}" % name)
+    names = set()
+    for arch in matrix.get("gpu_architectures") or []:
+        if not isinstance(arch, dict) or not arch.get("name") or not arch.get("label") \
+                or not arch.get("device_ids") or not arch.get("sources"):
+            raise MatrixError("gpu_architectures: %r needs name, label, device_ids and sources" % (arch,))
+        names.add(arch["name"])
+        for pair in arch["device_ids"]:
+            if not (isinstance(pair, list) and len(pair) == 2 and _hex(pair[0]) <= _hex(pair[1])):
+                raise MatrixError("gpu_architectures %s: device_ids must be [low, high] ranges, got %r"
+                                  % (arch["name"], pair))
+        for url in arch["sources"]:
+            if not str(url).startswith("https://"):
+                raise MatrixError("gpu_architectures %s: source %r is not an https URL" % (arch["name"], url))
     seen = set()
     for rule in matrix["rules"]:
         rid = rule.get("id") if isinstance(rule, dict) else None
@@ -114,7 +129,42 @@ def validate_matrix(matrix):
                 if fact not in matrix["facts"]:
                     raise MatrixError("rule %s: %s names unknown fact %s" % (rid, part, fact))
                 _check_clause(fact, clause, "rule %s" % rid)
+                op, operand = next(iter(clause.items()))
+                if fact == "gpu_architectures" and op == "any_in" and not set(operand) <= names:
+                    raise MatrixError("rule %s: unknown GPU architecture in %s (known: %s)"
+                                      % (rid, operand, ", ".join(sorted(names))))
     return matrix
+
+
+def gpu_architecture(device_id, matrix=None):
+    """The architecture name of a PCI device id ("0x2901" -> "blackwell"), None when no range of the
+    table gpu_architectures holds it."""
+    matrix = matrix or load_matrix()
+    number = _hex(device_id)
+    for arch in matrix.get("gpu_architectures") or []:
+        if any(_hex(low) <= number <= _hex(high) for low, high in arch["device_ids"]):
+            return arch["name"]
+    return None
+
+
+def _derive_architectures(known, matrix):
+    """Add gpu_architectures (from gpu_device_ids through the table) unless given."""
+    if "gpu_architectures" in known or "gpu_device_ids" not in known:
+        return
+    value, origin = known["gpu_device_ids"]
+    ids = value if isinstance(value, list) else [value]
+    try:
+        found = [(item, gpu_architecture(item, matrix)) for item in ids]
+    except MatrixError:
+        return  # the hex rules report an id that is not one
+    names = []
+    for _item, name in found:
+        if name and name not in names:
+            names.append(name)
+    if names:
+        shown = ", ".join("%s=%s" % (item, name) for item, name in found if name)
+        known["gpu_architectures"] = (names, "gpu_device_ids=%s%s: %s" % (
+            ", ".join(str(item) for item in ids), " from %s" % origin if origin else "", shown))
 
 
 def load_matrix(path=MATRIX_PATH):
@@ -242,6 +292,8 @@ def _holds(value, clause):
         return compare_versions(value, operand) >= 0
     if op == "version_lt":
         return compare_versions(value, operand) < 0
+    if op == "any_in":
+        return any(str(item) in [str(x) for x in operand] for item in (value if isinstance(value, list) else [value]))
     ids = [_hex(item) for item in (value if isinstance(value, list) else [value])]
     if op == "hex_any_ge":
         return any(item >= _hex(operand) for item in ids)
@@ -270,6 +322,7 @@ def evaluate(facts, matrix=None):
     value that cannot be compared (e.g. driver "latest") is a problem of its own."""
     matrix = matrix or load_matrix()
     known = _normalise(facts)
+    _derive_architectures(known, matrix)
     problems = []
     for rule in matrix["rules"]:
         needed = list(rule["when"]) + list(rule["require"])

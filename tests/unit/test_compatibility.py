@@ -90,6 +90,38 @@ CASES = {
     "containerd-2-toolkit": (
         {"containerd": "2.1.4-1", "container_toolkit": "1.17.3-1"},
         {"containerd": "2.1.4-1", "container_toolkit": "1.19.0-1"}),
+    # config versions per containerd line: 2 on 1.x, 2-3 on 2.0-2.2, 2-4 on 2.3+
+    "containerd-config-v3": (
+        {"containerd_config_version": 3, "containerd": "1.7.28-1"},
+        {"containerd_config_version": 3, "containerd": "2.0.0"}),
+    "containerd-config-v4": (
+        {"containerd_config_version": "4", "containerd": "2.2.1-1"},
+        {"containerd_config_version": "4", "containerd": "2.3.0"}),
+    # GPU architecture (from the PCI device id) -> driver branch
+    "volta-last-driver-branch": (
+        {"gpu_device_ids": ["0x1db1"], "driver": "595"},  # V100 SXM2 on the 595 branch
+        {"gpu_device_ids": ["0x1db1"], "driver": "580.95.05"}),
+    "volta-driver-branch": (
+        {"gpu_device_ids": ["0x1db4"], "driver": "375.26"},
+        {"gpu_device_ids": ["0x1db4"], "driver": "384.81"}),
+    "turing-driver-branch": (
+        {"gpu_device_ids": ["0x1eb8"], "driver": "396"},  # T4
+        {"gpu_device_ids": ["0x1eb8"], "driver": "410"}),
+    "ampere-driver-branch": (
+        {"gpu_device_ids": ["0x20b5"], "driver": "440.33"},  # A100 80GB PCIe
+        {"gpu_device_ids": ["0x20b5"], "driver": "450.36.06"}),
+    "hopper-driver-branch": (
+        {"gpu_device_ids": ["0x2330"] * 8, "driver": "520"},  # H100 80GB HBM3
+        {"gpu_device_ids": ["0x2330"] * 8, "driver": "525"}),
+    "grace-hopper-driver-branch": (
+        {"gpu_device_ids": ["0x2342"], "driver": "530"},
+        {"gpu_device_ids": ["0x2342"], "driver": "535"}),
+    "blackwell-driver-branch": (
+        {"gpu_device_ids": ["0x2901"] * 8, "driver": "550"},  # B200
+        {"gpu_device_ids": ["0x2901"] * 8, "driver": "570"}),
+    "blackwell-ultra-driver-branch": (
+        {"gpu_device_ids": ["0x3182"] * 8, "driver": "575"},  # B300 SXM6 AC
+        {"gpu_device_ids": ["0x3182"] * 8, "driver": "580.82.07"}),
 }
 
 
@@ -253,3 +285,78 @@ def test_role_value_templates_a_default_with_the_hosts_values(tmp_path):
     assert compatibility.role_value({}, "r", "missing", root=root) is None
     with pytest.raises(compatibility.MatrixError, match="cannot evaluate the default of broken"):
         compatibility.role_value({}, "r", "broken", root=root)
+
+
+# Ids from NVIDIA/open-gpu-kernel-modules README "Compatible GPUs" (595.45.04) and the V100's.
+@pytest.mark.parametrize("device_id, arch", [
+    ("0x1db1", "volta"), ("0x1e02", "turing"), ("0x1eb8", "turing"), ("0x2182", "turing"),
+    ("0x20b0", "ampere"), ("0x20b7", "ampere"), ("0x2236", "ampere"), ("0x2330", "hopper"),
+    ("0x2331", "hopper"), ("0x2342", "hopper"), ("0x2348", "hopper"), ("0x26b9", "ada"), ("0x27b8", "ada"),
+    ("0x2901", "blackwell"), ("0x2941", "blackwell"), ("0x2bb5", "blackwell"), ("0x2f04", "blackwell"),
+    ("0x3182", "blackwell-ultra"), ("0x31C2", "blackwell-ultra"), ("0x1b80", None), ("0x2489", "ampere"),
+])
+def test_gpu_architecture_of_device_id(device_id, arch):
+    assert compatibility.gpu_architecture(device_id) == arch
+
+
+def test_gpu_architecture_ranges_do_not_overlap():
+    ranges = sorted((int(low, 16), int(high, 16), arch["name"])
+                    for arch in MATRIX["gpu_architectures"] for low, high in arch["device_ids"])
+    for (_lo, high, name), (low, _hi, other) in zip(ranges, ranges[1:]):
+        assert high < low, "%s overlaps %s" % (name, other)
+
+
+def test_blackwell_on_driver_550_refused_naming_rule_and_fix():
+    facts = {"gpu_device_ids": {"value": ["0x2901"] * 8, "origin": "gpu_facts"},
+             "driver": {"value": "550", "origin": "nvidia_driver_branch"},
+             "kernel_modules": {"value": "open", "origin": "nvidia_driver_kernel_modules"}}
+    (problem,) = compatibility.evaluate(facts)
+    assert problem["id"] == "blackwell-driver-branch"
+    message = problem["message"]
+    assert message.startswith("blackwell-driver-branch: gpu_architectures=blackwell (from gpu_device_ids=")
+    assert "0x2901=blackwell" in message and "requires driver >= 570" in message
+    assert "but driver=550 (from nvidia_driver_branch)" in message
+    assert "set nvidia_driver_branch to 570 or later" in message  # the fix
+    # and with the proprietary modules the open-modules rule joins it
+    facts["kernel_modules"] = "proprietary"
+    assert sorted(p["id"] for p in compatibility.evaluate(facts)) == [
+        "blackwell-driver-branch", "blackwell-open-modules"]
+
+
+def test_blackwell_ultra_needs_open_modules_too():
+    facts = {"gpu_device_ids": ["0x31c2"], "driver": "580", "kernel_modules": "proprietary"}
+    assert [p["id"] for p in compatibility.evaluate(facts)] == ["blackwell-open-modules"]
+
+
+def test_mixed_node_every_architecture_judged():
+    facts = {"gpu_device_ids": ["0x1db1", "0x2330"], "driver": "595"}  # V100 + H100 on 595
+    assert [p["id"] for p in compatibility.evaluate(facts)] == ["volta-last-driver-branch"]
+
+
+def test_unknown_device_id_gives_no_architecture_rule():
+    assert compatibility.evaluate({"gpu_device_ids": ["0x1b80"], "driver": "300"}) == []
+
+
+@pytest.mark.parametrize("containerd, config_versions", [
+    ("1.6.20~ds1", [2]), ("1.7.28-1", [2]), ("2.0.0", [2, 3]), ("2.2.1-1", [2, 3]),
+    ("2.3.0", [2, 3, 4]), ("v2.4.0", [2, 3, 4]),
+])
+def test_config_versions_each_containerd_reads(containerd, config_versions):
+    for version in (2, 3, 4):
+        problems = compatibility.evaluate({"containerd": containerd, "containerd_config_version": version})
+        assert (problems == []) == (version in config_versions), (containerd, version, problems)
+
+
+def test_config_version_rules_agree_with_the_module():
+    """containerd_config.FIRST_READER (the module's refusal) and the matrix state the same lines."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.containerd_config import FIRST_READER
+    for version in (3, 4):
+        rule = next(r for r in MATRIX["rules"] if r["id"] == "containerd-config-v%d" % version)
+        assert rule["require"]["containerd"]["version_ge"] == "%d.%d" % FIRST_READER[version]
+
+
+def test_matrix_refuses_unknown_architecture_name():
+    matrix = copy.deepcopy(MATRIX)
+    matrix["rules"][-1]["when"] = {"gpu_architectures": {"any_in": ["rubin"]}}
+    with pytest.raises(compatibility.MatrixError, match="unknown GPU architecture"):
+        compatibility.validate_matrix(matrix)
