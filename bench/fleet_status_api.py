@@ -37,10 +37,8 @@ sys.path[:0] = [BENCH, os.path.join(REPO, "tests"), os.path.join(REPO, ".collect
 from fake_kube_api.server import FakeKubeAPI  # noqa: E402
 from fleet_validate import PLAYBOOK, build, environment, load, run  # noqa: E402
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_kube import (  # noqa: E402
-    KubeClient,
-    KubePublisher,
-)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_kube import KubePublisher  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_node import KubeClient  # noqa: E402
 
 TARGET_S = 10.0
 FAILING = [{"id": "gpu.count", "target": "node", "status": "fail",
@@ -50,7 +48,7 @@ FAILING = [{"id": "gpu.count", "target": "node", "status": "fail",
 def populate(api, count, token_file):
     """N Nodes, their conditions written by the agent's publisher; (names, expected failing)."""
     names, failing = [], set()
-    client = KubeClient(api.url, token_file=token_file)
+    client = KubeClient(api.url, token_file=token_file, allow_plain_http=True)  # the double is plain http
     for index in range(count):
         name = "node%04d" % index
         names.append(name)
