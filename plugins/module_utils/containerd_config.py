@@ -138,7 +138,8 @@ def plan(root_text, containerd, runtimes, default_runtime, systemd_cgroup, dropi
     """What to write: {'version', 'imports' (new list, or None when the glob is already there),
     'dropin' (text), 'copied' (bool: the CRI tables were copied, containerd 1.x)}.
     ``containerd``: (major, minor) of the installed containerd, or the major alone (minor 0)."""
-    if isinstance(containerd, int):
+    shown = "%d.x" % containerd if isinstance(containerd, int) else None
+    if isinstance(containerd, int):  # minor unknown: judged as x.0
         containerd = (containerd, 0)
     major = containerd[0] if containerd else None
     kind = classify(root_text)
@@ -157,9 +158,9 @@ def plan(root_text, containerd, runtimes, default_runtime, systemd_cgroup, dropi
         readable = [v for v in KNOWN_VERSIONS if tuple(containerd) >= FIRST_READER[v]]
         raise ContainerdConfigError(
             "compatibility containerd-config-v%d: config version %d needs containerd %d.%d or later; this is "
-            "containerd %d.%d, which reads config version %s: write that containerd's default "
+            "containerd %s, which reads config version %s: write that containerd's default "
             "(containerd config default) or upgrade containerd (docs/compatibility.md)"
-            % (kind, kind, FIRST_READER[kind][0], FIRST_READER[kind][1], containerd[0], containerd[1],
+            % (kind, kind, FIRST_READER[kind][0], FIRST_READER[kind][1], shown or "%d.%d" % tuple(containerd),
                " or ".join(str(v) for v in readable)))
     if default_runtime not in runtimes:
         raise ContainerdConfigError("default runtime %s is not among the runtimes set (%s)"

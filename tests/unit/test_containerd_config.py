@@ -207,7 +207,7 @@ def test_toolkit_off_writes_runc_only():
     (None, 2, "is missing"),
     ('disabled_plugins = ["cri"]\n', 1, "is stub"),
     ('[plugins.cri]\n  sandbox_image = "x"\n', 1, "version 1"),
-    (V3_DEFAULT_22, 1, "containerd-config-v3: config version 3 needs containerd 2.0 or later; this is containerd 1.0"),
+    (V3_DEFAULT_22, 1, "containerd-config-v3: config version 3 needs containerd 2.0 or later; this is containerd 1.x"),
     ("version = 4\n", (2, 2), "containerd-config-v4: config version 4 needs containerd 2.3 or later; "
                                "this is containerd 2.2, which reads config version 2 or 3"),
     ("version = 4\n", 1, "which reads config version 2:"),
