@@ -19,7 +19,7 @@ __metaclass__ = type
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import gate
-from ansible_collections.gpufleet.cluster.plugins.module_utils.gate import GATE_LABEL_KEY, HEALTH_LABEL_KEY, k8s_label_value  # noqa: F401
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gate import k8s_label_value
 
 GATE_TAINT_KEY = gate.DEFAULT_TAINT_KEY
 EFFECTS = gate.EFFECTS

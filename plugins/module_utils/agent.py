@@ -24,12 +24,16 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+# This file is the agent's command line and its public names (tests, bench, the role's wrapper):
+# the imports below re-export them, hence:
+# pylint: disable=unused-import
+
 import os
 import sys
 import time
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_config import (  # noqa: F401 (the agent's API)
-    AGENT_NAME, CONDITION_TYPE, DEFAULT_CONFIG, DEFAULT_FAIL_AFTER, DEFAULT_INTERVAL, DEFAULT_RECOVER_AFTER,
+    AGENT_NAME, DEFAULT_CONFIG, DEFAULT_FAIL_AFTER, DEFAULT_INTERVAL, DEFAULT_RECOVER_AFTER,
     DEFAULT_STATE_DIR, IMMEDIATE_CHECKS, SLURM_REASON_PREFIX, AgentError, add_python_path, config_errors,
     hysteresis_settings, known_check_ids, load_config, node_params, say, thresholds)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_cycle import (  # noqa: F401
@@ -39,9 +43,9 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_daemon impo
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_hysteresis import failing_checks, step  # noqa: F401
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_publish import (  # noqa: F401
     NPD_NONOK, NPD_OK, NPD_UNKNOWN, STATUS_VALUES, npd_status, prometheus_text, run_publishers)
-from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_state import (  # noqa: F401
-    atomic_write, read_json, read_state, set_aside)
-from ansible_collections.gpufleet.cluster.plugins.module_utils.gate import summary_message  # noqa: F401
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_state import read_json, read_state, set_aside  # noqa: F401
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gate import CONDITION_TYPE, summary_message  # noqa: F401
+from ansible_collections.gpufleet.cluster.plugins.module_utils.state_files import atomic_write  # noqa: F401
 
 
 def _option_value(argv, name):

@@ -15,8 +15,6 @@ __metaclass__ = type
 import json
 import sys
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.gate import CONDITION_TYPE  # noqa: F401 (re-exported)
-
 AGENT_NAME = "gpufleet-health-agent"
 DEFAULT_CONFIG = "/etc/gpufleet/agent.json"
 DEFAULT_STATE_DIR = "/var/lib/gpufleet"
@@ -26,6 +24,7 @@ DEFAULT_INTERVAL = 60  # seconds between two cycles (role node_health_agent writ
 DEFAULT_PUBLISH_TIMEOUT = 20  # seconds each publisher may take per cycle (all run at once)
 DEFAULT_RESULT_MAX_AGE = 300  # seconds a health.json verdict of "healthy" counts as current
 SLURM_REASON_PREFIX = "gpufleet:"
+DEFAULT_EVENTS = {"kmsg": "/dev/kmsg", "nvml": True, "min_gap": 1}  # the resident agent's wake-up sources
 
 # Checks whose failure cannot clear by itself: the node turns unhealthy on the first failing
 # cycle (docs/contracts.md, "Node health agent"). A GPU fallen off the bus (gpu.count, gpu.xid
@@ -140,6 +139,30 @@ def publish_timeout(config):
     return float(value)
 
 
+def events_settings(config):
+    """({kmsg: path or None, nvml: bool, min_gap: seconds}, [errors]) of the resident agent's
+    event sources (``events``; missing keys take DEFAULT_EVENTS); each error names the setting."""
+    raw = config.get("events")
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        return None, ["events must be a dict {kmsg, nvml, min_gap}, got %s" % type(raw).__name__]
+    errors = ["events: unknown setting %r (known: kmsg, nvml, min_gap)" % key
+              for key in sorted(set(raw) - set(DEFAULT_EVENTS))]
+    settings = dict(DEFAULT_EVENTS, **dict((k, v) for k, v in raw.items() if k in DEFAULT_EVENTS))
+    kmsg = settings["kmsg"]
+    if kmsg is not None and not (isinstance(kmsg, str) and kmsg.startswith("/")):
+        errors.append("events.kmsg must be an absolute path (/dev/kmsg) or null (off), got %r" % (kmsg,))
+    if not isinstance(settings["nvml"], bool):
+        errors.append("events.nvml must be true or false, got %r" % (settings["nvml"],))
+    gap = settings["min_gap"]
+    if isinstance(gap, bool) or not isinstance(gap, (int, float)) or not 0 <= gap <= 3600:
+        errors.append("events.min_gap must be a number of seconds in [0, 3600], got %r" % (gap,))
+    else:
+        settings["min_gap"] = float(gap)
+    return (None if errors else settings), errors
+
+
 def load_config(path):
     try:
         with open(path) as handle:
@@ -206,6 +229,7 @@ def config_errors(config):
     python_path = config.get("python_path") or []
     if not isinstance(python_path, list) or not all(isinstance(item, str) for item in python_path):
         errors.append("python_path must be a list of directories, got %r" % (python_path,))
+    errors.extend(events_settings(config)[1])
     interval = config.get("interval", DEFAULT_INTERVAL)
     if isinstance(interval, bool) or not isinstance(interval, (int, float)) or not interval > 0:
         errors.append("interval must be a number of seconds > 0, got %r" % (interval,))

@@ -30,10 +30,11 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_config impo
     hysteresis_settings, load_config, node_params, publish_timeout, say)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_hysteresis import failing_checks, step
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_publish import MetricsPublisher, run_publishers
-from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_state import atomic_write, read_json, read_state
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_state import read_json, read_state
 from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import FAIL, json_safe
 from ansible_collections.gpufleet.cluster.plugins.module_utils.clock import FRESH, describe, freshness
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gate import summary_message
+from ansible_collections.gpufleet.cluster.plugins.module_utils.state_files import atomic_write
 
 
 def run_checks(params, runner=None, nvml=None, now=None, reader=None):
@@ -80,6 +81,7 @@ class Agent(object):
         self.textfile_dir = config.get("textfile_dir")
         self.node = config.get("node_name") or os.uname()[1]
         self.status = "no cycle yet"  # one line for systemd's STATUS= (resident mode)
+        self.events = None  # the resident agent's event sources' status (health.json agent.events)
         self.outcomes = {}
 
     @property
@@ -124,6 +126,8 @@ class Agent(object):
             "agent": {"healthy": state["healthy"], "failing": failing,
                       "cpu_ms": round((time.process_time() - cpu) * 1000.0, 1)},
         })
+        if self.events is not None:
+            result["agent"]["events"] = self.events
         state["failing"] = failing
         written = self._write_local(state, result)
         publishers = [("kubernetes", self.kube), ("slurm", self.slurm)]
@@ -165,10 +169,11 @@ def build_agent(config):
     return Agent(config, kube=kube, slurm=slurm)
 
 
-def run_once(path):
+def run_once(path, events=None):
     """One cycle, the same in both modes: the configuration read, the publishers built (a rotated
     client certificate or token is picked up), ``Agent.cycle``. Returns the cycle's status line;
-    never raises (each problem is a journal line)."""
+    never raises (each problem is a journal line). ``events``: the resident agent's event sources
+    (agent_events.EventSources.counters), written to health.json as ``agent.events``."""
     try:
         config = load_config(path)
     except AgentError as exc:
@@ -179,6 +184,7 @@ def run_once(path):
     except Exception as exc:  # a publisher that cannot be built (e.g. credentials over plain http)
         say("%s: publishers not started: %s; the checks run and are written locally" % (AGENT_NAME, exc))
         agent = Agent(config)
+    agent.events = events
     agent.cycle()
     return agent.status
 

@@ -24,9 +24,9 @@ __metaclass__ = type
 import time
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import gate
-from ansible_collections.gpufleet.cluster.plugins.module_utils.gate import CONDITION_TYPE, find_condition  # noqa: F401
-from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_node import (  # noqa: F401 (re-exported)
-    DEFAULT_RETRIES, STRATEGIC_MERGE_PATCH, ApiStatusError, KubeClient, KubeError, guarded_write)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gate import CONDITION_TYPE
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_node import (
+    DEFAULT_RETRIES, STRATEGIC_MERGE_PATCH, KubeClient, guarded_write)
 
 desired_condition = gate.condition
 

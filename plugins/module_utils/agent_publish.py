@@ -25,7 +25,7 @@ import time
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_config import AGENT_NAME
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_hysteresis import check_key
-from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_state import atomic_write
+from ansible_collections.gpufleet.cluster.plugins.module_utils.state_files import atomic_write
 from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import FAIL, PASS, SKIP, WARN
 from ansible_collections.gpufleet.cluster.plugins.module_utils.clock import FRESH, describe, freshness
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gate import summary_message
@@ -91,6 +91,14 @@ _BUSY = {}  # publisher name -> (thread, start) of a publish left behind at its 
 _BUSY_LOCK = threading.Lock()
 
 
+def _publish(publisher, healthy, failing, deadline, box):
+    """One publisher's publish in its thread; the outcome goes into ``box``."""
+    try:
+        box["lines"] = publisher.publish(healthy, failing, deadline=deadline) or []
+    except Exception as exc:  # an unreachable API server or slurmctld is reported, never fatal
+        box["error"] = exc
+
+
 def run_publishers(publishers, healthy, failing, timeout, log, clock=time.monotonic):
     """Run ``publishers`` ([(name, publisher)]) at once; each gets ``timeout`` seconds (its
     ``publish(healthy, failing, deadline=...)`` receives the monotonic deadline). Every outcome is
@@ -110,14 +118,8 @@ def run_publishers(publishers, healthy, failing, timeout, log, clock=time.monoto
                 continue
             _BUSY.pop(name, None)
         box = {}
-
-        def work(publisher=publisher, box=box):
-            try:
-                box["lines"] = publisher.publish(healthy, failing, deadline=deadline) or []
-            except Exception as exc:  # an unreachable API server or slurmctld is reported, never fatal
-                box["error"] = exc
-
-        thread = threading.Thread(target=work, name="gpufleet-publish-%s" % name)
+        thread = threading.Thread(target=_publish, args=(publisher, healthy, failing, deadline, box),
+                                  name="gpufleet-publish-%s" % name)
         thread.daemon = True
         thread.start()
         running.append((name, thread, box))

@@ -19,8 +19,7 @@ import json
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_config import AGENT_NAME, AgentError
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_hysteresis import state_problem
-from ansible_collections.gpufleet.cluster.plugins.module_utils.state_files import (  # noqa: F401 (re-exported)
-    StateFileError, atomic_write, set_aside as _set_aside)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.state_files import set_aside as _set_aside
 
 
 def read_json(path, default=None):

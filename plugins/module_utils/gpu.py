@@ -20,6 +20,7 @@ CLASS_BRIDGE_OTHER = 0x0680  # NVSwitch
 
 PCI_DEVICES = "sys/bus/pci/devices"
 
+
 def pci_functions(reader):
     """(address, vendor, class, device_id) of every PCI function; unreadable ones are None."""
     functions = []

@@ -744,7 +744,7 @@ def _check_xid(results, options, source, gpus, now):
         observed = [codes[key] for key in sorted(codes)]
         status = worst(classify(xid, fatal, ignore, severity or None) for xid, severity in codes)
         text = ", ".join("XID %d%s x%d (%s)" % (e["xid"], " " + e["severity"] if e.get("severity") else "",
-                                                 e["count"], e["class"]) for e in observed)
+                                                e["count"], e["class"]) for e in observed)
         pcis = sorted(set(e["pci"] for e in group))
         message = "%s on %s in the last %s (%s)" % (text, ", ".join(pcis), window, origin)
         undated = sum(1 for e in group if e["time"] is None)

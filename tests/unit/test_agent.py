@@ -8,7 +8,7 @@ import re
 import os
 
 import pytest
-from ansible_collections.gpufleet.cluster.plugins.module_utils import agent, agent_state, state_files
+from ansible_collections.gpufleet.cluster.plugins.module_utils import agent, state_files
 from ansible_collections.gpufleet.cluster.plugins.module_utils.families import FAMILIES
 from ansible_collections.gpufleet.cluster.plugins.module_utils.nvml import NvmlAdapter
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import validate_node
@@ -127,7 +127,7 @@ def test_atomic_write_keeps_the_old_file_when_the_write_fails(tmp_path, monkeypa
 
 
 def test_atomic_write_into_a_missing_directory_names_it(tmp_path):
-    with pytest.raises(agent_state.StateFileError, match="directory .*/missing does not exist"):
+    with pytest.raises(state_files.StateFileError, match="directory .*/missing does not exist"):
         agent.atomic_write(str(tmp_path / "missing" / "gpufleet.prom"), "x")
 
 
