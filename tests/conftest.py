@@ -25,3 +25,21 @@ def utc(monkeypatch):
     yield
     monkeypatch.undo()
     time.tzset()
+
+
+@pytest.fixture
+def local_tz():
+    """A function that sets the process's TZ (os.environ + time.tzset) for the test; the TZ of
+    before is restored after it (time is checked in several zones: docs/contracts.md, "Time")."""
+    saved = os.environ.get("TZ")
+
+    def use(zone):
+        os.environ["TZ"] = zone
+        time.tzset()
+
+    yield use
+    if saved is None:
+        os.environ.pop("TZ", None)
+    else:
+        os.environ["TZ"] = saved
+    time.tzset()

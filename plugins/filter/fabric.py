@@ -12,9 +12,9 @@ checks of the gpufleet check-result model. Documentation lives next to this file
 
 from __future__ import absolute_import, division, print_function
 
-import math
-
 from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils.clock import finite_float
 
 PATTERNS = ("ring", "all-pairs")
 DIRECTIONS = ("one", "both")
@@ -110,15 +110,7 @@ def fabric_plan(hosts, pattern="ring", devices=None, base_port=18515, concurrent
     return sorted(plan, key=lambda item: (item["round"], item["rail"] or 0, names.index(item["client"])))
 
 
-def _gbps(value):
-    """Finite float of ``value``; None for missing, non-numeric and non-finite (NaN, inf) values."""
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
+_gbps = finite_float  # None for missing, non-numeric and non-finite (NaN, inf) bandwidths
 
 
 def _minimum(min_gbps, what):

@@ -40,15 +40,19 @@ def utc_text(epoch):
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
 
 
-def as_epoch(value):
-    """A finite float from an epoch number (or its text); None otherwise."""
-    if isinstance(value, bool):
+def finite_float(value):
+    """A finite float from a number or its text; None for missing, non-numeric, NaN, infinite
+    values and bools (the one such conversion: epochs here, bandwidths in filter fabric)."""
+    if value is None or isinstance(value, bool):
         return None
     try:
         number = float(value)
     except (TypeError, ValueError):
         return None
     return number if math.isfinite(number) else None
+
+
+as_epoch = finite_float  # an epoch stamp is usable when it is a finite number
 
 
 def freshness(stamp, now, max_age, tolerance=SKEW_TOLERANCE):

@@ -284,16 +284,9 @@ def test_a_redirect_is_never_followed_and_the_token_never_reaches_the_other_orig
 
 # -- time ----------------------------------------------------------------------------------------------
 @pytest.fixture(params=["UTC", "America/New_York", "Asia/Kolkata", "Australia/Lord_Howe", "Pacific/Chatham"])
-def zone(request):
-    old = os.environ.get("TZ")
-    os.environ["TZ"] = request.param
-    time.tzset()
-    yield request.param
-    if old is None:
-        del os.environ["TZ"]
-    else:
-        os.environ["TZ"] = old
-    time.tzset()
+def zone(request, local_tz):
+    local_tz(request.param)
+    return request.param
 
 
 FRESHNESS = [

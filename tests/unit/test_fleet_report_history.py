@@ -281,22 +281,7 @@ def test_the_run_page_shows_the_run_and_links_the_fleet_picture(tmp_path):
 
 
 # ---------------------------------------------------------------------- retention by write order
-@pytest.fixture
-def local_tz():
-    """Set TZ for the test (os.environ + time.tzset) and restore it after."""
-    import time
-    saved = os.environ.get("TZ")
-
-    def use(zone):
-        os.environ["TZ"] = zone
-        time.tzset()
-
-    yield use
-    if saved is None:
-        os.environ.pop("TZ", None)
-    else:
-        os.environ["TZ"] = saved
-    time.tzset()
+# local_tz: the fixture of tests/conftest.py
 
 
 def test_a_clock_set_back_never_prunes_the_run_just_written(tmp_path):

@@ -763,28 +763,14 @@ def test_fake_binding_mirrors_the_real_error_classes():
         assert getattr(fake, name) == getattr(real, name), name
 
 
-def test_nvlink5_xids_follow_the_severity_word_of_their_line():
+def test_nvlink5_xids_follow_the_severity_word_of_their_line(local_tz):
     """NVLink5 XIDs 144-150 carry Fatal/Nonfatal in the line (tests/fixtures/xid/README.md names
-    the source): one GPU's Nonfatal 145 is a warning, another's Fatal 149 fails the node, and a
-    line without the word (146) fails closed. The lines are `dmesg -T` dated; the node's clock
-    is the morning they were written (read in UTC here)."""
-    import os
-    import time as _time
-
-    old = os.environ.get("TZ")
-    os.environ["TZ"] = "UTC"
-    _time.tzset()
-    try:
-        lines = xid_lines("nvlink5-severity-dmesg-T.log")
-        results, _, _ = run("h100-healthy", xid=lines)
-        found = [c for c in results if c["id"] == "gpu.xid"]
-        _nvlink5_asserts(found, lines)
-    finally:
-        if old is None:
-            del os.environ["TZ"]
-        else:
-            os.environ["TZ"] = old
-        _time.tzset()
+    the source): a Nonfatal 145 is a warning, a Fatal 149 fails the node, and a line without the
+    word (146) fails closed. The lines are `dmesg -T` dated, read as UTC here."""
+    local_tz("UTC")
+    lines = xid_lines("nvlink5-severity-dmesg-T.log")
+    results, _, _ = run("h100-healthy", xid=lines)
+    _nvlink5_asserts([c for c in results if c["id"] == "gpu.xid"], lines)
 
 
 def _nvlink5_asserts(found, lines):

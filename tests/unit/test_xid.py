@@ -375,22 +375,7 @@ def test_severity_word_is_a_whole_word(detail, severity):
 
 
 # -- dated dmesg -T / --ctime lines in several time zones (TZ of the process) -------------------
-@pytest.fixture
-def local_tz():
-    """Set TZ (os.environ + time.tzset) for the test; restore it after."""
-    import time
-    saved = os.environ.get("TZ")
-
-    def use(zone):
-        os.environ["TZ"] = zone
-        time.tzset()
-
-    yield use
-    if saved is None:
-        os.environ.pop("TZ", None)
-    else:
-        os.environ["TZ"] = saved
-    time.tzset()
+# local_tz: the fixture of tests/conftest.py
 
 
 # (TZ, dmesg -T stamp as that zone prints it, the same instant in UTC)
