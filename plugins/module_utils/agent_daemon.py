@@ -64,15 +64,19 @@ class StopSignals(object):
     def _handler(self, signum, frame):
         self.received.append(signum)
 
-    def wait(self, timeout):
-        """Sleep ``timeout`` seconds; True at once when a stop signal came (before or during)."""
+    def wait(self, timeout, fds=()):
+        """Sleep ``timeout`` seconds; True at once when a stop signal came (before or during).
+        With ``fds`` (the event sources' descriptors): False as soon as one is readable too."""
         end = self.clock() + timeout
         while not self.received:
             left = end - self.clock()
             if left <= 0:
                 return False
-            if self._select([self._read], [], [], left)[0]:
+            readable = self._select([self._read] + list(fds), [], [], left)[0]
+            if self._read in readable:
                 os.read(self._read, 512)
+            if len(readable) > (self._read in readable) and not self.received:
+                return False
         return True
 
     def close(self):
@@ -91,9 +95,14 @@ class Loop(object):
     An exception of a cycle is journalled and the loop goes on (the last good result stays on
     disk). systemd (Type=notify) hears READY=1 after the first cycle (health.json is written
     when ``systemctl start`` returns), WATCHDOG=1 and the status after every cycle, STOPPING=1 at
-    the end. ``wait(seconds)`` sleeps and returns True to stop (StopSignals.wait)."""
+    the end. ``wait(seconds)`` sleeps and returns True to stop (StopSignals.wait).
 
-    def __init__(self, run_cycle, interval, wait, clock=time.monotonic, notify=sd_notify, log=None):
+    ``events`` (agent_events.EventSources, optional): ``wait(seconds, fds)`` also returns when a
+    source is readable; what is readable is drained at once (bounded), and when a line or event
+    matters one cycle runs now for all of them (a storm is one cycle), at least ``min_gap`` s after
+    the previous cycle's start. The periodic schedule is unchanged by event-triggered cycles."""
+
+    def __init__(self, run_cycle, interval, wait, clock=time.monotonic, notify=sd_notify, log=None, events=None):
         self.run_cycle = run_cycle
         self.interval = float(interval)
         self.wait = wait
@@ -102,21 +111,62 @@ class Loop(object):
         self.log = log or say
         self.cycles = 0
         self.skipped = 0
+        self.events = events
+        self.triggered = 0  # cycles run for an event
+        self.started = None  # monotonic start of the last cycle
+        self.max_cycles = None
+
+    def _cycle(self):
+        self.started = self.clock()
+        if self.events is not None:
+            self.events.drain()  # what is readable now is covered by this cycle
+        try:
+            status = self.run_cycle()
+        except Exception as exc:  # run_once reports its own problems; anything else lands here
+            import traceback
+
+            self.log("%s: cycle failed, last good result kept: %r\n%s" % (AGENT_NAME, exc, traceback.format_exc()))
+            status = "last cycle failed (journal), last good result kept"
+        self.cycles += 1
+        status = " ".join(str(status).split())  # one line: systemd reads KEY=VALUE lines
+        self.notify("%sWATCHDOG=1\nSTATUS=%s" % ("READY=1\n" if self.cycles == 1 else "", status))
+        if self.events is not None:
+            problem = self.events.save()
+            if problem:
+                self.log("%s: %s" % (AGENT_NAME, problem))
+
+    def _sleep_until(self, slot):
+        """Wait for the slot, running a cycle for each event that matters; True to stop."""
+        while True:
+            now = self.clock()
+            fds = self.events.fds() if self.events is not None else ()
+            if now >= slot:
+                return False
+            if self.wait(slot - now, fds) if fds else self.wait(slot - now):
+                return True
+            if not fds or self.clock() >= slot:
+                continue
+            lines = self.events.drain()
+            if not lines:
+                continue
+            gap = self.started + self.events.min_gap - self.clock()
+            if gap > 0:  # lines arriving meanwhile stay in the kernel's buffer: drained below
+                if self.wait(gap):
+                    return True
+                lines += self.events.drain()
+            self.log("%s: %d event(s), cycle now: %s%s" % (AGENT_NAME, len(lines), lines[0][:200],
+                                                          " (+%d more)" % (len(lines) - 1) if len(lines) > 1 else ""))
+            self.triggered += 1
+            self._cycle()
+            if self.max_cycles is not None and self.cycles >= self.max_cycles:
+                return True
 
     def run(self, max_cycles=None):
         """Cycles until ``wait`` says stop (or ``max_cycles``); returns the number of cycles run."""
+        self.max_cycles = max_cycles
         slot = self.clock()
         while max_cycles is None or self.cycles < max_cycles:
-            try:
-                status = self.run_cycle()
-            except Exception as exc:  # run_once reports its own problems; anything else lands here
-                import traceback
-
-                self.log("%s: cycle failed, last good result kept: %r\n%s" % (AGENT_NAME, exc, traceback.format_exc()))
-                status = "last cycle failed (journal), last good result kept"
-            self.cycles += 1
-            status = " ".join(str(status).split())  # one line: systemd reads KEY=VALUE lines
-            self.notify("%sWATCHDOG=1\nSTATUS=%s" % ("READY=1\n" if self.cycles == 1 else "", status))
+            self._cycle()
             if max_cycles is not None and self.cycles >= max_cycles:
                 break
             slot += self.interval
@@ -127,7 +177,7 @@ class Loop(object):
                 self.skipped += missed
                 self.log("%s: a cycle took longer than the interval (%g s): %d cycle(s) skipped"
                          % (AGENT_NAME, self.interval, missed))
-            if self.wait(slot - now):
+            if self._sleep_until(slot):
                 break
         self.notify("STOPPING=1")
         return self.cycles
@@ -153,14 +203,44 @@ def loop_interval(path, override=None):
     return value
 
 
+def event_sources(path, interval, log=say):
+    """The event sources the configuration asks for (agent_events.EventSources), or None: events
+    off, or a configuration that cannot be read (each cycle reports it; the loop polls)."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_config import (
+        DEFAULT_STATE_DIR, add_python_path, events_settings)
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_events import EventSources
+
+    try:
+        config = load_config(path)
+    except AgentError:
+        return None
+    settings, errors = events_settings(config)
+    if errors:
+        log("%s: events: %s; polling every %g s" % (AGENT_NAME, "; ".join(errors), interval))
+        return None
+    if not settings["kmsg"] and not settings["nvml"]:
+        return None
+    add_python_path(config)
+    sources = EventSources(settings, config.get("state_dir") or DEFAULT_STATE_DIR, interval)
+    for name in ("kmsg", "nvml"):
+        log("%s: events: %s: %s" % (AGENT_NAME, name, sources.status[name]))
+    return sources
+
+
 def resident(path, interval=None, max_cycles=None):
     """``--loop``: the resident agent until SIGTERM (systemd's stop) or SIGINT; returns 0."""
     signals = StopSignals()
+    events = None
     try:
-        loop = Loop(lambda: run_once(path), loop_interval(path, interval), signals.wait)
-        say("%s: resident, a cycle every %g s (%s)" % (AGENT_NAME, loop.interval, path))
+        every = loop_interval(path, interval)
+        say("%s: resident, a cycle every %g s (%s)" % (AGENT_NAME, every, path))
+        events = event_sources(path, every)
+        loop = Loop(lambda: run_once(path, events=events.counters() if events is not None else None), every,
+                    signals.wait, events=events)
         loop.run(max_cycles)
     finally:
         signals.close()
+        if events is not None:
+            events.close()
     say("%s: stopped after %d cycle(s)" % (AGENT_NAME, loop.cycles))
     return 0

@@ -656,6 +656,103 @@ def nvmlDeviceGetFieldValues(handle, fieldIds):
     return values
 
 
+
+# -- events (nvmlEventSet*: the agent's NvmlEventWatcher) ---------------------------------
+nvmlEventTypeSingleBitEccError = 0x0000000000000001
+nvmlEventTypeDoubleBitEccError = 0x0000000000000002
+nvmlEventTypePState = 0x0000000000000004
+nvmlEventTypeXidCriticalError = 0x0000000000000008
+nvmlEventTypeClock = 0x0000000000000010
+nvmlEventTypeNone = 0x0000000000000000
+nvmlEventTypeAll = (nvmlEventTypeNone | nvmlEventTypeSingleBitEccError | nvmlEventTypeDoubleBitEccError
+                    | nvmlEventTypePState | nvmlEventTypeClock | nvmlEventTypeXidCriticalError)
+
+
+class c_nvmlEventSet_t(object):
+    """Opaque event set (the real one is a ctypes pointer): the events queued for it."""
+
+    def __init__(self):
+        import threading
+
+        self.registered = {}  # device index -> event type mask
+        self.queue = []
+        self.cond = threading.Condition()
+        self.freed = False
+
+
+class c_nvmlEventData_t(object):
+    """The fields of nvidia-ml-py's c_nvmlEventData_t (device, eventType, eventData = the XID for
+    nvmlEventTypeXidCriticalError, gpuInstanceId, computeInstanceId); a plain object here because
+    the fake's device handle is not a ctypes pointer."""
+
+    def __init__(self, device, eventType, eventData, gpuInstanceId=0xFFFFFFFF, computeInstanceId=0xFFFFFFFF):
+        self.device = device
+        self.eventType = eventType
+        self.eventData = eventData
+        self.gpuInstanceId = gpuInstanceId
+        self.computeInstanceId = computeInstanceId
+
+
+_EVENT_SETS = []
+
+
+def nvmlEventSetCreate():
+    if not _STATE["initialised"]:
+        _raise("UNINITIALIZED")
+    _injected("nvmlEventSetCreate")
+    event_set = c_nvmlEventSet_t()
+    _EVENT_SETS.append(event_set)
+    return event_set
+
+
+def nvmlDeviceGetSupportedEventTypes(handle):
+    _device(handle, "nvmlDeviceGetSupportedEventTypes")
+    return nvmlEventTypeAll
+
+
+def nvmlDeviceRegisterEvents(handle, eventTypes, eventSet):
+    _device(handle, "nvmlDeviceRegisterEvents")  # per-device or top-level errors apply (NOT_SUPPORTED)
+    with eventSet.cond:
+        eventSet.registered[handle.index] = eventSet.registered.get(handle.index, 0) | int(eventTypes)
+
+
+def nvmlEventSetWait_v2(eventSet, timeoutms):
+    """The next event of the set, waiting at most ``timeoutms``; NVMLError TIMEOUT when none came."""
+    _injected("nvmlEventSetWait_v2")
+    with eventSet.cond:
+        if not eventSet.queue:
+            eventSet.cond.wait(max(0, timeoutms) / 1000.0)
+        if eventSet.freed:
+            _raise("UNINITIALIZED")
+        if not eventSet.queue:
+            _raise("TIMEOUT")
+        return eventSet.queue.pop(0)
+
+
+def nvmlEventSetWait(eventSet, timeoutms):
+    return nvmlEventSetWait_v2(eventSet, timeoutms)
+
+
+def nvmlEventSetFree(eventSet):
+    with eventSet.cond:
+        eventSet.freed = True
+        eventSet.cond.notify_all()
+    if eventSet in _EVENT_SETS:
+        _EVENT_SETS.remove(eventSet)
+
+
+def inject_event(index, xid, event_type=nvmlEventTypeXidCriticalError):
+    """Test helper (not in nvidia-ml-py): device ``index`` reports ``event_type`` with eventData
+    ``xid`` to every event set registered for it; returns the number of sets told."""
+    told = 0
+    for event_set in list(_EVENT_SETS):
+        with event_set.cond:
+            if event_set.registered.get(index, 0) & event_type:
+                event_set.queue.append(c_nvmlEventData_t(c_nvmlDevice_t(index), event_type, xid))
+                event_set.cond.notify_all()
+                told += 1
+    return told
+
 __all__ = [name for name in list(globals()) if name.startswith(("nvml", "NVML", "c_nvml"))]
 
 if os.environ.get("GPUFLEET_FAKE_NVML_SCENARIO"):

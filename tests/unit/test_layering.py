@@ -26,6 +26,7 @@ PIPELINE = [
     ("agent_config",),
     ("agent_hysteresis",),
     ("agent_state",),
+    ("agent_events",),
     ("agent_publish", "agent_kube", "agent_slurm"),
     ("agent_cycle",),
     ("agent_daemon",),

@@ -1,0 +1,291 @@
+"""Event-driven detection of the resident agent (plugins/module_utils/agent_events.py and
+agent_daemon.Loop with event sources): kernel records from a /dev/kmsg stand-in (a FIFO written in
+the dev-kmsg record format), NVML critical-XID events from the fake binding, a storm of lines as
+one cycle, a bounded buffer, resuming after the stored sequence number, and polling (said so) when
+a source cannot be used. Real time, but every wait is a fraction of a second."""
+
+import errno
+import json
+import os
+import threading
+import time
+
+import pytest
+from ansible_collections.gpufleet.cluster.plugins.module_utils import agent_daemon, agent_events
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_config import config_errors, events_settings
+from nvml_scenarios import fake_with
+
+XID = "NVRM: Xid (PCI:0000:1b:00): 79, pid=0, name=?, GPU has fallen off the bus."
+OFF_BUS = "NVRM: GPU 0000:db:00.0: GPU has fallen off the bus."
+NOISE = "usb 1-1: new high-speed USB device number 2 using xhci_hcd"
+
+
+def record(seq, message, prio=3):
+    """One /dev/kmsg record: header, message, a continuation line (as the kernel adds)."""
+    return ("%d,%d,%d,-;%s\n SUBSYSTEM=pci\n" % (prio, seq, seq * 1000, message)).encode()
+
+
+class Kmsg(object):
+    """A FIFO standing in for /dev/kmsg; the test writes records to it."""
+
+    def __init__(self, tmp_path):
+        self.path = str(tmp_path / "kmsg")
+        os.mkfifo(self.path)
+        # a reader of a FIFO without writer sees end of file: open our end first, read-write
+        self.fd = os.open(self.path, os.O_RDWR | os.O_NONBLOCK)
+        self.seq = 0
+
+    def write(self, *messages):
+        data = b""
+        for message in messages:
+            self.seq += 1
+            data += record(self.seq, message)
+        view = memoryview(data)
+        while view:
+            try:
+                view = view[os.write(self.fd, view):]
+            except BlockingIOError:  # the FIFO is full: the agent has not read yet
+                time.sleep(0.001)
+
+    def close(self):
+        os.close(self.fd)
+
+
+@pytest.fixture
+def kmsg(tmp_path):
+    stand_in = Kmsg(tmp_path)
+    yield stand_in
+    stand_in.close()
+
+
+def test_relevant_records_are_returned_and_continuation_lines_are_not_records(kmsg):
+    watcher = agent_events.KmsgWatcher(kmsg.path)
+    kmsg.write(NOISE, XID, NOISE, OFF_BUS)
+    assert watcher.drain() == [XID, OFF_BUS]
+    assert (watcher.records, watcher.last_seq, watcher.dropped) == (4, 4, 0)
+    assert watcher.drain() == []  # nothing new: never blocks
+    watcher.close()
+
+
+def test_a_record_split_across_reads_is_read_whole(kmsg):
+    watcher = agent_events.KmsgWatcher(kmsg.path)
+    data = record(1, XID)
+    os.write(kmsg.fd, data[:20])
+    assert watcher.drain() == []
+    os.write(kmsg.fd, data[20:])
+    assert watcher.drain() == [XID]
+    watcher.close()
+
+
+def test_a_regular_log_is_read_from_its_end_unless_resuming(tmp_path):
+    log = tmp_path / "kmsg"
+    log.write_bytes(b"".join(record(seq, XID if seq in (3, 8) else NOISE) for seq in range(1, 11)))
+    fresh = agent_events.KmsgWatcher(str(log))
+    assert fresh.drain() == [] and fresh.records == 0  # SEEK_END: old records are not news
+    resumed = agent_events.KmsgWatcher(str(log), resume_after=5)
+    assert resumed.drain() == [XID]  # record 8 only: record 3 was counted before the restart
+    assert (resumed.skipped, resumed.records, resumed.last_seq) == (5, 5, 10)
+    fresh.close()
+    resumed.close()
+
+
+def test_a_restart_resumes_after_the_stored_sequence_number_without_double_counting(tmp_path):
+    state = tmp_path / "state"
+    state.mkdir()
+    log = tmp_path / "kmsg"
+    log.write_bytes(b"".join(record(seq, NOISE) for seq in range(1, 4)))
+    settings = {"kmsg": str(log), "nvml": False, "min_gap": 1.0}
+    first = agent_events.EventSources(settings, str(state), 60)
+    with open(str(log), "ab") as out:
+        out.write(record(4, XID))
+    assert first.drain() == [XID]
+    assert first.save() is None
+    assert json.loads((state / "kmsg-seq.json").read_text()) == {"seq": 4}
+    first.close()
+    with open(str(log), "ab") as out:  # written while the agent was down
+        out.write(record(5, OFF_BUS))
+    second = agent_events.EventSources(settings, str(state), 60)
+    assert second.status["kmsg"] == "watching %s (resumed after record 4)" % log
+    assert second.drain() == [OFF_BUS]  # record 4 is not counted again
+    assert second.kmsg.skipped == 4
+    second.close()
+
+
+def test_a_damaged_sequence_file_starts_from_the_end(tmp_path):
+    (tmp_path / "kmsg-seq.json").write_text("{not json")
+    assert agent_events.read_seq(str(tmp_path)) is None
+    (tmp_path / "kmsg-seq.json").write_text('{"seq": -3}')
+    assert agent_events.read_seq(str(tmp_path)) is None
+
+
+def test_overwritten_records_epipe_are_counted_and_reading_goes_on(kmsg, monkeypatch):
+    watcher = agent_events.KmsgWatcher(kmsg.path)
+    answers = [OSError(errno.EPIPE, "Broken pipe"), record(9, XID), BlockingIOError(errno.EAGAIN, "again")]
+
+    def read(fd, size):
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    monkeypatch.setattr(agent_events.os, "read", read)
+    assert watcher.drain() == [XID]
+    assert watcher.overwritten == 1 and watcher.last_seq == 9
+    monkeypatch.undo()
+    watcher.close()
+
+
+def test_a_flood_of_10000_lines_is_bounded_and_counted(kmsg):
+    watcher = agent_events.KmsgWatcher(kmsg.path, max_kept=100)
+    writer = threading.Thread(target=kmsg.write, args=[XID] * 10000)
+    started = time.monotonic()
+    writer.start()
+    kept = []
+    while writer.is_alive() or watcher.records < 10000:
+        batch = watcher.drain()
+        assert len(batch) <= 100  # the buffer is bounded whatever the flood
+        kept.extend(batch)
+        assert len(watcher._partial) <= agent_events.MAX_LINE
+        if time.monotonic() - started > 10:
+            break
+    writer.join()
+    assert watcher.records == 10000
+    assert len(kept) + watcher.dropped == 10000 and watcher.dropped > 0
+    watcher.close()
+
+
+def test_an_endless_line_is_cut_not_kept_whole(kmsg):
+    watcher = agent_events.KmsgWatcher(kmsg.path)
+    for _ in range(40):
+        os.write(kmsg.fd, b"x" * 4096)
+        watcher.drain()
+    assert len(watcher._partial) <= agent_events.MAX_LINE
+    watcher.close()
+
+
+def test_an_unreadable_kernel_log_leaves_the_agent_polling_and_says_so(tmp_path):
+    sources = agent_events.EventSources({"kmsg": str(tmp_path / "missing"), "nvml": False, "min_gap": 1}, str(tmp_path), 30)
+    assert sources.status == {"kmsg": "unavailable: %s: No such file or directory, polling every 30 s" % (tmp_path / "missing"),
+                              "nvml": "off (events.nvml), polling every 30 s"}
+    assert sources.fds() == [] and sources.drain() == []
+    assert sources.counters() == sources.status
+
+
+def test_nvml_critical_xid_events_wake_the_pipe():
+    fake = fake_with("h100-healthy")
+    watcher = agent_events.NvmlEventWatcher(fake, wait_ms=50).start()
+    try:
+        assert watcher.status() == "watching critical XID events of 8 GPU(s)"
+        assert fake.inject_event(3, 79) == 1
+        import select
+
+        assert select.select([watcher.fileno()], [], [], 2)[0] == [watcher.fileno()]
+        assert watcher.drain() == ["NVML critical XID event: GPU 3, Xid 79"]
+        assert fake.inject_event(3, 79, fake.nvmlEventTypePState) == 0  # not registered
+    finally:
+        watcher.close()
+    assert fake._STATE["initialised"] == 0  # the watcher's NVML reference released
+
+
+def test_nvml_events_unavailable_fall_back_to_polling(tmp_path):
+    old = fake_with("h100-healthy", missing_functions=["nvmlEventSetWait_v2"])
+    sources = agent_events.EventSources({"kmsg": None, "nvml": True}, str(tmp_path), 60, binding_loader=lambda: old)
+    assert sources.status == {"kmsg": "off (events.kmsg), polling every 60 s",
+                              "nvml": "unavailable: the NVML binding has no nvmlEventSetWait_v2, polling every 60 s"}
+    unsupported = fake_with("h100-healthy", errors={"nvmlDeviceRegisterEvents": "NOT_SUPPORTED"})
+    sources = agent_events.EventSources({"kmsg": None, "nvml": True}, str(tmp_path), 60,
+                                        binding_loader=lambda: unsupported)
+    assert sources.status["nvml"].startswith("unavailable: no GPU registers critical XID events (GPU 0: Not Supported")
+    assert unsupported._STATE["initialised"] == 0
+
+    def no_binding():
+        raise ImportError("No module named 'pynvml'")
+
+    sources = agent_events.EventSources({"kmsg": None, "nvml": True}, str(tmp_path), 60, binding_loader=no_binding)
+    assert sources.status["nvml"] == "unavailable: No module named 'pynvml', polling every 60 s"
+
+
+def loop_with_events(sources, cycles_log, interval=60.0):
+    signals = agent_daemon.StopSignals()
+
+    def run_cycle():
+        cycles_log.append(time.monotonic())
+        return "cycle %d" % len(cycles_log)
+
+    loop = agent_daemon.Loop(run_cycle, interval, signals.wait, notify=lambda message: None,
+                             log=lambda line: None, events=sources)
+    return loop, signals
+
+
+def test_a_kernel_xid_line_triggers_a_cycle_at_once(tmp_path, kmsg):
+    sources = agent_events.EventSources({"kmsg": kmsg.path, "nvml": False, "min_gap": 0.05}, str(tmp_path), 60)
+    starts = []
+    loop, signals = loop_with_events(sources, starts)
+    timer = threading.Timer(0.1, kmsg.write, (NOISE, XID))
+    timer.start()
+    try:
+        assert loop.run(max_cycles=2) == 2  # the 2nd cycle came from the event, not the 60 s schedule
+    finally:
+        timer.cancel()
+        signals.close()
+        sources.close()
+    assert loop.triggered == 1 and starts[1] - starts[0] < 5
+    assert json.loads((tmp_path / "kmsg-seq.json").read_text()) == {"seq": 2}
+
+
+def test_noise_does_not_trigger_a_cycle(tmp_path, kmsg):
+    sources = agent_events.EventSources({"kmsg": kmsg.path, "nvml": False, "min_gap": 0}, str(tmp_path), 0.3)
+    starts = []
+    loop, signals = loop_with_events(sources, starts, interval=0.3)
+    timer = threading.Timer(0.05, kmsg.write, (NOISE,) * 50)
+    timer.start()
+    try:
+        loop.run(max_cycles=2)
+    finally:
+        timer.cancel()
+        signals.close()
+        sources.close()
+    assert loop.triggered == 0 and starts[1] - starts[0] >= 0.29  # the schedule's cycle
+
+
+def test_a_storm_is_one_cycle_per_min_gap_and_never_stalls_the_agent(tmp_path, kmsg):
+    sources = agent_events.EventSources({"kmsg": kmsg.path, "nvml": False, "min_gap": 0.2}, str(tmp_path), 60)
+    sources.kmsg.max_kept = 100
+    starts = []
+    loop, signals = loop_with_events(sources, starts)
+
+    def storm():
+        for _ in range(10):  # 10,000 XID lines within about a second
+            kmsg.write(*[XID] * 1000)
+            time.sleep(0.08)
+
+    writer = threading.Thread(target=storm)
+    writer.start()
+    began = time.monotonic()
+    try:
+        loop.run(max_cycles=4)
+    finally:
+        elapsed = time.monotonic() - began
+        while writer.is_alive():  # read the rest, or the writer blocks on a full FIFO
+            sources.drain()
+            time.sleep(0.01)
+        signals.close()
+    sources.drain()
+    counters = sources.counters()
+    sources.close()
+    assert elapsed < 5  # not stalled: 3 event-triggered cycles, no 60 s wait
+    gaps = [b - a for a, b in zip(starts[1:], starts[2:])]
+    assert all(gap >= 0.19 for gap in gaps), gaps  # at most one event-triggered cycle per min_gap
+    assert counters["kmsg_dropped"] > 0 and counters["kmsg"] == "watching %s" % kmsg.path
+
+
+def test_the_events_settings_are_checked_by_name():
+    assert events_settings({})[0] == {"kmsg": "/dev/kmsg", "nvml": True, "min_gap": 1.0}
+    assert events_settings({"events": {"kmsg": None, "nvml": False, "min_gap": 0.5}})[0] == {
+        "kmsg": None, "nvml": False, "min_gap": 0.5}
+    errors = config_errors({"events": {"kmsg": "dev/kmsg", "nvml": "yes", "min_gap": -1, "gap": 1}})
+    assert "events: unknown setting 'gap' (known: kmsg, nvml, min_gap)" in errors
+    assert "events.kmsg must be an absolute path (/dev/kmsg) or null (off), got 'dev/kmsg'" in errors
+    assert "events.nvml must be true or false, got 'yes'" in errors
+    assert "events.min_gap must be a number of seconds in [0, 3600], got -1" in errors
+    assert config_errors({"events": []})[0] == "events must be a dict {kmsg, nvml, min_gap}, got list"
