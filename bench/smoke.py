@@ -45,6 +45,10 @@ FIGURES = {
         r"^in-process cycle \(Agent.cycle, warm interpreter\) +: %s" % STATS,
         r"^target <= 50 ms CPU per cycle, resident per-cycle median %s: not judged" % NUMBER,
     ],
+    "detect_latency": [
+        r"^  \(c\) drain command issued +all events +p50 +%s +p99 +%s +max +%s ms" % (NUMBER, NUMBER, NUMBER),
+        r"^  idle CPU per hour: wake-ups alone %s s" % NUMBER,
+    ],
     "module_payload": [
         r"^ping +median +%s ms CPU" % NUMBER,
         r"^node_validate cold +median +%s ms CPU" % NUMBER,

@@ -100,7 +100,7 @@ class Loop(object):
     ``events`` (agent_events.EventSources, optional): ``wait(seconds, fds)`` also returns when a
     source is readable; what is readable is drained at once (bounded), and when a line or event
     matters one cycle runs now for all of them (a storm is one cycle), at least ``min_gap`` s after
-    the previous cycle's start. The periodic schedule is unchanged by event-triggered cycles."""
+    the previous event-triggered cycle's start. The periodic schedule is unchanged by event-triggered cycles."""
 
     def __init__(self, run_cycle, interval, wait, clock=time.monotonic, notify=sd_notify, log=None, events=None):
         self.run_cycle = run_cycle
@@ -115,6 +115,7 @@ class Loop(object):
         self.triggered = 0  # cycles run for an event
         self.started = None  # monotonic start of the last cycle
         self.max_cycles = None
+        self.event_started = None  # monotonic start of the last event-triggered cycle
 
     def _cycle(self):
         self.started = self.clock()
@@ -149,7 +150,7 @@ class Loop(object):
             lines = self.events.drain()
             if not lines:
                 continue
-            gap = self.started + self.events.min_gap - self.clock()
+            gap = (self.event_started + self.events.min_gap - self.clock()) if self.event_started is not None else 0
             if gap > 0:  # lines arriving meanwhile stay in the kernel's buffer: drained below
                 if self.wait(gap):
                     return True
@@ -157,6 +158,7 @@ class Loop(object):
             self.log("%s: %d event(s), cycle now: %s%s" % (AGENT_NAME, len(lines), lines[0][:200],
                                                           " (+%d more)" % (len(lines) - 1) if len(lines) > 1 else ""))
             self.triggered += 1
+            self.event_started = self.clock()
             self._cycle()
             if self.max_cycles is not None and self.cycles >= self.max_cycles:
                 return True

@@ -154,7 +154,7 @@ class NvmlEventWatcher(object):
     ``binding`` is the NVML module (pynvml); RuntimeError from ``start`` names what is missing
     (an old binding without nvmlEventSetWait_v2, no GPU registering the event type)."""
 
-    def __init__(self, binding, wait_ms=500, max_kept=100):
+    def __init__(self, binding, wait_ms=1000, max_kept=100):
         self.nvml = binding
         self.wait_ms = wait_ms
         self.max_kept = max_kept
