@@ -121,6 +121,7 @@ class Loop(object):
         self.started = self.clock()
         if self.events is not None:
             self.events.drain()  # what is readable now is covered by this cycle
+            self.events.pause()  # NVML let go: the cycle initialises and shuts it down alone
         try:
             status = self.run_cycle()
         except Exception as exc:  # run_once reports its own problems; anything else lands here
@@ -128,6 +129,9 @@ class Loop(object):
 
             self.log("%s: cycle failed, last good result kept: %r\n%s" % (AGENT_NAME, exc, traceback.format_exc()))
             status = "last cycle failed (journal), last good result kept"
+        finally:
+            if self.events is not None:
+                self.events.resume()
         self.cycles += 1
         status = " ".join(str(status).split())  # one line: systemd reads KEY=VALUE lines
         self.notify("%sWATCHDOG=1\nSTATUS=%s" % ("READY=1\n" if self.cycles == 1 else "", status))

@@ -154,7 +154,7 @@ class NvmlEventWatcher(object):
     ``binding`` is the NVML module (pynvml); RuntimeError from ``start`` names what is missing
     (an old binding without nvmlEventSetWait_v2, no GPU registering the event type)."""
 
-    def __init__(self, binding, wait_ms=1000, max_kept=100):
+    def __init__(self, binding, wait_ms=200, max_kept=100):
         self.nvml = binding
         self.wait_ms = wait_ms
         self.max_kept = max_kept
@@ -302,17 +302,40 @@ class EventSources(object):
         else:
             self.kmsg = None
             self.status["kmsg"] = "off (events.kmsg), %s" % polling
+        self.nvml = self._binding = None
         if settings.get("nvml", True):
             try:
-                self.nvml = NvmlEventWatcher(binding_loader()).start()
-                self.watchers.append(self.nvml)
-                self.status["nvml"] = self.nvml.status()
-            except Exception as exc:  # no binding, no library, an old binding, no GPU
-                self.nvml = None
+                self._binding = binding_loader()
+            except Exception as exc:  # no binding
                 self.status["nvml"] = "unavailable: %s, %s" % (exc, polling)
+            else:
+                self._start_nvml()
         else:
             self.nvml = None
             self.status["nvml"] = "off (events.nvml), %s" % polling
+
+    def _start_nvml(self):
+        try:
+            self.nvml = NvmlEventWatcher(self._binding).start()
+            self.watchers.append(self.nvml)
+            self.status["nvml"] = self.nvml.status()
+        except Exception as exc:  # no library, an old binding, no GPU
+            self.nvml = self._binding = None  # not tried again: polling
+            self.status["nvml"] = "unavailable: %s, %s" % (exc, self.polling)
+
+    def pause(self):
+        """Before a cycle: the NVML watcher lets NVML go (its events are covered by the cycle), so
+        the cycle's nvmlInit after a full shutdown enumerates the GPUs again, as without events."""
+        if self.nvml is not None:
+            self.nvml.drain()
+            self.nvml.close()
+            self.watchers.remove(self.nvml)
+            self.nvml = None
+
+    def resume(self):
+        """After a cycle: the NVML watcher again (when it worked before)."""
+        if self._binding is not None and self.nvml is None:
+            self._start_nvml()
 
     def fds(self):
         return [watcher.fileno() for watcher in self.watchers]

@@ -289,3 +289,22 @@ def test_the_events_settings_are_checked_by_name():
     assert "events.nvml must be true or false, got 'yes'" in errors
     assert "events.min_gap must be a number of seconds in [0, 3600], got -1" in errors
     assert config_errors({"events": []})[0] == "events must be a dict {kmsg, nvml, min_gap}, got list"
+
+
+def test_the_nvml_watcher_lets_nvml_go_during_a_cycle(tmp_path):
+    """A cycle initialises NVML after a full shutdown (the GPUs enumerated again, a scenario switch
+    seen), as without events; the watcher is back after the cycle."""
+    fake = fake_with("h100-healthy")
+    sources = agent_events.EventSources({"kmsg": None, "nvml": True}, str(tmp_path), 0.05, binding_loader=lambda: fake)
+    held = []
+    loop, signals = loop_with_events(sources, [], interval=0.05)
+    loop.run_cycle = lambda: held.append(fake._STATE["initialised"]) or "cycle"
+    try:
+        assert fake._STATE["initialised"] == 1  # the watcher's reference
+        loop.run(max_cycles=3)
+        assert held == [0, 0, 0]
+        assert fake._STATE["initialised"] == 1 and sources.status["nvml"].startswith("watching")
+    finally:
+        signals.close()
+        sources.close()
+    assert fake._STATE["initialised"] == 0
