@@ -159,8 +159,8 @@ class Loop(object):
                 if self.wait(gap):
                     return True
                 lines += self.events.drain()
-            self.log("%s: %d event(s), cycle now: %s%s" % (AGENT_NAME, len(lines), lines[0][:200],
-                                                          " (+%d more)" % (len(lines) - 1) if len(lines) > 1 else ""))
+            more = " (+%d more)" % (len(lines) - 1) if len(lines) > 1 else ""
+            self.log("%s: %d event(s), cycle now: %s%s" % (AGENT_NAME, len(lines), lines[0][:200], more))
             self.triggered += 1
             self.event_started = self.clock()
             self._cycle()

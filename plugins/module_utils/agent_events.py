@@ -107,7 +107,7 @@ class KmsgWatcher(object):
         ``dropped``). Never blocks; reads at most ``max_reads`` times (a flood is finished by the
         next drain: the descriptor stays readable)."""
         kept = []
-        for _ in range(self.max_reads):
+        for _read in range(self.max_reads):
             try:
                 data = os.read(self.fd, READ_SIZE)
             except OSError as exc:

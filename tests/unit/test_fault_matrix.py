@@ -70,7 +70,11 @@ NVML_CALLS = {
     "nvmlDeviceGetFieldValues": ("gpu.recovery_action", "gpu3", False, {}),
 }
 # Called, but not a reading: nvmlShutdown's errors are ignored after the checks are made.
-NOT_READINGS = {"nvmlShutdown"}
+# Calls that take no reading of the node's health: NVML shutdown, and the resident agent's event
+# watcher (agent_events.NvmlEventWatcher: a failure there means polling, said in health.json,
+# tests/unit/test_agent_events.py), which only wakes a cycle that takes the readings above.
+NOT_READINGS = {"nvmlShutdown", "nvmlEventSetCreate", "nvmlDeviceRegisterEvents", "nvmlEventSetWait_v2",
+                "nvmlEventSetFree", "nvmlDeviceGetIndex"}
 
 FAKE = load_fake()
 ERRORS = FAKE.ERROR_NAMES
