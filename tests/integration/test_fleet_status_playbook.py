@@ -39,27 +39,32 @@ def test_fleet_status_reports_the_published_results(tmp_path):
     data = json.loads(stale.read_text())
     data["generated_at"] = time.time() - 3600
     stale.write_text(json.dumps(data))
+    future = agent_result(tmp_path, "node-e", "h100-healthy")  # a clock behind the node's: unknown, not fresh
+    data = json.loads(future.read_text())
+    data["generated_at"] = time.time() + 3600
+    future.write_text(json.dumps(data))
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(json.dumps({"all": {
         "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable},
         "hosts": {"node-a": {"gpufleet_status_file": str(healthy)}, "node-b": {"gpufleet_status_file": str(broken)},
-                  "node-c": {"gpufleet_status_file": str(stale)},
+                  "node-c": {"gpufleet_status_file": str(stale)}, "node-e": {"gpufleet_status_file": str(future)},
                   "node-d": {"gpufleet_status_file": str(tmp_path / "missing.json")}}}}))
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), GPUFLEET_REPORT_DIR=str(tmp_path / "reports"))
     proc = subprocess.run([ANSIBLE_PLAYBOOK, "-i", str(inventory), os.path.join(REPO, "playbooks", "fleet_status.yml")],
                           check=False, env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
-    assert proc.returncode != 0  # node-b, node-c, node-d fail
+    assert proc.returncode != 0  # node-b, node-c, node-d, node-e fail
     report = json.loads((tmp_path / "reports" / "fleet-report.json").read_text())
     hosts = report["hosts"]
     assert hosts["node-a"]["healthy"] is True
     assert hosts["node-a"]["summary"] == json.loads(healthy.read_text())["summary"]
     assert hosts["node-b"]["healthy"] is False
     assert any(c["id"] == "gpu.count" and c["status"] == "fail" for c in hosts["node-b"]["checks"])
-    for name in ("node-c", "node-d"):
+    for name in ("node-c", "node-d", "node-e"):
         assert hosts[name]["healthy"] is False
         assert hosts[name]["checks"][0]["id"] == "host.validation", hosts[name]
     assert "s old (more than 300 s)" in json.dumps(hosts["node-c"]["checks"])
-    assert report["totals"]["hosts"] == 4 and report["totals"]["unhealthy"] == 3
+    assert "s in the future (clock skew" in json.dumps(hosts["node-e"]["checks"])
+    assert report["totals"]["hosts"] == 5 and report["totals"]["unhealthy"] == 4
 
 
 def test_fleet_status_from_the_kubernetes_api(tmp_path):
