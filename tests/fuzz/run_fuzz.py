@@ -30,7 +30,6 @@ exit status 1 when any figure is not 0. The first failures are printed with thei
 """
 
 import argparse
-import errno
 import json
 import os
 import random
@@ -48,6 +47,7 @@ sys.path[:0] = [os.path.join(REPO, ".collections"), os.path.join(REPO, "tests", 
 
 from ansible.module_utils.common import json as ansible_json  # noqa: E402
 from runners import ScriptedRunner  # noqa: E402
+from sysfs_faults import FaultyOs  # noqa: E402
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import xid as xid_module  # noqa: E402
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu import gather_gpu_facts, pci_link  # noqa: E402
@@ -431,36 +431,6 @@ def fake_nvml():
         base["device_template"] = dict(base["device_template"], retired_pages={"sbe": 0, "dbe": 0, "pending": 0})
         _FAKE["base"] = base
     return _FAKE["module"], _FAKE["base"]
-
-
-class FaultyOs(object):
-    """``os`` for sysfs.open_regular with ``fault`` on the file ``target``."""
-
-    def __init__(self, target, fault):
-        self.target, self.fault, self._fds = target, fault, set()
-
-    def __getattr__(self, name):
-        return getattr(os, name)
-
-    def open(self, path, flags, *args):
-        codes = {"EACCES": errno.EACCES, "ENXIO": errno.ENXIO, "vanished": errno.ENOENT}
-        if path == self.target and self.fault in codes:
-            raise OSError(codes[self.fault], os.strerror(codes[self.fault]), path)
-        fd = os.open(path, flags, *args)
-        if path == self.target:
-            self._fds.add(fd)
-        return fd
-
-    def read(self, fd, size):
-        if fd in self._fds:
-            if self.fault == "EIO":
-                raise OSError(errno.EIO, os.strerror(errno.EIO))
-            return b""
-        return os.read(fd, size)
-
-    def close(self, fd):
-        self._fds.discard(fd)
-        return os.close(fd)
 
 
 def fault_case(rng):

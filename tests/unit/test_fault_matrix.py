@@ -8,7 +8,6 @@ below SysfsReader (the ``os`` its ``open_regular`` uses), through node_validate.
 """
 
 import calendar
-import errno
 import glob
 import os
 import re
@@ -23,6 +22,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import
     run_family,
     validate_node,
 )
+from sysfs_faults import FaultyOs
 from conftest import REPO
 from nvml_scenarios import load_fake, node, scenario
 from runners import ScriptedRunner
@@ -169,44 +169,6 @@ def test_recovery_action_field_answering_an_error(error):
 
 
 # -- sysfs ----------------------------------------------------------------------------------------
-class FaultyOs(object):
-    """``os`` for sysfs.open_regular with one file broken: ``fault`` on ``target``."""
-
-    def __init__(self, real, target, fault):
-        self._real, self.target, self.fault = real, target, fault
-        self.opens = 0
-        self._fds = set()
-
-    def __getattr__(self, name):
-        return getattr(self._real, name)
-
-    def open(self, path, flags, *args):
-        if path == self.target:
-            self.opens += 1
-            codes = {"EACCES": errno.EACCES, "ENXIO": errno.ENXIO, "vanished": errno.ENOENT}
-            if self.fault in codes:
-                code = codes[self.fault]
-                raise OSError(code, os.strerror(code), path)
-        fd = self._real.open(path, flags, *args)
-        if path == self.target:
-            self._fds.add(fd)
-        return fd
-
-    def read(self, fd, size):
-        if fd in self._fds:
-            if self.fault == "EIO":
-                raise OSError(errno.EIO, os.strerror(errno.EIO))
-            if self.fault == "empty":
-                return b""
-            if self.fault == "changing" and self.opens > 1:
-                return b"changed on the second read\n"
-        return self._real.read(fd, size)
-
-    def close(self, fd):
-        self._fds.discard(fd)
-        return self._real.close(fd)
-
-
 SYSFS_FAULTS = ("EIO", "EACCES", "ENXIO", "empty", "vanished", "changing")
 GPU0 = "sys/bus/pci/devices/0000:18:00.0/"
 PORT = "sys/class/infiniband/mlx5_0/ports/1/"
@@ -249,7 +211,7 @@ def tuning_root(tmp_path_factory):
 def node_validate(root, name, options, monkeypatch=None, target=None, fault=None):
     faulty = None
     if target is not None:
-        faulty = FaultyOs(os, os.path.join(root, target), fault)
+        faulty = FaultyOs(os.path.join(root, target), fault)
         monkeypatch.setattr(sysfs, "os", faulty)
     params = {"root": root, "fail_on": "never"}
     for family in FAMILIES:
