@@ -18,13 +18,19 @@ MATRIX = os.path.join(REPO, "plugins", "plugin_utils", "compatibility.yml")
 DOC = os.path.join(REPO, "docs", "compatibility.md")
 OPS = {"eq": "=", "ne": "≠", "in": "in", "not_in": "not in", "version_ge": "≥", "version_lt": "<",
        "hex_any_ge": "has an id ≥", "hex_any_in": "has an id in", "hex_all_ge": "only ids ≥",
-       "any_in": "has one of"}
+       "any_in": "has one of", "same_as": "(each) ="}
 
 
 def _clauses(part):
     out = []
     for fact, clause in part.items():
         op, operand = next(iter(clause.items()))
+        if op == "minor_skew":
+            out.append("%s at most %d minor below %s, never above" % (fact, operand["max_behind"], operand["of"]))
+            continue
+        if op == "same_as":
+            out.append("%s (each) = %s" % (fact, operand))
+            continue
         if isinstance(operand, list):
             operand = ", ".join("`%s`" % item for item in operand)
         else:

@@ -28,10 +28,14 @@ VALUE_OPS = ("eq", "ne", "in", "not_in")
 VERSION_OPS = ("version_ge", "version_lt")
 HEX_OPS = ("hex_any_ge", "hex_any_in", "hex_all_ge")
 LIST_OPS = ("any_in",)
-OPS = VALUE_OPS + VERSION_OPS + HEX_OPS + LIST_OPS
+# Clauses that compare with another fact: same_as: <fact> (the value, or every item of a list
+# value, equals that fact's value); minor_skew: {of: <fact>, max_behind: N} (a version with the
+# same major, at most N minors below the other fact's version and never above it).
+FACT_OPS = ("same_as", "minor_skew")
+OPS = VALUE_OPS + VERSION_OPS + HEX_OPS + LIST_OPS + FACT_OPS
 _OP_TEXT = {"eq": "=", "ne": "!=", "in": "in", "not_in": "not in", "version_ge": ">=", "version_lt": "<",
             "hex_any_ge": "has one >=", "hex_any_in": "has one of", "hex_all_ge": "all >=",
-            "any_in": "has one of"}
+            "any_in": "has one of", "same_as": "="}
 
 _MATRIX = {}
 _DEFAULTS = {}
@@ -81,6 +85,22 @@ def _check_clause(fact, clause, where):
         _hex(operand)
     if op == "hex_any_in":
         [_hex(item) for item in operand]
+    if op == "same_as" and not isinstance(operand, str):
+        raise MatrixError("%s: same_as on %s needs a fact name" % (where, fact))
+    if op == "minor_skew" and not (isinstance(operand, dict) and set(operand) == {"of", "max_behind"}
+                                   and isinstance(operand["of"], str) and isinstance(operand["max_behind"], int)
+                                   and operand["max_behind"] >= 0):
+        raise MatrixError("%s: minor_skew on %s needs {of: <fact>, max_behind: <whole number>}" % (where, fact))
+
+
+def _other_fact(clause):
+    """The fact a clause compares with (same_as, minor_skew), else None."""
+    op, operand = next(iter(clause.items()))
+    if op == "same_as":
+        return operand
+    if op == "minor_skew":
+        return operand["of"]
+    return None
 
 
 def validate_matrix(matrix):
@@ -129,6 +149,9 @@ def validate_matrix(matrix):
                 if fact not in matrix["facts"]:
                     raise MatrixError("rule %s: %s names unknown fact %s" % (rid, part, fact))
                 _check_clause(fact, clause, "rule %s" % rid)
+                other = _other_fact(clause)
+                if other is not None and other not in matrix["facts"]:
+                    raise MatrixError("rule %s: %s on %s names unknown fact %s" % (rid, part, fact, other))
                 op, operand = next(iter(clause.items()))
                 if fact == "gpu_architectures" and op == "any_in" and not set(operand) <= names:
                     raise MatrixError("rule %s: unknown GPU architecture in %s (known: %s)"
@@ -278,8 +301,20 @@ def _normalise(facts):
     return out
 
 
-def _holds(value, clause):
+def _minor_skew(value, other, max_behind):
+    mine, theirs = parse_version(value), parse_version(other)
+    if len(mine) < 2 or len(theirs) < 2:
+        raise MatrixError("not a major.minor version: %r / %r" % (value, other))
+    return mine[0] == theirs[0] and 0 <= theirs[1] - mine[1] <= max_behind
+
+
+def _holds(value, clause, known=None):
     op, operand = next(iter(clause.items()))
+    if op == "same_as":
+        other = str((known or {})[operand][0])
+        return all(str(item) == other for item in (value if isinstance(value, list) else [value]))
+    if op == "minor_skew":
+        return _minor_skew(value, (known or {})[operand["of"]][0], operand["max_behind"])
     if op == "eq":
         return str(value) == str(operand)
     if op == "ne":
@@ -304,6 +339,10 @@ def _holds(value, clause):
 
 def _clause_text(fact, clause):
     op, operand = next(iter(clause.items()))
+    if op == "minor_skew":
+        return "%s at most %d minor version(s) below %s and not above it" % (fact, operand["max_behind"], operand["of"])
+    if op == "same_as":
+        return "%s (each) = %s" % (fact, operand)
     if isinstance(operand, list):
         operand = ", ".join(str(item) for item in operand)
     return "%s %s %s" % (fact, _OP_TEXT[op], operand)
@@ -325,12 +364,14 @@ def evaluate(facts, matrix=None):
     _derive_architectures(known, matrix)
     problems = []
     for rule in matrix["rules"]:
-        needed = list(rule["when"]) + list(rule["require"])
+        clauses = list(rule["when"].items()) + list(rule["require"].items())
+        needed = [f for f, _c in clauses] + [o for o in (_other_fact(c) for _f, c in clauses) if o]
+        needed = list(dict.fromkeys(needed))
         if any(fact not in known for fact in needed):
             continue
         try:
-            applies = all(_holds(known[f][0], c) for f, c in rule["when"].items())
-            failed = [f for f, c in rule["require"].items() if not _holds(known[f][0], c)] if applies else []
+            applies = all(_holds(known[f][0], c, known) for f, c in rule["when"].items())
+            failed = [f for f, c in rule["require"].items() if not _holds(known[f][0], c, known)] if applies else []
         except MatrixError as exc:
             problems.append({
                 "id": rule["id"], "reason": str(exc), "sources": list(rule["sources"]),
@@ -341,7 +382,8 @@ def evaluate(facts, matrix=None):
             continue
         chosen = "; ".join(_fact_text(f, known) for f in rule["when"])
         wanted = " and ".join(_clause_text(f, rule["require"][f]) for f in failed)
-        got = "; ".join(_fact_text(f, known) for f in failed)
+        got = "; ".join(_fact_text(f, known) for f in dict.fromkeys(
+            failed + [o for o in (_other_fact(rule["require"][f]) for f in failed) if o]))
         problems.append({
             "id": rule["id"],
             "when": chosen,

@@ -55,6 +55,10 @@ TIER = {
 
 # Which node_validate option each node expectation feeds (family, option).
 NODE_VALIDATE_OPTIONS = {
+    "gpufleet_gpu_allocation": (
+        "device_plugin", "how pods get NVIDIA GPUs (nvidia.com/gpu): device_plugin (the NVIDIA device plugin "
+        "of kubernetes_addons) or dra (a DRA driver, resource.k8s.io/v1; gpufleet does not deploy one: the "
+        "compatibility matrix checks the Kubernetes version and that the device plugin is off)"),
     "gpufleet_gpu_count": ("gpu", "expected_count"),
     "gpufleet_driver_branch": ("gpu", "expected_driver_version"),
     "gpufleet_expected_hcas": ("rdma", "expected_devices"),

@@ -122,6 +122,36 @@ CASES = {
     "blackwell-ultra-driver-branch": (
         {"gpu_device_ids": ["0x3182"] * 8, "driver": "575"},  # B300 SXM6 AC
         {"gpu_device_ids": ["0x3182"] * 8, "driver": "580.82.07"}),
+    # a drop-in (ours or another tool's) in another version than the root config
+    "containerd-dropin-root-version": (
+        {"containerd_config_version": "2", "containerd_dropin_versions": ["2", "4"]},  # nvidia-ctk's v4 next to a v2 root
+        {"containerd_config_version": "3", "containerd_dropin_versions": ["3", "3"]}),
+    # Kubernetes minors gpufleet knows, one minor per upgrade (installed kubelet/kubeadm)
+    "kubernetes-oldest-minor": (
+        {"kubernetes": "1.32.9"},
+        {"kubernetes": "1.33.0"}),
+    "kubernetes-newest-minor": (
+        {"kubernetes": "1.38.0"},
+        {"kubernetes": "1.37.1"}),
+    "kubelet-one-minor-upgrade": (
+        {"kubernetes": "1.37.1", "kubelet": "v1.35.4"},  # two minors in one step
+        {"kubernetes": "1.37.1", "kubelet": "v1.36.4"}),
+    "kubeadm-one-minor-upgrade": (
+        {"kubernetes": "1.36.4", "kubeadm": "v1.37.1"},  # a kubeadm newer than the cluster
+        {"kubernetes": "1.36.4", "kubeadm": "v1.36.4"}),
+    # device plugin or DRA driver for nvidia.com/gpu
+    "gpu-allocation-choice": (
+        {"gpu_allocation": "mig"},
+        {"gpu_allocation": "dra"}),
+    "dra-resource-api-v1": (
+        {"gpu_allocation": "dra", "kubernetes": "1.33.5"},
+        {"gpu_allocation": "device_plugin", "kubernetes": "1.33.5"}),
+    "dra-extended-resource": (
+        {"gpu_allocation": "dra", "kubernetes": "1.36.4"},
+        {"gpu_allocation": "dra", "kubernetes": "1.37.1"}),
+    "dra-without-device-plugin": (
+        {"gpu_allocation": "dra", "nvidia_device_plugin": True},
+        {"gpu_allocation": "dra", "nvidia_device_plugin": False}),
 }
 
 
@@ -359,4 +389,43 @@ def test_matrix_refuses_unknown_architecture_name():
     matrix = copy.deepcopy(MATRIX)
     matrix["rules"][-1]["when"] = {"gpu_architectures": {"any_in": ["rubin"]}}
     with pytest.raises(compatibility.MatrixError, match="unknown GPU architecture"):
+        compatibility.validate_matrix(matrix)
+
+
+def test_same_as_names_the_drop_in_and_the_root_version():
+    facts = {"containerd_config_version": {"value": "2", "origin": "/etc/containerd/config.toml"},
+             "containerd_dropin_versions": {"value": ["4"], "origin": "/etc/containerd/conf.d/99-nvidia.toml=4"}}
+    (problem,) = compatibility.evaluate(facts)
+    assert problem["id"] == "containerd-dropin-root-version"
+    assert "containerd_dropin_versions=4 (from /etc/containerd/conf.d/99-nvidia.toml=4)" in problem["message"]
+    assert "containerd_config_version=2 (from /etc/containerd/config.toml)" in problem["message"]
+    assert "Fix: rewrite the named drop-in" in problem["message"]
+    # a single drop-in given as a scalar, in the root's version
+    assert compatibility.evaluate({"containerd_config_version": 4, "containerd_dropin_versions": "4"}) == []
+
+
+@pytest.mark.parametrize("kubelet, ok", [
+    ("v1.37.0", True), ("1.36.9", True), ("v1.35.4", False), ("v1.38.0", False), ("v2.37.0", False)])
+def test_minor_skew_one_minor_behind_never_ahead(kubelet, ok):
+    problems = compatibility.evaluate({"kubernetes": "1.37.1", "kubelet": kubelet})
+    assert ([p["id"] for p in problems] == []) is ok, problems
+
+
+def test_minor_skew_needs_two_components():
+    (problem,) = compatibility.evaluate({"kubernetes": "1.37.1", "kubelet": "1"})
+    assert problem["id"] == "kubelet-one-minor-upgrade" and "cannot compare" in problem["message"]
+
+
+@pytest.mark.parametrize("clause, error", [
+    ({"same_as": ["kubernetes"]}, "same_as on kubelet needs a fact name"),
+    ({"same_as": "nosuchfact"}, "names unknown fact nosuchfact"),
+    ({"minor_skew": {"of": "kubernetes"}}, "minor_skew on kubelet needs"),
+    ({"minor_skew": {"of": "kubernetes", "max_behind": -1}}, "minor_skew on kubelet needs"),
+    ({"minor_skew": {"of": "nosuchfact", "max_behind": 1}}, "names unknown fact nosuchfact"),
+])
+def test_fact_comparing_clauses_are_validated(clause, error):
+    matrix = {"facts": dict(MATRIX["facts"]), "rules": [{
+        "id": "x", "description": "d", "when": {"kubernetes": {"version_ge": "1.0"}}, "require": {"kubelet": clause},
+        "reason": "r", "sources": ["https://example.org"]}]}
+    with pytest.raises(compatibility.MatrixError, match=error):
         compatibility.validate_matrix(matrix)
