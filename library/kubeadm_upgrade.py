@@ -1,0 +1,1 @@
+../plugins/modules/kubeadm_upgrade.py
