@@ -37,7 +37,9 @@ description:
   - "Each run gets its own directory C(runs/<UTC start YYYYmmddTHHMMSSZ>-<playbook>/) in O(dir) with
     this run's C(fleet-report.json), C(junit.xml) and C(fleet-report.html); C(runs/latest) links to
     the newest. The newest O(keep_runs) run directories are kept, older ones deleted."
-  - "C(fleet-report.json), C(junit.xml) and C(fleet-report.html) directly in O(dir) are the fleet
+  - "C(junit.xml) directly in O(dir) is this run's too (the hosts this run validated, nothing older):
+    the file a CI job reads after the run."
+  - "C(fleet-report.json), C(junit-fleet.xml) and C(fleet-report.html) directly in O(dir) are the fleet
     picture: the previous picture merged with this run (O(merge)). A host this run did not report
     (C(--limit), the fabric test) keeps its entry with C(last_run) and C(last_seen); for a host it
     reported, checks of the plays that ran again and checks with the same id and target are
@@ -49,8 +51,12 @@ description:
     C(validation_failed), node C(facts) from the results (GPU model and count, driver, OFED), and
     in the picture C(last_run), C(last_seen), C(history); totals; C(run) (id, playbook, inventory,
     limit, start and end time, gpufleet and ansible-core versions) and C(runs).
-  - JUnit - one testsuite per host, one testcase C(<id>[<target>]) per check; fail is a failure,
-    skip is skipped, warn passes with its message in system-out.
+  - "JUnit - one testsuite per host, one testcase C(<id>[<target>]) per check; fail is a failure,
+    skip is skipped, warn is skipped with C(message=\"warning: ...\") and the property
+    C(gpufleet.status=warn) (CI tools show it as not passed cleanly). C(time) of a testsuite is the
+    host's measured validation time (the module's own C(elapsed_ms), else the wall time from the
+    task's start on the host to its result), of a testcase its task's time shared by that task's
+    checks; absent when not measured."
   - "HTML - a self-contained page (inline CSS and one inline script, no external assets; works from
     a file) rendered from the Jinja2 template C(plugins/plugin_utils/templates/fleet_report.html.j2)
     with autoescape: run metadata, the kept runs, hosts ranked worst first with their facts, history
@@ -162,6 +168,7 @@ options:
 
 import datetime
 import os
+import time
 
 from ansible import constants as C
 from ansible import context
@@ -222,6 +229,7 @@ class CallbackModule(CallbackBase):
         self.written = []
         self.started_at = _utc_now()
         self.inventory = None
+        self._task_starts = {}
 
     def _option(self, name):
         try:
@@ -246,7 +254,9 @@ class CallbackModule(CallbackBase):
             task_name = task.get_name() if task is not None else None
         task_key = getattr(task, "_uuid", None) or task_name
         validation = task is not None and is_validation_action(getattr(task, "action", None))
-        self.report.task_result(host, data, task_name, outcome, task_key, validation)
+        started = self._task_starts.pop((host, task_key), None)
+        duration = time.monotonic() - started if started is not None else None
+        self.report.task_result(host, data, task_name, outcome, task_key, validation, duration=duration)
         for warning in self.report.matrix_warnings:
             self._display.warning(warning)
         del self.report.matrix_warnings[:]
@@ -275,6 +285,10 @@ class CallbackModule(CallbackBase):
     def v2_playbook_on_task_start(self, task, is_conditional):
         if is_validation_action(getattr(task, "action", None)):
             self.report.validation_task(getattr(task, "_uuid", None) or task.get_name())
+
+    def v2_runner_on_start(self, host, task):
+        """A task starts on a host (the clock of the task's wall time on that host)."""
+        self._task_starts[(host.get_name(), getattr(task, "_uuid", None) or task.get_name())] = time.monotonic()
 
     def v2_runner_on_ok(self, result):
         self._record(result, "ok")

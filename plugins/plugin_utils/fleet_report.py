@@ -69,6 +69,36 @@ def xml_text(value):
     return _XML_INVALID.sub("?", text(value))
 
 
+def _number_text(value):
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return json_safe(value)
+        return ("%.3f" % value).rstrip("0").rstrip(".") if value != int(value) else "%d" % value
+    return str(value)
+
+
+def human(value, limit=200):
+    """Display text of an observed or expected value for people: strings as they are, numbers
+    without noise, lists as ``a, b, c`` (empty: ``none``), dicts as ``key value, key value`` (nested
+    values in parentheses), no JSON punctuation; at most ``limit`` characters."""
+    def render(item, nested):
+        if item is None:
+            return "none"
+        if isinstance(item, bool):
+            return "yes" if item else "no"
+        if isinstance(item, (int, float)):
+            return _number_text(item)
+        if isinstance(item, (list, tuple)):
+            inner = ", ".join(render(x, True) for x in item) if item else "none"
+            return "(%s)" % inner if nested and len(item) > 1 else inner
+        if isinstance(item, dict):
+            inner = ", ".join("%s %s" % (k, render(v, True)) for k, v in item.items()) if item else "none"
+            return "(%s)" % inner if nested else inner
+        return " ".join(text(item).split())
+    shown = render(value, False)
+    return shown if len(shown) <= limit else shown[:limit - 3] + "..."
+
+
 # ---------------------------------------------------------------------- the collection
 def collection_info(root=COLLECTION_ROOT):
     """``{version, repository}`` of this collection: galaxy.yml of a checkout, else MANIFEST.json of
@@ -154,9 +184,9 @@ def normalise_check(check, task_name=None, play=None):
 def check_detail(check):
     detail = check["message"]
     if "observed" in check:
-        detail += "\nobserved: " + text(check["observed"])
+        detail += "\nobserved: " + human(check["observed"], limit=2000)
     if "expected" in check:
-        detail += "\nexpected: " + text(check["expected"])
+        detail += "\nexpected: " + human(check["expected"], limit=2000)
     if check.get("error"):
         detail += "\ncould not be measured: " + check["error"]
     if check.get("task"):
@@ -194,6 +224,15 @@ def failure_reason(data):
     if len(reason) > _REASON_LIMIT:
         reason = reason[:_REASON_LIMIT - 3] + "..."
     return reason
+
+
+def module_seconds(payload):
+    """The module's own measured duration of a result (``elapsed_ms``, node_validate) in seconds,
+    None when the result has none."""
+    value = payload.get("elapsed_ms")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        return None
+    return value / 1000.0
 
 
 # ---------------------------------------------------------------------- node facts
@@ -271,7 +310,20 @@ def rank_key(name, entry):
             -summary[FAIL], -summary[WARN], name)
 
 
-def host_entry(checks, facts=None):
+def clean_durations(durations, checks=None):
+    """``{task name: seconds}`` with finite numbers >= 0 only; with ``checks``, only the tasks that
+    produced one of them (a duration describes the checks of its task)."""
+    tasks = None if checks is None else set(c.get("task") for c in checks)
+    clean = {}
+    for task, seconds in (durations or {}).items() if isinstance(durations, dict) else ():
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds) \
+                or seconds < 0 or (tasks is not None and task not in tasks):
+            continue
+        clean[str(task)] = round(float(seconds), 3)
+    return clean
+
+
+def host_entry(checks, facts=None, durations=None):
     """A host of a report document (docs/contracts.md "Reports")."""
     ids = set(c["id"] for c in checks)
     entry = {"healthy": is_healthy(checks), "status": host_status(checks), "severity": host_severity(checks),
@@ -279,6 +331,9 @@ def host_entry(checks, facts=None):
              "validation_failed": VALIDATION_ID in ids, "checks": checks}
     if facts:
         entry["facts"] = facts
+    durations = clean_durations(durations, checks)
+    if durations:
+        entry["durations"] = durations
     return entry
 
 
@@ -303,22 +358,61 @@ def totals_of(ranked):
     return totals
 
 
-def junit_xml(document):
-    """JUnit XML of a report document: one testsuite per host, one testcase per check."""
+def _seconds(value):
+    return "%.3f" % value
+
+
+def check_times(entry):
+    """``{(id, target): seconds}`` of a host's checks: each validation task's measured duration
+    (``durations``) shared evenly by the checks it returned; checks of a task without a measured
+    duration (synthetic checks, older reports) have none."""
+    durations = entry.get("durations") or {}
+    per_task = {}
+    for check in entry["checks"]:
+        per_task[check.get("task")] = per_task.get(check.get("task"), 0) + 1
+    times = {}
+    for check in entry["checks"]:
+        seconds = durations.get(check.get("task"))
+        if isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
+            times[(check["id"], check["target"])] = seconds / per_task[check.get("task")]
+    return times
+
+
+def junit_xml(document, name=None):
+    """JUnit XML of a report document: one testsuite per host, one testcase per check.
+
+    fail is a ``failure``; skip is ``skipped``; warn is ``skipped`` with ``message="warning: ..."``
+    (what Jenkins, GitLab and the GitHub JUnit actions show for a test that did not pass cleanly; a
+    passing testcase's output is not shown by GitLab) and the property ``gpufleet.status=warn``.
+    ``time`` of a testsuite is the host's measured validation time, of a testcase its task's
+    duration shared by that task's checks; absent when not measured."""
     ranked = list(document["hosts"].items())
     totals = document["totals"]
     stamp = document["generated_at"]
+    if name is None:
+        name = "gpufleet fleet picture" if document.get("scope") == "fleet" else "gpufleet run %s" % (
+            (document.get("run") or {}).get("id") or stamp)
     suites = ET.Element("testsuites", {
-        "name": "gpufleet fleet report", "tests": str(sum(len(e["checks"]) for _n, e in ranked)),
-        "failures": str(totals[FAIL]), "skipped": str(totals[SKIP]), "errors": "0"})
+        "name": xml_text(name), "tests": str(sum(len(e["checks"]) for _n, e in ranked)),
+        "failures": str(totals[FAIL]), "skipped": str(totals[SKIP] + totals[WARN]), "errors": "0"})
+    total_time, timed = 0.0, False
     for host, entry in ranked:
         checks, summary = entry["checks"], entry["summary"]
-        suite = ET.SubElement(suites, "testsuite", {
-            "name": xml_text(host), "tests": str(len(checks)), "failures": str(summary[FAIL]),
-            "skipped": str(summary[SKIP]), "errors": "0", "timestamp": entry.get("last_seen") or stamp})
+        attributes = {"name": xml_text(host), "tests": str(len(checks)), "failures": str(summary[FAIL]),
+                      "skipped": str(summary[SKIP] + summary[WARN]), "errors": "0",
+                      "timestamp": entry.get("last_seen") or stamp}
+        durations = clean_durations(entry.get("durations"))
+        if durations:
+            attributes["time"] = _seconds(sum(durations.values()))
+            total_time += sum(durations.values())
+            timed = True
+        suite = ET.SubElement(suites, "testsuite", attributes)
+        times = check_times(dict(entry, durations=durations))
         for check in checks:
             case = ET.SubElement(suite, "testcase", {
                 "classname": xml_text(host), "name": xml_text("%s[%s]" % (check["id"], check["target"]))})
+            if (check["id"], check["target"]) in times:
+                case.set("time", _seconds(times[(check["id"], check["target"])]))
             detail = check_detail(check)
             if check["status"] == FAIL:
                 failure = ET.SubElement(case, "failure", {"message": xml_text(check["message"]),
@@ -327,8 +421,12 @@ def junit_xml(document):
             elif check["status"] == SKIP:
                 ET.SubElement(case, "skipped", {"message": xml_text(check["message"])})
             elif check["status"] == WARN:
-                out = ET.SubElement(case, "system-out")
-                out.text = xml_text("WARN: " + detail)
+                properties = ET.SubElement(case, "properties")
+                ET.SubElement(properties, "property", {"name": "gpufleet.status", "value": WARN})
+                skipped = ET.SubElement(case, "skipped", {"message": xml_text("warning: " + check["message"])})
+                skipped.text = xml_text(detail)
+    if timed:
+        suites.set("time", _seconds(total_time))
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
 
 
@@ -433,6 +531,7 @@ class FleetReport(object):
     def __init__(self):
         self.hosts = {}
         self.facts = {}
+        self.durations = {}
         self.matrices = {}
         self.playbook = None
         self._play = None
@@ -462,6 +561,19 @@ class FleetReport(object):
         elif not entry:
             del self.hosts[host]
         return added
+
+    def _measured(self, host, task_name, module_times, wall):
+        """Record how long ``task_name`` took on ``host``: the sum of the modules' own
+        ``elapsed_ms`` when every result of the task carries one, else the wall time."""
+        if not module_times or not task_name or host not in self.hosts:
+            return
+        if all(seconds is not None for seconds in module_times):
+            seconds = sum(module_times)
+        elif isinstance(wall, (int, float)) and not isinstance(wall, bool) and wall >= 0:
+            seconds = float(wall)
+        else:
+            return
+        self.durations.setdefault(host, {})[str(task_name)] = seconds
 
     def _play_name(self):
         return self._play["name"] if self._play is not None else None
@@ -521,8 +633,11 @@ class FleetReport(object):
         self._synthetic(host, VALIDATION_ID, str(task_name or "node"),
                         "no checks returned: %s" % reason, task_name)
 
-    def task_result(self, host, data, task_name=None, outcome="ok", task_key=None, validation=False):
-        """One task result of ``host``: outcome ok, failed, skipped or unreachable."""
+    def task_result(self, host, data, task_name=None, outcome="ok", task_key=None, validation=False,
+                    duration=None):
+        """One task result of ``host``: outcome ok, failed, skipped or unreachable. ``duration``: the
+        seconds from the task's start on the host to this result (the callback's clock), used when
+        the result does not carry the module's own ``elapsed_ms``."""
         self._seen(host)
         if validation:
             self.validation_task(task_key)
@@ -531,6 +646,7 @@ class FleetReport(object):
             return
         items = [item for item in data.get("results", []) or [] if isinstance(item, dict)]
         returned_checks = False
+        measured = []
         failures = []
         # A controller task reporting for other hosts (record_checks option hosts: fleet status
         # from the Kubernetes API, one task for the whole fleet): {host: [checks]}.
@@ -544,6 +660,7 @@ class FleetReport(object):
             if isinstance(payload.get("checks"), list):
                 returned_checks = True
                 self.add_checks(host, payload["checks"], task_name)
+                measured.append(module_seconds(payload))
                 facts = host_facts(payload)
                 if facts:
                     self.facts.setdefault(host, {}).update(facts)
@@ -556,6 +673,7 @@ class FleetReport(object):
         if returned_checks:
             self._reported(host)
             self.validation_task(task_key)
+            self._measured(host, task_name, measured, duration)
         if outcome == "failed":
             if not failures and not isinstance(data.get("checks"), list) and not isinstance(host_checks, dict):
                 failures.append(failure_reason(data))
@@ -604,7 +722,7 @@ class FleetReport(object):
 
     def as_dict(self, generated_at, run=None):
         """The report document of this run (docs/contracts.md "Reports"); ``run``: its metadata."""
-        entries = dict((host, host_entry(list(entry.values()), self.facts.get(host)))
+        entries = dict((host, host_entry(list(entry.values()), self.facts.get(host), self.durations.get(host)))
                        for host, entry in self.hosts.items())
         ranked = rank_hosts(entries)
         document = {"generated_at": generated_at, "playbook": self.playbook, "totals": totals_of(ranked),

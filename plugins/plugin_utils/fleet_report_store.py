@@ -5,9 +5,11 @@
 
 Layout of the report directory (``dir`` option of the ``fleet_report`` callback)::
 
-    fleet-report.json, fleet-report.html, junit.xml   the fleet picture: every host ever reported
-                                                      (as long as its last run is kept), each with
+    fleet-report.json, fleet-report.html,             the fleet picture: every host ever reported
+    junit-fleet.xml                                   (as long as its last run is kept), each with
                                                       its latest checks, facts, last run and history
+    junit.xml                                         this run only (its hosts, its checks): what a
+                                                      CI job reads
     runs/<YYYYmmddTHHMMSSZ>-<playbook>/               one run: its own fleet-report.json, junit.xml
                                                       and fleet-report.html, this run's hosts only
     runs/latest -> <newest run directory>
@@ -54,7 +56,8 @@ RUNS = "runs"
 LATEST = "latest"
 JSON_NAME = "fleet-report.json"
 HTML_NAME = "fleet-report.html"
-JUNIT_NAME = "junit.xml"
+JUNIT_NAME = "junit.xml"  # the run's, in the run directory and in dir
+FLEET_JUNIT_NAME = "junit-fleet.xml"  # the fleet picture's, in dir
 LOCK_NAME = ".lock"  # in runs/
 SEQUENCE_NAME = ".sequence"  # in runs/: the write order of the runs
 RUN_DIR = re.compile(r"^\d{8}T\d{6}Z-[A-Za-z0-9._-]+$")
@@ -215,7 +218,7 @@ def merge(previous, run, kept_runs):
     for name, old in (previous.get("hosts") or {}).items():
         if not isinstance(old, dict) or name in run["hosts"] or old.get("last_run") not in kept:
             continue  # reported now (below), or its last run is no longer kept: forgotten
-        entry = host_entry(_valid_checks(old.get("checks")), old.get("facts") or None)
+        entry = host_entry(_valid_checks(old.get("checks")), old.get("facts") or None, old.get("durations"))
         entry.update({"last_run": old["last_run"], "last_seen": old.get("last_seen"),
                       "history": [h for h in old.get("history") or [] if isinstance(h, dict) and h.get("run") in kept]})
         hosts[name] = entry
@@ -227,7 +230,9 @@ def merge(previous, run, kept_runs):
         history = [h for h in before.get("history") or [] if isinstance(h, dict) and h.get("run") in kept
                    and h.get("run") != run_meta["id"]]
         history.append({"run": run_meta["id"], "status": host_status(entry["checks"])})
-        merged = host_entry(checks, facts)
+        durations = dict(before.get("durations") or {}) if isinstance(before.get("durations"), dict) else {}
+        durations.update(entry.get("durations") or {})
+        merged = host_entry(checks, facts, durations)
         merged.update({"last_run": run_meta["id"], "last_seen": run_meta["generated_at"], "history": history})
         hosts[name] = merged
     matrices = dict((m.get("title"), m) for m in previous.get("bandwidth_matrices") or [] if isinstance(m, dict))
@@ -275,7 +280,10 @@ class ReportStore(object):
             for entry in run_document["hosts"].values():
                 entry.update({"last_run": name, "last_seen": run_document["generated_at"]})
             run_dir = os.path.join(runs_dir, name)
-            written = self._write_set(run_dir, run_document, render_html, render_junit)
+            written = run_written = self._write_set(run_dir, run_document, render_html, render_junit)
+            run_junit = None
+            if render_junit is not None:  # dir/junit.xml is this run's: what CI reads after the run
+                run_junit = write_file(directory, JUNIT_NAME, render_junit(run_document))
             point_latest(runs_dir, name)
             kept = prune(runs_dir, self.keep_runs, sequence["runs"], newest=name)
             write_sequence(runs_dir, sequence)
@@ -286,16 +294,18 @@ class ReportStore(object):
                     self.warnings.append("fleet_report: previous fleet picture %s not merged: %s"
                                          % (os.path.join(directory, JSON_NAME), problem))
             fleet = self.fleet = merge(previous, run_document, kept)
-            written = self._write_set(directory, fleet, render_html, render_junit) + written
+            written = self._write_set(directory, fleet, render_html, render_junit, FLEET_JUNIT_NAME) + written
+            if run_junit is not None:
+                written.insert(len(written) - len(run_written), run_junit)
         finally:
             lock.close()
         return written
 
     @staticmethod
-    def _write_set(target, document, render_html, render_junit):
+    def _write_set(target, document, render_html, render_junit, junit_name=JUNIT_NAME):
         written = [write_file(target, JSON_NAME, to_json(document))]
         if render_junit is not None:
-            written.append(write_file(target, JUNIT_NAME, render_junit(document)))
+            written.append(write_file(target, junit_name, render_junit(document)))
         if render_html is not None:
             written.append(write_file(target, HTML_NAME, render_html(document)))
         return written

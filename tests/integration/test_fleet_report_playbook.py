@@ -86,7 +86,7 @@ def test_default_directory_is_reports_below_the_current_directory(tmp_path):
     proc = run_playbook(tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     written = sorted(os.listdir(str(tmp_path / "reports")))
-    assert written == ["fleet-report.html", "fleet-report.json", "junit.xml", "runs"]
+    assert written == ["fleet-report.html", "fleet-report.json", "junit-fleet.xml", "junit.xml", "runs"]
     runs = sorted(name for name in os.listdir(str(tmp_path / "reports" / "runs")) if not name.startswith("."))
     assert len(runs) == 2 and runs[1] == "latest" and runs[0].endswith("Z-fleet_report"), runs
     assert os.readlink(str(tmp_path / "reports" / "runs" / "latest")) == runs[0]

@@ -158,7 +158,8 @@ def test_junit_one_suite_per_host_one_case_per_check(tmp_path):
                             result("node-02", {"checks": node_checks(fail_ecc=True)})])
     _report, junit, _page = load(tmp_path)
     assert junit.tag == "testsuites"
-    assert (junit.get("tests"), junit.get("failures"), junit.get("skipped")) == ("10", "1", "2")
+    # a warning is not a pass: skipped with "warning: ..." (2 skip + 1 warn)
+    assert (junit.get("tests"), junit.get("failures"), junit.get("skipped")) == ("10", "1", "3")
     suites = {suite.get("name"): suite for suite in junit.findall("testsuite")}
     assert list(suites) == ["node-02", "node-01"]
     cases = {case.get("name"): case for case in suites["node-02"].findall("testcase")}
@@ -173,8 +174,13 @@ def test_junit_one_suite_per_host_one_case_per_check(tmp_path):
     warn_case = [c for c in suites["node-01"].findall("testcase")
                  if c.get("name") == "gpu.clocks_event[gpu0]"][0]
     assert warn_case.find("failure") is None
-    assert warn_case.find("system-out").text.startswith("WARN: HW slowdown active")
+    assert warn_case.find("skipped").get("message") == "warning: HW slowdown active"
+    assert warn_case.find("skipped").text.startswith("HW slowdown active")
+    assert [(p.get("name"), p.get("value")) for p in warn_case.iter("property")] == [("gpufleet.status", "warn")]
     assert suites["node-02"].get("failures") == "1" and suites["node-02"].get("skipped") == "1"
+    assert suites["node-01"].get("skipped") == "2"
+    # no duration was measured (no elapsed_ms, no task start): no time rather than a made-up 0
+    assert suites["node-01"].get("time") is None and junit.get("time") is None
 
 
 def test_html_grid_worst_status_and_escaping(tmp_path):
@@ -279,7 +285,8 @@ def test_directory_from_environment(tmp_path, monkeypatch):
     callback, _display = make_callback()
     assert callback.get_option("dir") == str(tmp_path / "from-env")
     run_playbook(callback, [result("node-01", {"checks": node_checks()})])
-    assert sorted(os.listdir(str(tmp_path / "from-env"))) == ["fleet-report.json", "junit.xml", "runs"]
+    assert sorted(os.listdir(str(tmp_path / "from-env"))) == ["fleet-report.json", "junit-fleet.xml", "junit.xml",
+                                                              "runs"]
 
 
 def test_unwritable_directory_warns_instead_of_crashing(tmp_path):

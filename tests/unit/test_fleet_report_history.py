@@ -345,3 +345,68 @@ def test_an_unreadable_sequence_file_is_rebuilt_from_the_runs(tmp_path):
     run(reports, tmp_path, hosts, "2026-11-23T00:10:00Z", keep_runs=2)
     assert run_dirs(reports) == ["20261123T001000Z-validate", "20261123T002000Z-validate", "latest"]
     assert fleet(reports)["run"]["sequence"] == 3
+
+
+# ---------------------------------------------------------------------- JUnit: the run, the picture, time
+def _junit(path):
+    import xml.etree.ElementTree as ET
+    return ET.parse(str(path)).getroot()
+
+
+def test_junit_xml_is_this_run_and_the_picture_has_its_own_name(tmp_path):
+    reports = tmp_path / "reports"
+    run(reports, tmp_path, {"dgx-01": dgx("h100-healthy"), "dgx-02": dgx("h100-gpu-fell-off-bus"),
+                            "dgx-03": dgx("h100-fabric-not-started")}, "2026-11-23T00:10:00Z")
+    # a passing --limit run: CI reads junit.xml and must see this run's host only, no old failures
+    callback, _display = run(reports, tmp_path, {"dgx-01": dgx("h100-healthy")}, "2026-11-23T01:00:00Z")
+    this_run = _junit(reports / "junit.xml")
+    assert [s.get("name") for s in this_run.findall("testsuite")] == ["dgx-01"]
+    assert this_run.get("failures") == "0" and this_run.get("name") == "gpufleet run 20261123T010000Z-validate"
+    assert (reports / "junit.xml").read_text() == (reports / "runs" / "20261123T010000Z-validate" / "junit.xml").read_text()
+    picture = _junit(reports / "junit-fleet.xml")
+    assert sorted(s.get("name") for s in picture.findall("testsuite")) == ["dgx-01", "dgx-02", "dgx-03"]
+    assert picture.get("name") == "gpufleet fleet picture" and int(picture.get("failures")) == 9
+    assert str(reports / "junit.xml") in callback.written and str(reports / "junit-fleet.xml") in callback.written
+
+
+def test_a_host_removed_from_the_inventory_is_not_in_the_runs_junit(tmp_path):
+    reports = tmp_path / "reports"
+    run(reports, tmp_path, {"dgx-01": dgx("h100-healthy"), "old-02": dgx("h100-gpu-fell-off-bus")},
+        "2026-11-23T00:10:00Z")
+    run(reports, tmp_path, {"dgx-01": dgx("h100-healthy")}, "2026-11-23T01:00:00Z")  # old-02 decommissioned
+    assert [s.get("name") for s in _junit(reports / "junit.xml").findall("testsuite")] == ["dgx-01"]
+    assert "old-02" in fleet(reports)["hosts"]  # the picture says when it was last seen, until keep_runs drops it
+
+
+def test_junit_time_is_the_modules_measured_duration(tmp_path):
+    reports = tmp_path / "reports"
+    payload = dgx("h100-healthy")
+    payload["elapsed_ms"] = 1234.0  # node_validate's own measurement of its logic
+    run(reports, tmp_path, {"dgx-01": payload}, "2026-11-23T00:10:00Z")
+    document = fleet(reports)
+    task = "validate node"  # test_fleet_report.result's task name
+    assert document["hosts"]["dgx-01"]["durations"] == {task: 1.234}
+    suite = _junit(reports / "junit.xml").find("testsuite")
+    assert suite.get("time") == "1.234"
+    cases = suite.findall("testcase")
+    assert len(cases) == len(payload["checks"])
+    assert abs(sum(float(c.get("time")) for c in cases) - 1.234) < 0.001 * len(cases)
+    assert _junit(reports / "junit.xml").get("time") == suite.get("time")
+
+
+def test_wall_time_when_the_result_has_no_elapsed_ms(tmp_path, monkeypatch):
+    from ansible.inventory.host import Host
+    from test_fleet_report import FakeTask, chk, result
+    callback, _display = make_callback(dir=str(tmp_path))
+    clock = iter([100.0, 102.5])
+    monkeypatch.setattr(fleet_report_callback.time, "monotonic", lambda: next(clock))
+    callback.v2_runner_on_start(Host("ib-01"), FakeTask("measure bandwidth", "gpufleet.cluster.rdma_bandwidth"))
+    callback.v2_runner_on_ok(result("ib-01", {"checks": [chk("rdma.bandwidth", "mlx5_0/1", "pass", "392 Gb/s"),
+                                                         chk("rdma.bandwidth", "mlx5_1/1", "pass", "391 Gb/s")]},
+                                    task="measure bandwidth", action="gpufleet.cluster.rdma_bandwidth"))
+    monkeypatch.undo()
+    callback.v2_playbook_on_stats(None)
+    assert fleet(tmp_path)["hosts"]["ib-01"]["durations"] == {"measure bandwidth": 2.5}
+    suite = _junit(tmp_path / "junit.xml").find("testsuite")
+    assert suite.get("time") == "2.500"
+    assert [c.get("time") for c in suite.findall("testcase")] == ["1.250", "1.250"]
