@@ -51,6 +51,9 @@ TIER = {
     "gpufleet_kubernetes_version": (
         "1.36.4", "Kubernetes version X.Y.Z (or X.Y: newest patch) of the cluster: apt repository and pin "
         "of kubelet/kubeadm/kubectl, kubeadm's kubernetesVersion"),
+    "gpufleet_cert_warn_days": (
+        30, "days before a kubeadm certificate expires from which check k8s.certs_expiry warns "
+        "(validate.yml on kube_control_plane, and before a rolling upgrade's kubeadm upgrade)"),
 }
 
 # Which node_validate option each node expectation feeds (family, option).
