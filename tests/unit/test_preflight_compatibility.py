@@ -1,0 +1,79 @@
+"""Role preflight reads the node's containerd config versions (root config and every drop-in),
+the installed kubelet and kubeadm and passes them to the compatibility matrix: a drop-in whose
+version differs from the root config's, or a kubelet two minors behind, is refused naming the
+rule, the file and the fix. One ansible-playbook run per case against stand-ins (config files in a
+temporary directory, kubelet/kubeadm/containerd scripts on PATH)."""
+
+import json
+import os
+import subprocess
+import sys
+
+from conftest import FIXTURES, REPO
+
+PLAYBOOK = os.path.join(REPO, "tests", "integration", "playbooks", "preflight_compat.yml")
+
+
+def _stand_in(bindir, name, output):
+    path = bindir / name
+    path.write_text("#!/bin/sh\necho '%s'\n" % output)
+    path.chmod(0o755)
+
+
+def run_preflight(tmp_path, root_config, dropins, kubelet=None, kubeadm=None, extra=()):
+    etc = tmp_path / "containerd"
+    (etc / "conf.d").mkdir(parents=True)
+    if root_config is not None:
+        (etc / "config.toml").write_text(root_config)
+    for name, text in dropins.items():
+        (etc / "conf.d" / name).write_text(text)
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    # containerd 2.3 installed (so the config-version rules of the containerd line hold)
+    _stand_in(bindir, "containerd", "containerd github.com/containerd/containerd/v2 v2.3.4 0000000")
+    if kubelet:
+        _stand_in(bindir, "kubelet", "Kubernetes %s" % kubelet)
+    if kubeadm:
+        _stand_in(bindir, "kubeadm", kubeadm)
+    result = tmp_path / "problems.json"
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_FORCE_COLOR="0",
+               ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default",
+               PATH="%s:%s" % (bindir, os.environ.get("PATH", "")))
+    env.pop("ANSIBLE_CALLBACKS_ENABLED", None)
+    proc = subprocess.run(
+        [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,", PLAYBOOK,
+         "-e", "result_file=%s" % result,
+         "-e", "fixture_root=%s" % os.path.join(FIXTURES, "nodes", "dgx-h100"),
+         "-e", "__preflight_containerd_root_config=%s" % (etc / "config.toml"),
+         "-e", "__preflight_containerd_dropin_dir=%s" % (etc / "conf.d")] + list(extra),
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    # the cgroup hierarchy is this machine's own (v1 on some CI hosts): that rule is not under test
+    return [p for p in json.loads(result.read_text()) if p["id"] != "kubernetes-cgroup-v2"], etc
+
+
+def test_dropin_in_another_version_than_the_root_config_is_refused(tmp_path):
+    # an nvidia-ctk drop-in of toolkit 1.19+ (version 4, containerd 2.3's) next to a version 2 root config
+    problems, etc = run_preflight(
+        tmp_path, 'version = 2\n\n[plugins."io.containerd.grpc.v1.cri"]\n',
+        {"99-gpufleet.toml": "version = 2\n", "99-nvidia.toml": "version = 4\nimports = []\n"},
+        kubelet="v1.36.4", kubeadm="v1.36.4")
+    assert [p["id"] for p in problems] == ["containerd-dropin-root-version"], problems
+    message = problems[0]["message"]
+    assert "containerd_config_version=2 (from %s)" % (etc / "config.toml") in message
+    assert "%s=4" % (etc / "conf.d" / "99-nvidia.toml") in message
+    assert "Fix: rewrite the named drop-in" in message
+
+
+def test_matching_versions_and_a_kubelet_one_minor_behind_pass(tmp_path):
+    problems, _ = run_preflight(
+        tmp_path, "version = 4\n", {"99-gpufleet.toml": "version = 4\n"},
+        kubelet="v1.35.9", kubeadm="v1.36.4")
+    assert problems == []
+
+
+def test_kubelet_two_minors_behind_and_no_containerd_config(tmp_path):
+    problems, _ = run_preflight(tmp_path, None, {}, kubelet="v1.34.2", kubeadm="v1.36.4",
+                                extra=["-e", "gpufleet_kubernetes_version=1.36.4"])
+    assert [p["id"] for p in problems] == ["kubelet-one-minor-upgrade"], problems
+    assert "kubelet=v1.34.2 (from installed kubelet)" in problems[0]["message"]
