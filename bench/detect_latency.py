@@ -19,8 +19,11 @@ Measured from the write (or injection) to (a) health.json ``agent.healthy`` fals
 2 ms), (b) the GpufleetHealthy=False PATCH received by the API double, (c) the drain command
 issued (the stand-in's clock). After each fault the fault is removed and the node recovers (a
 periodic cycle) before the next. Printed: p50 / p99 / max per fault kind and over all, and the
-agent's CPU seconds per hour with no fault: its wake-ups alone (event sources, over --idle
-seconds, scaled) and with a cycle every 60 s (the cycle's CPU from health.json's agent.cpu_ms).
+agent's CPU seconds per hour with no fault, twice: the whole process over --idle seconds at the
+bench's interval (API double and polling included: an upper bound), and the figure of record, the
+agent's own threads alone (a fresh loop at the default 60 s interval, both event sources on, each
+thread's CPU from /proc/self/task/<tid>/schedstat) plus a cycle a minute (health.json's
+agent.cpu_ms).
 
     nice -n 10 .venv/bin/python bench/detect_latency.py [--faults 20] [--interval 2] [--idle 20]
     .venv/bin/python bench/detect_latency.py --smoke   # 4 faults, short idle: that it runs (bench/smoke.py)
@@ -165,11 +168,14 @@ def main(argv):
                 results = run_faults(args, root, state, work, api, writer, loop)
                 idle = idle_cpu(args.idle, loop)
             finally:
-                sys.stdout = real_stdout
                 waiter.stop()
                 thread.join(30)
                 sources.close()
-        report(args, results, idle, sources, loop)
+            try:
+                quiet_idle = idle_threads(args.idle, path, state, fifo)
+            finally:
+                sys.stdout = real_stdout
+        report(args, results, idle, sources, loop, quiet_idle)
     finally:
         if writer is not None:
             os.close(writer)
@@ -258,7 +264,46 @@ def idle_cpu(seconds, loop):
     return time.process_time() - cpu, loop.cycles - cycles
 
 
-def report(args, results, idle, sources, loop):
+def thread_cpu(native_id):
+    """CPU seconds of one thread of this process so far (the scheduler's ns figure, not clock ticks)."""
+    with open("/proc/self/task/%d/schedstat" % native_id) as handle:
+        return int(handle.read().split()[0]) / 1e9
+
+
+def idle_threads(seconds, path, state, fifo):
+    """The agent alone, idle: a fresh EventSources + Loop at the default interval (60 s) after its
+    first cycle, both event sources on (the kmsg FIFO, no line written; the NVML watcher); the CPU of
+    its own threads (the loop, which select()s on the kernel log, and the NVML watcher) over ``seconds``, read
+    per thread from /proc/self/task/<tid>/schedstat, so the API double's server thread and this
+    bench's polling are not counted. Returns (CPU s of the agent's threads, cycles meanwhile, wake-ups
+    of the NVML watcher meanwhile)."""
+    sources = agent_events.EventSources({"kmsg": fifo, "nvml": True, "min_gap": 1}, state, 60,
+                                        binding_loader=lambda: pynvml)
+    waiter = Waiter()
+    loop = agent_daemon.Loop(lambda: run_once(path, events=sources.counters()), 60.0, waiter,
+                             notify=lambda message: None, log=lambda line: None, events=sources)
+    thread = threading.Thread(target=loop.run, name="agent-loop", daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: loop.cycles >= 1, 120)
+        time.sleep(0.5)  # the watcher restarted after the first cycle
+        ours = [t for t in threading.enumerate() if t.name in ("agent-loop", "nvml-events")]
+        watcher = sources.nvml
+        waits = watcher.waits if watcher is not None else 0
+        cycles = loop.cycles
+        before = sum(thread_cpu(t.native_id) for t in ours)
+        time.sleep(seconds)
+        after = sum(thread_cpu(t.native_id) for t in ours if t.is_alive())
+        if loop.cycles != cycles or any(not t.is_alive() for t in ours):
+            raise SystemExit("bench: the idle window had a cycle or lost a thread; measure again")
+        return after - before, loop.cycles - cycles, (watcher.waits - waits) if watcher is not None else 0
+    finally:
+        waiter.stop()
+        thread.join(30)
+        sources.close()
+
+
+def report(args, results, idle, sources, loop, quiet_idle):
     print("detect latency: %d faults, periodic interval %g s, events min_gap 1 s, kmsg FIFO stand-in, fake NVML, "
           "API double, scontrol stand-in (%s)" % (args.faults, args.interval, "smoke" if args.smoke else "full"))
     print("  events: kmsg: %s; nvml: %s" % (sources.status["kmsg"], sources.status["nvml"]))
@@ -278,6 +323,10 @@ def report(args, results, idle, sources, loop):
     print("  idle CPU per hour: wake-ups alone %.1f s; with a cycle every 60 s (%.1f ms CPU each) %.1f s" % (
         wakeups, cycle_ms, wakeups + 60 * cycle_ms / 1000.0))
     print("  cycles run %d, of which %d event-triggered" % (loop.cycles, loop.triggered))
+    cpu, _cycles, waits = quiet_idle
+    print("  agent threads alone, idle at interval 60 s (loop + NVML watcher, per-thread schedstat) over %g s: "
+          "%.4f s CPU, %d watcher wake-ups -> %.2f s CPU per hour; with a cycle a minute (%.1f ms CPU each) %.2f s" % (
+              args.idle, cpu, waits, cpu * 3600.0 / args.idle, cycle_ms, cpu * 3600.0 / args.idle + 60 * cycle_ms / 1000.0))
 
 
 if __name__ == "__main__":

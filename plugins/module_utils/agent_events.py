@@ -154,13 +154,14 @@ class NvmlEventWatcher(object):
     ``binding`` is the NVML module (pynvml); RuntimeError from ``start`` names what is missing
     (an old binding without nvmlEventSetWait_v2, no GPU registering the event type)."""
 
-    def __init__(self, binding, wait_ms=200, max_kept=100):
+    def __init__(self, binding, wait_ms=300, max_kept=100):
         self.nvml = binding
         self.wait_ms = wait_ms
         self.max_kept = max_kept
         self.events = []  # (gpu index, xid), guarded by the GIL's list.append/pop atomicity
         self.dropped = 0
         self.registered = 0
+        self.waits = 0  # nvmlEventSetWait_v2 calls returned (bench/detect_latency.py counts wake-ups)
         self._stop = False
         self._thread = None
         self._set = None
@@ -209,7 +210,9 @@ class NvmlEventWatcher(object):
         while not self._stop:
             try:
                 data = nvml.nvmlEventSetWait_v2(self._set, self.wait_ms)
+                self.waits += 1
             except nvml.NVMLError as exc:
+                self.waits += 1
                 if getattr(exc, "value", None) == getattr(nvml, "NVML_ERROR_TIMEOUT", 10):
                     continue
                 if self._stop:
@@ -217,15 +220,27 @@ class NvmlEventWatcher(object):
                 self.events.append((None, "error: %s" % exc))  # wakes the loop: the cycle looks
                 self._poke()
                 break
-            if len(self.events) < self.max_kept:
+            self._keep(data)
+            # An event means a cycle follows, and the cycle stops this watcher (pause): the thread
+            # takes what else is queued without waiting (at most max_kept more), and ends, so that stop does not wait for a
+            # wait_ms timeout. The cycle's resume starts a new watcher.
+            for _more in range(self.max_kept):  # bounded: a storm of events is one cycle
                 try:
-                    index = nvml.nvmlDeviceGetIndex(data.device)
-                except Exception:
-                    index = getattr(data.device, "index", None)
-                self.events.append((index, int(data.eventData)))
-            else:
-                self.dropped += 1
+                    self._keep(nvml.nvmlEventSetWait_v2(self._set, 0))
+                except nvml.NVMLError:
+                    break
             self._poke()
+            break
+
+    def _keep(self, data):
+        if len(self.events) < self.max_kept:
+            try:
+                index = self.nvml.nvmlDeviceGetIndex(data.device)
+            except Exception:
+                index = getattr(data.device, "index", None)
+            self.events.append((index, int(data.eventData)))
+        else:
+            self.dropped += 1
 
     def _poke(self):
         try:

@@ -187,6 +187,30 @@ def test_nvml_critical_xid_events_wake_the_pipe():
     assert fake._STATE["initialised"] == 0  # the watcher's NVML reference released
 
 
+def test_nvml_watcher_ends_after_an_event_so_the_cycle_need_not_wait():
+    """An event means a cycle follows and the cycle stops the watcher: its thread takes what is
+    queued and ends by itself, instead of sitting in a wait the stop would have to outlast (here
+    60 s). A burst is bounded: at most max_kept kept, the rest counted as dropped."""
+    fake = fake_with("h100-healthy")
+    watcher = agent_events.NvmlEventWatcher(fake, wait_ms=60000, max_kept=5)
+    watcher.start()
+    try:
+        import threading
+
+        thread = watcher._thread
+        burst = threading.Thread(target=lambda: [fake.inject_event(index % 8, 79) for index in range(50)])
+        burst.start()
+        burst.join(10)
+        thread.join(10)  # a bound, not a timing: the 60 s wait was not outlasted
+        assert not thread.is_alive()
+        kept = watcher.drain()
+        assert 1 <= len(kept) <= 5 and all(line.endswith("Xid 79") for line in kept)
+        assert len(kept) + watcher.dropped <= 50
+    finally:
+        watcher.close()
+    assert fake._STATE["initialised"] == 0
+
+
 def test_nvml_events_unavailable_fall_back_to_polling(tmp_path):
     old = fake_with("h100-healthy", missing_functions=["nvmlEventSetWait_v2"])
     sources = agent_events.EventSources({"kmsg": None, "nvml": True}, str(tmp_path), 60, binding_loader=lambda: old)
