@@ -79,8 +79,8 @@ def _number_text(value):
 
 def human(value, limit=200):
     """Display text of an observed or expected value for people: strings as they are, numbers
-    without noise, lists as ``a, b, c`` (empty: ``none``), dicts as ``key value, key value`` (nested
-    values in parentheses), no JSON punctuation; at most ``limit`` characters."""
+    without noise, lists as ``a, b, c`` (empty: ``none``), dicts as ``key: value, key: value`` (nested
+    values in parentheses), no JSON quotes or brackets; at most ``limit`` characters."""
     def render(item, nested):
         if item is None:
             return "none"
@@ -92,7 +92,7 @@ def human(value, limit=200):
             inner = ", ".join(render(x, True) for x in item) if item else "none"
             return "(%s)" % inner if nested and len(item) > 1 else inner
         if isinstance(item, dict):
-            inner = ", ".join("%s %s" % (k, render(v, True)) for k, v in item.items()) if item else "none"
+            inner = ", ".join("%s: %s" % (k, render(v, True)) for k, v in item.items()) if item else "none"
             return "(%s)" % inner if nested else inner
         return " ".join(text(item).split())
     shown = render(value, False)
@@ -181,12 +181,31 @@ def normalise_check(check, task_name=None, play=None):
     return clean
 
 
+# What a check's observed and expected values are, where "observed" would mislead: rdma.modules
+# returns the required modules that are NOT loaded as observed (module_utils/rdma_checks.py), so
+# with every module missing, "observed" would equal "expected".
+VALUE_LABELS = {"rdma.modules": ("missing", "required")}
+
+
+def value_labels(check):
+    return VALUE_LABELS.get(check.get("id"), ("observed", "expected"))
+
+
+def value_detail(check, limit=200, separator="; "):
+    """``observed 7 (pci 8); expected 8``: a check's observed and expected values for people
+    (``human``), labelled by ``value_labels``; empty when it has neither."""
+    parts = []
+    for key, label in zip(("observed", "expected"), value_labels(check)):
+        if key in check and check[key] is not None:
+            parts.append("%s %s" % (label, human(check[key], limit)))
+    return separator.join(parts)
+
+
 def check_detail(check):
     detail = check["message"]
-    if "observed" in check:
-        detail += "\nobserved: " + human(check["observed"], limit=2000)
-    if "expected" in check:
-        detail += "\nexpected: " + human(check["expected"], limit=2000)
+    for key, label in zip(("observed", "expected"), value_labels(check)):
+        if key in check:
+            detail += "\n%s: %s" % (label, human(check[key], limit=2000))
     if check.get("error"):
         detail += "\ncould not be measured: " + check["error"]
     if check.get("task"):

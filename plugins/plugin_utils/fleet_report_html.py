@@ -33,7 +33,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import (
     CHECK_SEVERITY, FAIL, PASS, SEVERITIES, SKIP, WARN, group_checks, summarize, worst)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import is_finite_number
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.fleet_report import (
-    check_group, json_safe, problems_first, text)
+    check_group, json_safe, problems_first, text, value_detail)
 
 TEMPLATE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
 TEMPLATE = "fleet_report.html.j2"
@@ -56,14 +56,8 @@ def environment():
 
 
 def _observed(check):
-    parts = []
-    for key in ("observed", "expected"):
-        if key in check and check[key] is not None:
-            value = text(check[key])
-            if len(value) > 200:
-                value = value[:197] + "..."
-            parts.append("%s %s" % (key, value))
-    return "; ".join(parts)
+    """``observed 7 (pci 8); expected 8``: the check's values for people (fleet_report.value_detail)."""
+    return value_detail(check, limit=200)
 
 
 def anchor(check_id):
@@ -80,12 +74,17 @@ def anchor(check_id):
 
 def _facts_text(facts):
     gpu = ""
-    if facts.get("gpu_model") or facts.get("gpu_count") is not None:
-        gpu = "%s%s" % ("%sx " % facts["gpu_count"] if facts.get("gpu_count") is not None else "",
-                        facts.get("gpu_model") or "GPU")
-        if facts.get("gpu_pci") is not None and facts.get("gpu_count") is not None \
-                and facts["gpu_pci"] != facts["gpu_count"]:
-            gpu += " (%s on the PCI bus)" % facts["gpu_pci"]
+    count, pci = facts.get("gpu_count"), facts.get("gpu_pci")
+    if not count and not facts.get("gpu_model") and count is not None:
+        # a host without GPUs (or none NVML sees) does not read "0x GPU"
+        gpu = "no GPU" if not pci else "no GPU in NVML"
+    elif facts.get("gpu_model") or count is not None:
+        model = facts.get("gpu_model") or "GPU"
+        if model.startswith("NVIDIA ") and " + " not in model:
+            model = model[len("NVIDIA "):]  # "8x H100 80GB HBM3": the vendor says nothing in this column
+        gpu = "%s%s" % ("%sx " % count if count is not None else "", model)
+    if gpu and pci is not None and count is not None and pci != count:
+        gpu += " (%s on the PCI bus)" % pci
     ofed = facts.get("ofed") or ""
     if ofed and facts.get("hcas") is not None:
         ofed += " (%s HCA%s)" % (facts["hcas"], "" if facts["hcas"] == 1 else "s")
@@ -103,9 +102,36 @@ def _lines(checks):
     return lines
 
 
+def check_family(check_id):
+    """``rdma.port.state`` -> ``rdma``: the family of a check id (its first part)."""
+    return str(check_id).split(".", 1)[0]
+
+
+def _families(groups):
+    """[{name, groups: [{name, label, first}]}] of the sorted check groups: the grid's column
+    families (a header spanning each family's columns; the column label without the family)."""
+    families = []
+    for group in groups:
+        family = check_family(group)
+        if not families or families[-1]["name"] != family:
+            families.append({"name": family, "groups": []})
+        label = group[len(family) + 1:] if group.startswith(family + ".") else group
+        families[-1]["groups"].append({"name": group, "label": label, "first": not families[-1]["groups"]})
+    return families
+
+
+def _run_time(run_id):
+    """``20261123T001000Z-validate`` -> ``11-23 00:10`` (the compact last-run label), else the id."""
+    stamp = str(run_id or "")
+    if len(stamp) >= 15 and stamp[8] == "T" and stamp[:8].isdigit() and stamp[9:15].isdigit():
+        return "%s-%s %s:%s" % (stamp[4:6], stamp[6:8], stamp[9:11], stamp[11:13])
+    return stamp
+
+
 def _rows(document, runs):
     hosts = list(document["hosts"].items())
-    groups = sorted(set(check_group(c["id"]) for _h, entry in hosts for c in entry["checks"]))
+    groups = sorted(set(check_group(c["id"]) for _h, entry in hosts for c in entry["checks"]),
+                    key=lambda g: (check_family(g), g))
     run_ids = [r["id"] for r in runs]
     current = (document.get("run") or {}).get("id")
     rows = []
@@ -124,7 +150,7 @@ def _rows(document, runs):
             counts = summarize(members)
             title = "%s on %s: %s" % (group, host, ", ".join(
                 "%d %s" % (counts[s], s) for s in (FAIL, WARN, PASS, SKIP) if counts[s]))
-            cells.append({"status": status, "title": title, "symbol": _SYMBOL[status]})
+            cells.append({"status": status, "title": title, "symbol": _SYMBOL[status], "family": check_family(group)})
         status = entry.get("status") or worst(c["status"] for c in checks)
         level = entry.get("severity")
         history = dict((h.get("run"), h.get("status")) for h in entry.get("history") or [] if isinstance(h, dict))
@@ -140,8 +166,10 @@ def _rows(document, runs):
             "severity": level if level in SEVERITIES else "", "severity_order": SEVERITIES.index(level)
             if level in SEVERITIES else len(SEVERITIES), "bad": bool(lines), "cells": cells, "facts": facts,
             "last_run": entry.get("last_run") or current or "", "last_seen": entry.get("last_seen") or "",
+            "last_run_label": _run_time(entry.get("last_run") or current),
             "stale": bool(current and entry.get("last_run") and entry.get("last_run") != current),
-            "history": [history.get(run) for run in run_ids], "lines": lines, "checks": checks,
+            "history": [history.get(run) for run in run_ids], "lines": lines,
+            "checks": [dict(c, detail=_observed(c)) for c in checks] if lines else checks,
             "search": " ".join(search.lower().split())})
     return groups, rows
 
@@ -210,8 +238,15 @@ def render(document, contracts="docs/contracts.md", open_limit=25):
     problems = [row for row in rows if row["bad"]]
     for number, row in enumerate(problems):
         row["open"] = number < open_limit
+    families = _families(groups)
+    firsts = set(g["name"] for family in families for g in family["groups"] if g["first"])
+    for row in rows:
+        for group, cell in zip(groups, row["cells"]):
+            if cell is not None:
+                cell["first"] = group in firsts
+        row["firsts"] = [group in firsts for group in groups]
     return environment().get_template(TEMPLATE).render(
         scope=scope, run=run, runs=runs, generated_at=document["generated_at"], playbook=document.get("playbook"),
-        totals=document["totals"], groups=groups, rows=rows, problems=problems, contracts=contracts,
+        totals=document["totals"], groups=groups, families=families, rows=rows, problems=problems, contracts=contracts,
         stale=sum(1 for row in rows if row["stale"]),
         heatmaps=[_heatmap(m) for m in document.get("bandwidth_matrices") or []], symbols=_SYMBOL)

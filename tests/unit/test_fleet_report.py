@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -202,12 +203,16 @@ def test_html_grid_worst_status_and_escaping(tmp_path):
     assert '<table class="grid" id="hosts">' in page
     header = page.split("<thead>")[1].split("</thead>")[0]
     groups = [cell.split("</span>")[0] for cell in header.split("<span>")[1:]]
-    assert groups == ["bad\x01id", "gpu.clocks_event", "gpu.count", "gpu.ecc", "gpu.nvlink", "rdma.port"]
+    # columns grouped by family: a header over each family, the column says the rest of the group
+    assert groups == ["bad\x01id", "clocks_event", "count", "ecc", "nvlink", "port"]
+    assert re.findall(r'<th class="fam fam-first" id="family-([^"]+)" data-family="[^"]+" colspan="(\d+)">',
+                      header) == [("bad\x01id", "1"), ("gpu", "4"), ("rdma", "1")]
+    assert '<th class="group fam-first" data-family="gpu" title="gpu.clocks_event">' in header
     evil_row = [row for row in page.split("<tr ") if "alert(&#39;host" in row and 'class="host"' in row][0]
     # rdma.port holds a pass (state) and a warn (phys_state): the cell shows the worst one
     escaped_host = "&lt;script&gt;alert(&#39;host&#39;)&lt;/script&gt;"
     assert 'title="rdma.port on %s: 1 warn, 1 pass"' % escaped_host in evil_row
-    assert 'class="s-fail" title="gpu.ecc on' in evil_row
+    assert 'class="c s-fail" title="gpu.ecc on' in evil_row
     assert "<details" in page and "all 6 checks" in page
     node3 = [suite for suite in junit.findall("testsuite") if suite.get("name") == "node-03"][0]
     assert node3.find("testcase").get("name") == "bad?id[x]"  # XML-invalid control character replaced
@@ -554,7 +559,7 @@ def test_nan_and_infinity_become_strings_in_strict_json(tmp_path):
     assert bandwidth["observed"] == ["-inf", 1.5]
     assert report["bandwidth_matrices"][0]["gbps"] == [[None, "nan"], ["inf", None]]
     _report, junit, page = load(tmp_path)
-    assert '<span class="obs">(observed nan; expected {&#34;max&#34;: &#34;inf&#34;, &#34;min&#34;: 150.0})' in page
+    assert '<span class="obs">(observed nan; expected min: 150, max: inf)' in page  # read by people, not JSON
     assert 'class="bad" title="a -&gt; b: invalid reading nan">nan<' in page
     assert 'title="b -&gt; a: invalid reading inf">inf<' in page
     assert "NaN" not in ET.tostring(junit, encoding="unicode")

@@ -14,6 +14,7 @@ import zlib
 import pytest
 
 from test_fleet_report_history import degraded, dgx, run
+from test_node_validate import node_validate
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (scripts/setup.sh installs "
@@ -26,7 +27,10 @@ def page(tmp_path_factory):
     reports = tmp_path / "reports"
     run(reports, tmp_path, {"dgx-fab": dgx("h100-fabric-not-started"), "dgx-bus": dgx("h100-gpu-fell-off-bus"),
                             "ib-degraded": degraded(), "dgx-ok": dgx("h100-healthy"),
-                            "dgx-ok2": dgx("h100-healthy")}, "2026-11-23T00:10:00Z")
+                            "dgx-ok2": dgx("h100-healthy"),
+                            # a CPU node whose HCA driver is not loaded: no GPU, rdma.modules failing
+                            "cpu-01": node_validate("mlx5-absent", {"expected_count": 0}, {})},
+        "2026-11-23T00:10:00Z")
     run(reports, tmp_path, {"dgx-ok": dgx("h100-healthy")}, "2026-11-23T00:40:00Z")  # --limit dgx-ok
     return tmp_path, reports / "fleet-report.html"
 
@@ -45,7 +49,7 @@ def dom(tmp_path, html, fragment=""):
 
 def visible_hosts(document):
     """Host rows of the table in DOM order: [(host, hidden)]."""
-    body = document.split('<table class="grid" id="hosts">', 1)[1].split("</tbody>", 1)[0]
+    body = document.split('<table class="grid" id="hosts"', 1)[1].split("<tbody>", 1)[1].split("</tbody>", 1)[0]
     rows = re.findall(r"<tr ([^>]*)>", body)
     return [(re.search(r'data-host="([^"]*)"', row).group(1), " hidden" in " " + row) for row in rows]
 
@@ -55,10 +59,10 @@ def test_the_script_ran_and_hosts_are_ranked_by_severity(page):
     document = dom(tmp_path, html)
     assert '<html lang="en" data-js="ready">' in document  # set by the page's script once it ran
     hosts = visible_hosts(document)
-    assert hosts == [("dgx-bus", False), ("dgx-fab", False), ("ib-degraded", False), ("dgx-ok", False),
-                     ("dgx-ok2", False)]
+    assert hosts == [("dgx-bus", False), ("dgx-fab", False), ("ib-degraded", False), ("cpu-01", False),
+                     ("dgx-ok", False), ("dgx-ok2", False)]
     assert '<th data-sort="rank" data-type="num" aria-sort="ascending">' in document
-    assert '<span id="shown">5</span>' in document
+    assert '<span id="shown">6</span>' in document
     # eight identical gpu.fabric lines are one, linked to its entry in docs/contracts.md
     assert document.count("<code>gpu.fabric</code></a><code>[gpu0\u20137]</code>") == 1
     assert re.search(r'<a class="cid" href="[^"]*contracts\.md#gpu\.count">', document)
@@ -76,7 +80,7 @@ def test_filter_and_sort_from_the_address(page):
     assert '<span id="shown">1</span>' in document
     document = dom(tmp_path, html, "#sort=host&dir=desc")
     assert [host for host, _hidden in visible_hosts(document)] == ["ib-degraded", "dgx-ok2", "dgx-ok", "dgx-fab",
-                                                                    "dgx-bus"]
+                                                                    "dgx-bus", "cpu-01"]
     assert 'data-sort="host" aria-sort="descending"' in document
     document = dom(tmp_path, html, "#health=ok&sort=seen&dir=desc")
     assert [host for host, hidden in visible_hosts(document) if not hidden] == ["dgx-ok", "dgx-ok2"]
@@ -139,3 +143,42 @@ def test_screenshot_shows_the_critical_host_first(page):
     # the critical host's cell is painted above the last high one (ranked wrong, it would be below)
     assert max(critical) < max(high)
     assert max(critical) > min(high)  # below the legend: a table cell, not only the legend
+
+
+def test_the_grid_fits_1400_px_and_reads_like_a_report(page):
+    """At 1400 px the whole check grid is on screen (columns grouped by family under one header
+    each, no horizontal scrollbar hiding the RDMA columns); a host without GPUs does not read
+    "0x GPU"; observed values are words, not JSON; rdma.modules labels its value "missing"."""
+    tmp_path, html = page
+    document = chromium(tmp_path, "--window-size=1400,900", "--dump-dom", "file://%s" % html)
+    assert '<div class="scroll" id="grid" data-overflow="no">' in document
+    assert '<span id="more" class="hint" hidden="">' in document
+    families = re.findall(r'<th class="fam fam-first" id="family-(\w+)" data-family="\w+" colspan="(\d+)">', document)
+    assert [name for name, _span in families] == ["gpu", "rdma"] and all(int(span) > 1 for _n, span in families)
+    row = document.split('data-host="cpu-01"', 1)[1].split("</tr>", 1)[0]
+    assert '<td class="t gpu">no GPU</td>' in row and "0x GPU" not in row
+    problems = document.split("<h2>Failing and warning checks</h2>", 1)[1]
+    assert "(observed nvml: 7, pci: 8; expected 8)" in problems  # gpu.count of dgx-bus
+    assert "&#34;" not in problems.split('<p class="meta">', 1)[0]  # no JSON quotes in the problem lines
+    modules = problems.split("<code>rdma.modules</code>", 1)[1].split("</li>", 1)[0]
+    assert "(missing " in modules and "; required " in modules and "observed" not in modules
+
+
+def test_picking_a_family_scrolls_the_grid_to_it(page):
+    """In a window too narrow for the grid the hint shows, and #family=rdma scrolls the RDMA
+    columns into view: their header (marked current) is painted on screen."""
+    tmp_path, html = page
+    document = chromium(tmp_path, "--window-size=900,700", "--dump-dom", "file://%s#family=rdma" % html)
+    assert '<div class="scroll" id="grid" data-overflow="yes">' in document
+    assert '<span id="more" class="hint">' in document
+    assert '<table class="grid" id="hosts" data-family="rdma">' in document
+    assert '<th class="fam fam-first current" id="family-rdma"' in document
+    assert '<option value="rdma">rdma (' in document
+    shot = tmp_path / "family.png"
+    chromium(tmp_path, "--screenshot=%s" % shot, "--window-size=900,700", "--hide-scrollbars",
+             "file://%s#family=rdma" % html)
+    width, _height, channels, rows = _png_pixels(str(shot))
+    current = bytes((0x2B, 0x4C, 0x7E))  # th.fam.current
+    painted = [x // channels for line in rows for x in range(0, width * channels, channels)
+               if line[x:x + 3] == current]
+    assert painted, "the RDMA family header is not on screen after #family=rdma"

@@ -151,8 +151,8 @@ def test_run_metadata_facts_and_grouped_lines_in_the_page(tmp_path):
            '<code>[gpu0\u20137]</code> NVSwitch fabric state NOT_STARTED' in page
     assert page.count("<code>gpu.fabric</code></a>") == 1  # eight identical lines, one line
     assert "(8 checks)" in page
-    assert '<td class="t">8x NVIDIA H100 80GB HBM3</td><td class="t">580.95.05</td><td class="t">24.10-1.1.4' in page
-    assert "7x NVIDIA H100 80GB HBM3 (8 on the PCI bus)" in page
+    assert '<td class="t gpu">8x H100 80GB HBM3</td><td class="t">580.95.05</td><td class="t ofed">24.10-1.1.4' in page
+    assert "7x H100 80GB HBM3 (8 on the PCI bus)" in page
 
 
 # ---------------------------------------------------------------------- run directories
