@@ -4,14 +4,7 @@ It serves what the Python kubernetes client and kubernetes.core (k8s, k8s_info, 
 to cordon, drain, taint and release a node, and nothing else:
 
 - discovery: /version, /api, /api/v1, /apis, /apis/policy/v1 (APIVersions, APIGroupList,
-  APIResourceList with nodes, pods, pods/eviction, poddisruptionbudgets), and the groups a GPU
-  cluster of the configured version serves: coordination.k8s.io/v1 (leases) and, from 1.34,
-  resource.k8s.io/v1 (DRA: deviceclasses, resourceclaims, resourceclaimtemplates, resourceslices;
-  devicetaintrules from 1.37, when device taints went GA). /version answers the configured server
-  version (`FakeKubeAPI(server_version="1.37.1")`; default: the tier's gpufleet_kubernetes_version)
-  in the shape of a 1.33+ server (emulation and minimum compatibility versions included)
-- resource.k8s.io/v1 objects put in with `add_dra()`: list (cluster-wide, or one namespace for
-  resourceclaims) and get; a group or resource the configured version does not serve is 404
+  APIResourceList with nodes, pods, pods/eviction, poddisruptionbudgets)
 - nodes/<name>/status: get, patch (only status changes; strategic merge merges status.conditions
   by type, as the real server does for NodeStatus)
 - nodes: list, get, patch (application/strategic-merge-patch+json as CoreV1Api.patch_node sends
@@ -22,6 +15,10 @@ to cordon, drain, taint and release a node, and nothing else:
   pod is gone; 429 TooManyRequests when a PodDisruptionBudget matching the pod's labels has
   status.disruptionsAllowed 0; 500 when more than one budget matches, as the real server answers)
 - poddisruptionbudgets: list and get
+- coordination.k8s.io/v1 leases (the remediation circuit breaker): get, create (POST; 409
+  AlreadyExists when it exists), update (PUT; 409 Conflict when metadata.resourceVersion is not the
+  stored one, as the real server answers), delete; `interleave_lease()` lets another writer update
+  the lease before a client's PUT, `lease_outage()` makes lease requests answer 503 or no answer
 - optimistic concurrency: a patch whose metadata.resourceVersion is not the stored one is refused
   with 409 Conflict, as the real server does; `interleave()` makes another writer change a node
   between a client's read and its patch; `outage()` makes it answer 503 for a node mid-run, or
@@ -45,39 +42,20 @@ import json
 import re
 import threading
 import uuid
-import functools
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from ansible_collections.gpufleet.cluster.plugins.plugin_utils.gpufleet_tier import TIER
-
-DEFAULT_SERVER_VERSION = TIER["gpufleet_kubernetes_version"][0]
-
-
-def version_info(version):
-    """/version of a kube-apiserver at ``version`` ("1.37.1" or "v1.37.1"), shaped as servers from
-    1.33 answer it (curl https://<server>/version on 1.33.2 and 1.35.1, quoted in public write-ups):
-    major, minor, emulationMajor/emulationMinor (the version it behaves as: its own),
-    minCompatibilityMajor/minCompatibilityMinor (one minor below), then the build fields."""
-    match = re.match(r"^v?(\d+)\.(\d+)\.(\d+)$", str(version))
-    if not match:
-        raise ValueError("server_version must be X.Y.Z, got %r" % (version,))
-    major, minor, patch = match.groups()
-    return {
-        "major": major, "minor": minor,
-        "emulationMajor": major, "emulationMinor": minor,
-        "minCompatibilityMajor": major, "minCompatibilityMinor": str(int(minor) - 1),
-        "gitVersion": "v%s.%s.%s" % (major, minor, patch),
-        "gitCommit": "0000000000000000000000000000000000000000",
-        "gitTreeState": "clean",
-        "buildDate": "2026-11-01T00:00:00Z",
-        "goVersion": "go1.25.5",
-        "compiler": "gc",
-        "platform": "linux/amd64",
-    }
-
-
-SERVER_VERSION = version_info(DEFAULT_SERVER_VERSION)
+SERVER_VERSION = {
+    "major": "1",
+    "minor": "31",
+    "gitVersion": "v1.31.0-gpufleet-fake",
+    "gitCommit": "0000000000000000000000000000000000000000",
+    "gitTreeState": "clean",
+    "buildDate": "2024-08-13T00:00:00Z",
+    "goVersion": "go1.22.5",
+    "compiler": "gc",
+    "platform": "linux/amd64",
+}
 
 _VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 
@@ -112,12 +90,12 @@ POLICY_V1_RESOURCES = {
     ],
 }
 
-COORDINATION_V1_RESOURCES = {
-    "kind": "APIResourceList",
+API_GROUPS = {
+    "kind": "APIGroupList",
     "apiVersion": "v1",
-    "groupVersion": "coordination.k8s.io/v1",
-    "resources": [
-        {"name": "leases", "singularName": "lease", "namespaced": True, "kind": "Lease", "verbs": _VERBS},
+    "groups": [
+        {"name": "policy", "versions": [{"groupVersion": "policy/v1", "version": "v1"}],
+         "preferredVersion": {"groupVersion": "policy/v1", "version": "v1"}},
     ],
 }
 
@@ -125,46 +103,6 @@ TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _QUALIFIED_NAME = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
                              r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-# resource.k8s.io/v1 (DRA, GA in 1.34): resource name -> (kind, namespaced, first minor served)
-DRA_V1_RESOURCES = {
-    "deviceclasses": ("DeviceClass", False, 34),
-    "resourceclaims": ("ResourceClaim", True, 34),
-    "resourceclaimtemplates": ("ResourceClaimTemplate", True, 34),
-    "resourceslices": ("ResourceSlice", False, 34),
-    "devicetaintrules": ("DeviceTaintRule", False, 37),  # KEP 5055, GA in 1.37
-}
-DRA_MINOR = 34
-
-
-def _group(name, version="v1"):
-    gv = {"groupVersion": "%s/%s" % (name, version), "version": version}
-    return {"name": name, "versions": [gv], "preferredVersion": gv}
-
-
-def api_groups(minor):
-    """The APIGroupList of a server of Kubernetes 1.<minor> (the groups this double serves)."""
-    groups = [_group("policy"), _group("coordination.k8s.io")]
-    if minor >= DRA_MINOR:
-        groups.append(_group("resource.k8s.io"))
-    return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
-
-
-def dra_resources(minor):
-    """The APIResourceList of resource.k8s.io/v1 on Kubernetes 1.<minor>."""
-    resources = []
-    for name, (kind, namespaced, since) in sorted(DRA_V1_RESOURCES.items()):
-        if minor >= since:
-            resources.append({"name": name, "singularName": kind.lower(), "namespaced": namespaced,
-                              "kind": kind, "verbs": _VERBS})
-            if name == "resourceclaims":
-                resources.append({"name": "resourceclaims/status", "singularName": "", "namespaced": True,
-                                  "kind": kind, "verbs": ["get", "patch", "update"]})
-    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "resource.k8s.io/v1",
-            "resources": resources}
-
-
-API_GROUPS = api_groups(int(SERVER_VERSION["minor"]))
-
 PATCH_TYPES = (
     "application/json-patch+json",
     "application/merge-patch+json",
@@ -358,15 +296,15 @@ def _parse_field_selector(text, fields):
 class FakeKubeAPI:
     """Kubernetes API server double; thread-safe in-memory state, recorded requests."""
 
-    def __init__(self, token="gpufleet-fake-token", server_version=DEFAULT_SERVER_VERSION):
+    def __init__(self, token="gpufleet-fake-token"):
         self.token = token
         self.lock = threading.RLock()
         self.nodes = {}
         self.pods = {}
         self.pdbs = {}
-        self.version = version_info(server_version)
-        self.minor = int(self.version["minor"])
-        self.dra = dict((name, {}) for name in DRA_V1_RESOURCES)
+        self.leases = {}
+        self._lease_interleaved = {}
+        self._lease_outage = None
         self.namespaces = {"default", "kube-system"}
         self.requests = []
         self._resource_version = 1000
@@ -380,9 +318,7 @@ class FakeKubeAPI:
         handler = type("FakeKubeAPIHandler", (_Handler,), {"api": self})
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._httpd.daemon_threads = True
-        # a short poll interval: stop() (shutdown) waits up to one interval
-        self._thread = threading.Thread(target=functools.partial(self._httpd.serve_forever, poll_interval=0.02),
-                                        name="fake-kube-api", daemon=True)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="fake-kube-api", daemon=True)
         self._thread.start()
         return self
 
@@ -451,7 +387,7 @@ class FakeKubeAPI:
                     "nodeInfo": {"architecture": "amd64", "bootID": str(uuid.uuid4()),
                                  "containerRuntimeVersion": "containerd://1.7.22",
                                  "kernelVersion": "6.8.0-45-generic", "kubeProxyVersion": "",
-                                 "kubeletVersion": self.version["gitVersion"], "machineID": uuid.uuid4().hex,
+                                 "kubeletVersion": SERVER_VERSION["gitVersion"], "machineID": uuid.uuid4().hex,
                                  "operatingSystem": "linux", "osImage": "Ubuntu 24.04.1 LTS",
                                  "systemUUID": str(uuid.uuid4())},
                 },
@@ -508,42 +444,6 @@ class FakeKubeAPI:
         patch without one overwrites what the writer did (the lost update this double can show).
         content_type: only before patches of that type (e.g. the merge patches of the taint write,
         not the strategic-merge cordon of k8s_drain)."""
-    def add_dra(self, resource, name, spec, namespace=None):
-        """Store a resource.k8s.io/v1 object (e.g. a ResourceSlice a DRA driver publishes)."""
-        with self.lock:
-            kind, namespaced, since = DRA_V1_RESOURCES[resource]
-            if self.minor < since:
-                raise ValueError("resource.k8s.io/v1 %s is not served by Kubernetes 1.%d" % (resource, self.minor))
-            if namespaced != (namespace is not None):
-                raise ValueError("%s is %s" % (resource, "namespaced" if namespaced else "cluster-scoped"))
-            obj = {"kind": kind, "apiVersion": "resource.k8s.io/v1",
-                   "metadata": self._metadata(name, namespace=namespace), "spec": copy.deepcopy(spec)}
-            self.dra[resource][(namespace, name)] = obj
-            return copy.deepcopy(obj)
-
-    def _dra_get(self, method, rest):
-        """GET resource.k8s.io/v1 <resource>[/<name>] or namespaces/<ns>/<resource>[/<name>]."""
-        namespace = None
-        if len(rest) >= 2 and rest[0] == "namespaces":
-            namespace, rest = rest[1], rest[2:]
-        if method != "GET" or not rest or rest[0] not in DRA_V1_RESOURCES \
-                or self.minor < DRA_V1_RESOURCES[rest[0]][2] or len(rest) > 2:
-            return None
-        resource = rest[0]
-        kind, namespaced, _since = DRA_V1_RESOURCES[resource]
-        if namespace is not None and not namespaced:
-            return None
-        with self.lock:
-            store = self.dra[resource]
-            if len(rest) == 1:
-                items = [_list_item(obj) for (ns, _n), obj in sorted(store.items(), key=lambda kv: (kv[0][0] or "", kv[0][1]))
-                         if namespace is None or ns == namespace]
-                return _list(kind + "List", "resource.k8s.io/v1", items, self._resource_version)
-            key = (namespace if namespaced else None, rest[1])
-            if key not in store or (namespaced and namespace is None):
-                raise self._not_found(resource, rest[1], "resource.k8s.io")
-            return copy.deepcopy(store[key])
-
         with self.lock:
             self._interleaved[node] = [writer, times, content_type]
 
@@ -582,6 +482,122 @@ class FakeKubeAPI:
                 if outage["unreachable"]:
                     raise Unreachable()
                 raise ApiError(503, "ServiceUnavailable", "the server is currently unable to handle the request")
+
+    # -- leases (coordination.k8s.io/v1) ------------------------------------------------------
+    def lease(self, namespace, name):
+        with self.lock:
+            return copy.deepcopy(self.leases.get((namespace, name)))
+
+    def interleave_lease(self, namespace, name, writer, times=1):
+        """Before each of the next `times` PUTs of the lease, call `writer(api)` (another controller
+        updating it): a PUT carrying the resourceVersion its client read then gets 409 Conflict."""
+        with self.lock:
+            self._lease_interleaved[(namespace, name)] = [writer, times]
+
+    def lease_outage(self, unreachable=False, code=503):
+        """Every lease request answers `code` (503, 500 ...) or, with `unreachable`, nothing, until
+        `end_lease_outage()`."""
+        with self.lock:
+            self._lease_outage = {"unreachable": unreachable, "code": code}
+
+    def end_lease_outage(self):
+        with self.lock:
+            self._lease_outage = None
+
+    def _check_lease_outage(self):
+        with self.lock:
+            outage = self._lease_outage
+        if outage is None:
+            return
+        if outage["unreachable"]:
+            raise Unreachable()
+        reason = {500: "InternalError", 503: "ServiceUnavailable", 429: "TooManyRequests"}.get(outage["code"], "Failure")
+        raise ApiError(outage["code"], reason, "the server is currently unable to handle the request")
+
+    def _lease_conflict(self, name):
+        return ApiError(409, "Conflict", 'Operation cannot be fulfilled on leases.coordination.k8s.io "%s": the object '
+                                         "has been modified; please apply your changes to the latest version and try "
+                                         "again" % name, {"name": name, "group": "coordination.k8s.io", "kind": "leases"})
+
+    def _validate_lease(self, lease, namespace, name):
+        if not isinstance(lease, dict):
+            raise ApiError(400, "BadRequest", "lease must be a JSON object")
+        meta = lease.get("metadata") or {}
+        if meta.get("name") != name:
+            raise ApiError(400, "BadRequest", "the name of the object (%s) does not match the name on the URL (%s)"
+                           % (meta.get("name"), name))
+        if meta.get("namespace") not in (None, namespace):
+            raise ApiError(400, "BadRequest", "the namespace of the provided object does not match the namespace "
+                                              "sent on the request")
+        annotations = meta.get("annotations") or {}
+        if not isinstance(annotations, dict) or not all(isinstance(v, str) for v in annotations.values()):
+            raise ApiError(400, "BadRequest", "metadata.annotations: values must be strings")
+        spec = lease.get("spec") or {}
+        if not isinstance(spec, dict):
+            raise ApiError(400, "BadRequest", "spec must be an object")
+        holder = spec.get("holderIdentity")
+        duration = spec.get("leaseDurationSeconds")
+        if holder is not None and not isinstance(holder, str):
+            raise ApiError(400, "BadRequest", "spec.holderIdentity must be a string")
+        if duration is not None and (isinstance(duration, bool) or not isinstance(duration, int) or duration <= 0):
+            raise ApiError(422, "Invalid", 'Lease.coordination.k8s.io "%s" is invalid: spec.leaseDurationSeconds: '
+                                           "Invalid value: %r: must be greater than 0" % (name, duration))
+
+    def _stored_lease(self, lease, namespace, name, current=None):
+        stored = copy.deepcopy(lease)
+        stored["kind"], stored["apiVersion"] = "Lease", "coordination.k8s.io/v1"
+        meta = stored.setdefault("metadata", {})
+        meta["namespace"] = namespace
+        if current is None:
+            meta.update({"uid": str(uuid.uuid4()), "creationTimestamp": _now()})
+        else:
+            for key in ("uid", "creationTimestamp"):
+                meta[key] = current["metadata"][key]
+        if not meta.get("annotations"):
+            meta.pop("annotations", None)
+        stored.setdefault("spec", {})
+        meta["resourceVersion"] = self._next_rv()
+        return stored
+
+    def create_lease(self, namespace, body):
+        with self.lock:
+            if namespace not in self.namespaces:
+                raise self._not_found("namespaces", namespace)
+            name = ((body or {}).get("metadata") or {}).get("name") if isinstance(body, dict) else None
+            if not name:
+                raise ApiError(422, "Invalid", "Lease.coordination.k8s.io is invalid: metadata.name: Required value")
+            self._validate_lease(body, namespace, name)
+            if (namespace, name) in self.leases:
+                raise ApiError(409, "AlreadyExists", 'leases.coordination.k8s.io "%s" already exists' % name,
+                               {"name": name, "group": "coordination.k8s.io", "kind": "leases"})
+            if (body.get("metadata") or {}).get("resourceVersion"):
+                raise ApiError(500, "InternalError", "resourceVersion should not be set on objects to be created")
+            self.leases[(namespace, name)] = self._stored_lease(body, namespace, name)
+            return copy.deepcopy(self.leases[(namespace, name)])
+
+    def update_lease(self, namespace, name, body):
+        with self.lock:
+            entry = self._lease_interleaved.get((namespace, name))
+            if entry and entry[1] > 0:
+                entry[1] -= 1
+                entry[0](self)
+            current = self.leases.get((namespace, name))
+            if current is None:
+                raise self._not_found("leases", name, "coordination.k8s.io")
+            self._validate_lease(body, namespace, name)
+            wanted_rv = (body.get("metadata") or {}).get("resourceVersion")
+            # Lease allows an unconditional update (no resourceVersion); a stale one is a conflict
+            if wanted_rv and wanted_rv != current["metadata"]["resourceVersion"]:
+                raise self._lease_conflict(name)
+            self.leases[(namespace, name)] = self._stored_lease(body, namespace, name, current)
+            return copy.deepcopy(self.leases[(namespace, name)])
+
+    def delete_lease(self, namespace, name):
+        with self.lock:
+            if (namespace, name) not in self.leases:
+                raise self._not_found("leases", name, "coordination.k8s.io")
+            del self.leases[(namespace, name)]
+            return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}
 
     def node(self, name):
         with self.lock:
@@ -891,16 +907,16 @@ class _Handler(BaseHTTPRequestHandler):
         api = self.api
         parts = path.strip("/").split("/") if path != "/" else []
         if method == "GET" and path == "/version":
-            return 200, api.version
+            return 200, SERVER_VERSION
         if method == "GET" and path == "/api":
             return 200, {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
                 {"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1:%d" % api.port}]}
         if method == "GET" and path == "/api/v1":
             return 200, CORE_V1_RESOURCES
         if method == "GET" and path == "/apis":
-            return 200, api_groups(api.minor)
+            return 200, API_GROUPS
         if method == "GET" and path == "/apis/policy":
-            return 200, dict(_group("policy"), kind="APIGroup", apiVersion="v1")
+            return 200, dict(API_GROUPS["groups"][0], kind="APIGroup", apiVersion="v1")
         if method == "GET" and path == "/apis/policy/v1":
             return 200, POLICY_V1_RESOURCES
 
@@ -948,6 +964,24 @@ class _Handler(BaseHTTPRequestHandler):
                     return 201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                                  "code": 201}
 
+        if parts[:3] == ["apis", "coordination.k8s.io", "v1"] and len(parts) in (6, 7) and parts[3] == "namespaces" \
+                and parts[5] == "leases":
+            api._check_lease_outage()
+            namespace = parts[4]
+            if len(parts) == 6 and method == "POST":
+                return 201, api.create_lease(namespace, body)
+            if len(parts) == 7:
+                name = parts[6]
+                if method == "GET":
+                    with api.lock:
+                        if (namespace, name) not in api.leases:
+                            raise api._not_found("leases", name, "coordination.k8s.io")
+                        return 200, copy.deepcopy(api.leases[(namespace, name)])
+                if method == "PUT":
+                    return 200, api.update_lease(namespace, name, body)
+                if method == "DELETE":
+                    return 200, api.delete_lease(namespace, name)
+
         if parts[:3] == ["apis", "policy", "v1"] and method == "GET":
             rest = parts[3:]
             namespace = None
@@ -968,16 +1002,3 @@ class _Handler(BaseHTTPRequestHandler):
             raise ApiError(404, "NotFound", "the server could not find the requested resource",
                            {"causes": [{"reason": "UnexpectedServerResponse", "message": "404 page not found"}]})
         raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
-        if method == "GET" and path == "/apis/coordination.k8s.io":
-            return 200, dict(_group("coordination.k8s.io"), kind="APIGroup", apiVersion="v1")
-        if method == "GET" and path == "/apis/coordination.k8s.io/v1":
-            return 200, COORDINATION_V1_RESOURCES
-        if parts[:2] == ["apis", "resource.k8s.io"] and api.minor >= DRA_MINOR:
-            if method == "GET" and len(parts) == 2:
-                return 200, dict(_group("resource.k8s.io"), kind="APIGroup", apiVersion="v1")
-            if method == "GET" and len(parts) == 3 and parts[2] == "v1":
-                return 200, dra_resources(api.minor)
-            if parts[2:3] == ["v1"]:
-                answer = api._dra_get(method, parts[3:])
-                if answer is not None:
-                    return 200, answer
