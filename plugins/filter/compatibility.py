@@ -1,9 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters over the compatibility matrix (plugins/plugin_utils/compatibility.yml) and the
-inventory check of playbooks/site.yml. The logic lives in plugins/plugin_utils/compatibility.py
-and inventory_check.py."""
+"""Filters over the compatibility matrix (plugins/plugin_utils/compatibility.yml). The logic lives in
+plugins/plugin_utils/compatibility.py; the inventory check's filters are in inventory_problems.py."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -11,7 +10,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.cluster.plugins.plugin_utils import compatibility, inventory_check
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils import compatibility
 
 
 def compatibility_facts(variables):
@@ -42,19 +41,9 @@ def compatibility_problems(facts):
         raise AnsibleFilterError("compatibility_problems: %s" % exc)
 
 
-def inventory_problems(hostvars, groups, phases=None, node_roles=None, kubernetes_roles=None):
-    """Every problem of the inventory (a list of strings; empty: the run may start)."""
-    try:
-        return inventory_check.inventory_problems(hostvars, groups, phases=phases, node_roles=node_roles,
-                                                  kubernetes_roles=kubernetes_roles)
-    except compatibility.MatrixError as exc:
-        raise AnsibleFilterError("inventory_problems: %s" % exc)
-
-
 class FilterModule(object):
     def filters(self):
         return {
             "compatibility_facts": compatibility_facts,
             "compatibility_problems": compatibility_problems,
-            "inventory_problems": inventory_problems,
         }

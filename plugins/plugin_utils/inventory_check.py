@@ -1,14 +1,22 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Check a whole inventory before any host changes (first play of playbooks/site.yml).
+"""Check a whole inventory before any host changes: the first play of every entry point
+(playbooks/tasks/check-inventory.yml, imported by site.yml, validate.yml, rolling_upgrade.yml,
+fabric_test.yml and fleet_status.yml).
 
 ``inventory_problems(hostvars, groups, ...)`` returns every problem at once, one string each:
-groups the selected phases need are empty, a pinned download has no checksum, a ``gpufleet_*``
-expectation has the wrong type or range, a ``gpufleet_*`` key is unknown (typo: the closest known
-name is suggested), a host's chosen versions form a combination the compatibility matrix refuses.
-Only variables are read: nothing is gathered from the hosts (their facts are checked by role
-preflight on each node).
+groups the selected phases need are empty (a Kubespray-style inventory without ``gpu_nodes`` /
+``rdma_nodes`` is refused with the groups to add), a host expects GPUs or RDMA devices outside
+the group that gets them, a pinned download has no checksum, a ``gpufleet_*`` variable has the
+wrong type or range, a ``gpufleet_*`` or role variable (``<role>_*`` of the collection's roles,
+known from ``roles/*/meta/argument_specs.yml``, read once per run) is unknown (typo: the closest
+known name is suggested) or has a value its role's argument spec refuses (named by the
+inventory variable), a Kubespray variable is set that means something else here, a host's
+chosen versions form a combination the compatibility matrix refuses. ``tag_selection`` tells
+which phases and roles ``--tags`` / ``--skip-tags`` leave to run, so a check is only made for
+what runs. Only variables are read: nothing is gathered from the hosts (their facts are checked
+by role preflight on each node).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -16,7 +24,10 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import difflib
+import os
 import re
+
+import yaml
 
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils import compatibility
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.gpufleet_tier import TIER
@@ -46,6 +57,7 @@ SITE_VARIABLES = {
     "gpufleet_validate_tuning": "more node_validate tuning options, or false",
     "gpufleet_validate_environment": "environment of the validation module",
     "gpufleet_node_validation": "result of playbooks/validate.yml (registered)",
+    "gpufleet_kubeadm_certs": "result of the kubeadm certificate check of playbooks/validate.yml (registered)",
     "gpufleet_sim_root": "lab: simulated sysfs root",
     "gpufleet_sim_environment": "lab: fake NVML environment",
     "gpufleet_status_hosts": "hosts of playbooks/fleet_status.yml",
@@ -64,6 +76,64 @@ SITE_VARIABLES = {
 RENAMED = {
     "kubernetes_version": "gpufleet_kubernetes_version",
 }
+
+# Kubespray variables (inventory/sample/group_vars/k8s_cluster/k8s-cluster.yml and all/all.yml of
+# kubernetes-sigs/kubespray) that a site coming from Kubespray keeps setting: here they are not read,
+# so each is refused with the variable that does the job (docs/inventory.md has the same table).
+KUBESPRAY_VARIABLES = {
+    "kube_version": "gpufleet_kubernetes_version (X.Y.Z, e.g. \"1.36.4\")",
+    "kube_network_plugin": "kubernetes_cni_plugin",
+    "kube_network_plugin_multus": "kubernetes_addons_multus",
+    "kube_pods_subnet": "kubernetes_control_plane_pod_subnet",
+    "kube_service_addresses": "kubernetes_control_plane_service_subnet",
+    "kube_image_repo": "kubernetes_control_plane_image_repository",
+    "kube_apiserver_port": "kubernetes_control_plane_bind_port",
+    "apiserver_loadbalancer_domain_name": "kubernetes_control_plane_endpoint (host:port of the load balancer)",
+    "supplementary_addresses_in_ssl_keys": "kubernetes_control_plane_cert_sans",
+    "dns_domain": "kubernetes_control_plane_dns_domain",
+    "container_manager": "container_runtime_engine",
+    "calico_version": "kubernetes_cni_calico_version (with kubernetes_cni_calico_manifest_checksum)",
+    "nvidia_accelerator_enabled": "the group gpu_nodes (hosts.yml) and gpufleet_gpu_count in group_vars/gpu_nodes",
+    "nvidia_gpu_nodes": "the group gpu_nodes (hosts.yml)",
+}
+
+# Group names of Kubespray (old and new) and what this collection calls the group.
+FOREIGN_GROUPS = {
+    "kube-master": "kube_control_plane",
+    "kube_master": "kube_control_plane",
+    "kube-node": "kube_node",
+}
+
+# Role-prefixed variables that are playbook inputs, not role options (play keywords of
+# playbooks/rolling_upgrade.yml, which must be set with -e): known, though no argument spec has them.
+PLAYBOOK_ROLE_VARIABLES = {
+    "rolling_upgrade_hosts": "hosts of playbooks/rolling_upgrade.yml",
+    "rolling_upgrade_serial": "batch size of playbooks/rolling_upgrade.yml",
+    "rolling_upgrade_max_fail_percentage": "failures per batch that stop playbooks/rolling_upgrade.yml",
+}
+
+# Tags of the plays and tasks of each phase of playbooks/site.yml (docs/tags.md): a phase runs when
+# --tags selects one of them and --skip-tags none of the ones its tasks carry.
+PHASE_TAGS = {
+    "validate": ("validate", "node_health_agent"),  # the agent's play is part of the validate phase
+    "report": ("report", "validate"),  # the Report play is tagged [report, validate]
+}
+
+KUBESPRAY_SNIPPET = """  all:
+    children:
+      kube_control_plane:
+        hosts:
+          cp1:
+      kube_node:
+        children:
+          gpu_nodes:
+          rdma_nodes:
+      gpu_nodes:        # hosts with NVIDIA GPUs: driver, GPUDirect, GPU validation
+        hosts:
+          node1:
+      rdma_nodes:       # hosts with ConnectX HCAs: RDMA stack, RDMA validation, fabric test
+        hosts:
+          node1:"""
 
 SHA256_PREFIXED = re.compile(r"^sha256:[0-9a-fA-F]{64}$")
 SHA256_BARE = re.compile(r"^[0-9a-fA-F]{64}$")
@@ -156,6 +226,38 @@ def tier_problems(variables):
         value = val(name)
         if value is not None and not (isinstance(value, str) and value.startswith("/")):
             out.append("%s must be an absolute path, got %r" % (name, value))
+    for name in ("gpufleet_skip_converged", "gpufleet_kubelet", "gpufleet_lab", "gpufleet_health_agent"):
+        value = val(name)
+        # -e name=false passes a string: the playbooks read these through | bool
+        if value is not None and not (isinstance(value, bool) or str(value).lower() in ("true", "false")):
+            out.append("%s must be true or false, got %r" % (name, value))
+    version = val("gpufleet_kubernetes_version")
+    if version is not None and not (isinstance(version, str) and re.match(r"^v?\d+\.\d+(\.\d+)?$", version)):
+        out.append("gpufleet_kubernetes_version must be a Kubernetes version X.Y.Z or X.Y as a string "
+                   "(e.g. \"1.36.4\"), got %r" % (version,))
+    for name, choices in (("gpufleet_validate_fail_on", ("fail", "warn", "never")),
+                          ("gpufleet_status_fail_on", ("fail", "warn", "never")),
+                          ("gpufleet_status_source", ("files", "kubernetes"))):
+        value = val(name)
+        if value is not None and value not in choices:
+            out.append("%s must be one of %s, got %r" % (name, ", ".join(choices), value))
+    for name in ("gpufleet_validate_gpu", "gpufleet_validate_rdma", "gpufleet_validate_tuning"):
+        value = val(name)
+        if value is not None and value is not False and not isinstance(value, dict):
+            out.append("%s must be a dict of node_validate options or false, got %r" % (name, value))
+    for name in ("gpufleet_validate_environment", "gpufleet_sim_environment"):
+        value = val(name)
+        if value is not None and not isinstance(value, dict):
+            out.append("%s must be a dict (environment variables), got %r" % (name, value))
+    days = val("gpufleet_cert_warn_days")
+    if days is not None and not (_is_int(days) and int(days) >= 0):
+        out.append("gpufleet_cert_warn_days must be a whole number of days >= 0, got %r" % (days,))
+    allocation = val("gpufleet_gpu_allocation")
+    if allocation is not None and allocation not in ("device_plugin", "dra"):
+        out.append("gpufleet_gpu_allocation must be device_plugin or dra, got %r" % (allocation,))
+    age = val("gpufleet_status_max_age")
+    if age is not None and not (_is_number(age) and float(age) > 0):
+        out.append("gpufleet_status_max_age must be a number of seconds > 0, got %r" % (age,))
     # coherence: validation would demand nvidia-peermem where the node runs GPUDirect over dma-buf
     mode = _setting(variables, "gpudirect_mode", "gpudirect")
     if peermem is True and mode == "dmabuf":
@@ -191,6 +293,190 @@ def renamed_problems(variables):
     return out
 
 
+def tag_selection(phases, node_roles=None, kubernetes_roles=None, run_tags=None, skip_tags=None):
+    """What ``--tags`` (``ansible_run_tags``) and ``--skip-tags`` (``ansible_skip_tags``) leave of the
+    run: ``{"phases": [...], "node_roles": [...], "kubernetes_roles": [...]}``, in the given order.
+    A phase stays when a task of it runs (Ansible's rule: one of its tags selected, or ``all`` /
+    ``tagged``; none of its tags skipped). Names that are not phases or roles are kept (the check
+    reports them)."""
+    run = set(run_tags or ["all"])
+    skip = set(skip_tags or [])
+    everything = bool(run & set(("all", "tagged")))
+
+    def runs(tags):
+        if "all" in skip or skip & set(tags):
+            return False
+        return everything or bool(run & set(tags))
+
+    node_roles = list(NODE_ROLES) if node_roles is None else node_roles
+    kubernetes_roles = list(KUBERNETES_ROLES) if kubernetes_roles is None else kubernetes_roles
+    out = {"phases": [], "node_roles": [], "kubernetes_roles": []}
+    if isinstance(node_roles, list):
+        out["node_roles"] = [r for r in node_roles if r not in NODE_ROLES or runs(("node", r))]
+    else:
+        out["node_roles"] = node_roles
+    if isinstance(kubernetes_roles, list):
+        out["kubernetes_roles"] = [r for r in kubernetes_roles
+                                   if r not in KUBERNETES_ROLES or runs(("kubernetes", r))]
+    else:
+        out["kubernetes_roles"] = kubernetes_roles
+    if not isinstance(phases, list):
+        out["phases"] = phases
+        return out
+    for phase in phases:
+        if phase == "node":
+            keep = isinstance(node_roles, list) and any(r in NODE_ROLES for r in out["node_roles"])
+        elif phase == "kubernetes":
+            keep = isinstance(kubernetes_roles, list) and any(r in KUBERNETES_ROLES for r in out["kubernetes_roles"])
+        elif phase in PHASE_TAGS:
+            keep = runs(PHASE_TAGS[phase])
+        else:
+            keep = True  # not a phase: inventory_problems names it
+        if keep:
+            out["phases"].append(phase)
+    return out
+
+
+_ROLE_SPECS = {}
+
+
+def role_specs(root=None):
+    """{role: {variable: argument spec}} of the collection's roles, read from
+    roles/<role>/meta/argument_specs.yml (every entry point; the first spec of a name wins), once per
+    run and root. A role without the file has no entry (its variables are not checked)."""
+    root = root or compatibility.COLLECTION_ROOT
+    if root not in _ROLE_SPECS:
+        specs = {}
+        roles_dir = os.path.join(root, "roles")
+        for role in sorted(os.listdir(roles_dir)) if os.path.isdir(roles_dir) else []:
+            path = os.path.join(roles_dir, role, "meta", "argument_specs.yml")
+            if not os.path.isfile(path):
+                continue
+            with open(path) as handle:
+                data = yaml.safe_load(handle) or {}
+            options = {}
+            for entry in (data.get("argument_specs") or {}).values():
+                for name, spec in ((entry or {}).get("options") or {}).items():
+                    options.setdefault(name, spec or {})
+            specs[role] = options
+        _ROLE_SPECS[root] = specs
+    return _ROLE_SPECS[root]
+
+
+def _role_of(name, specs):
+    """The role whose ``<role>_`` prefix ``name`` has (the longest), or None."""
+    best = None
+    for role in specs:
+        if name.startswith(role + "_") and (best is None or len(role) > len(best)):
+            best = role
+    return best
+
+
+_VALUE_PROBLEMS = {}
+
+
+def _spec_type(spec):
+    kind = spec.get("type", "str")
+    if kind == "list" and spec.get("elements"):
+        return "list of %s" % spec["elements"]
+    return kind
+
+
+def role_value_problem(role, name, spec, value):
+    """Why ``value`` of ``name`` is refused by its role's argument spec (one line naming the
+    inventory variable), or None. Ansible's own validator decides (the role would fail the same way,
+    deep in the run); cached per value."""
+    try:
+        key = (role, name, repr(value))
+    except Exception:  # pylint: disable=broad-except
+        key = None
+    if key is not None and key in _VALUE_PROBLEMS:
+        return _VALUE_PROBLEMS[key]
+    from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+    from ansible.module_utils.errors import ArgumentTypeError
+    spec = dict((k, v) for k, v in spec.items() if k not in ("required", "default", "description"))
+    problem = None
+    try:
+        result = ArgumentSpecValidator({name: spec}).validate({name: value})
+        errors = list(result.errors)
+    except Exception as exc:  # pylint: disable=broad-except
+        errors = [exc]
+    if errors:
+        error = errors[0]
+        if isinstance(error, ArgumentTypeError) and not spec.get("options"):
+            problem = "%s must be of type %s (argument spec of role %s), got %r" % (
+                name, _spec_type(spec), role, value)
+        else:
+            problem = "%s: %s (argument spec of role %s)" % (
+                name, str(error).replace("argument '%s' " % name, ""), role)
+    if key is not None:
+        _VALUE_PROBLEMS[key] = problem
+    return problem
+
+
+def _keys(variables):
+    try:
+        return sorted(k for k in variables.keys() if isinstance(k, str))
+    except Exception:  # pylint: disable=broad-except
+        return []
+
+
+def role_variable_problems(variables, keys=None, root=None):
+    """Unknown ``<role>_*`` variables of the collection's roles (with the closest known name) and
+    values their role's argument spec refuses, named by the inventory variable."""
+    specs = role_specs(root)
+    out = []
+    for key in _keys(variables) if keys is None else keys:
+        role = _role_of(key, specs)
+        if role is None or key in PLAYBOOK_ROLE_VARIABLES:
+            continue
+        known = specs[role]
+        if key not in known:
+            prefix = role + "_"
+            close = difflib.get_close_matches(key[len(prefix):], sorted(k[len(prefix):] for k in known
+                                                                       if k.startswith(prefix)), n=1, cutoff=0.6)
+            out.append("unknown variable %s%s" % (key, " (did you mean %s%s?)" % (prefix, close[0]) if close else
+                                                  " (role %s has no such variable: roles/%s/meta/argument_specs.yml "
+                                                  "lists them)" % (role, role)))
+            continue
+        value = _get(variables, key)
+        if value is None:
+            continue
+        problem = role_value_problem(role, key, known[key], value)
+        if problem:
+            out.append(problem)
+    return out
+
+
+def kubespray_problems(variables, keys=None):
+    out = []
+    present = set(_keys(variables) if keys is None else keys)
+    for name in sorted(present & set(KUBESPRAY_VARIABLES)):
+        if _get(variables, name) is None:
+            continue
+        out.append("%s is a Kubespray variable that gpufleet does not read: use %s instead (docs/inventory.md, "
+                   "\"Coming from Kubespray\")" % (name, KUBESPRAY_VARIABLES[name]))
+    return out
+
+
+def expectation_problems(variables, host, groups, strict):
+    """A host that expects GPUs (RDMA devices) outside gpu_nodes (rdma_nodes): the driver (RDMA
+    stack) is installed by group, so the expectation belongs in that group's variables. ``strict``:
+    the node or kubernetes phase runs; else only inventories that use the groups are held to it."""
+    out = []
+    for name, group, what in (("gpufleet_gpu_count", "gpu_nodes", "GPU(s)"),
+                              ("gpufleet_expected_hcas", "rdma_nodes", "RDMA device(s)")):
+        value = _get(variables, name)
+        members = groups.get(group) or []
+        if not (_is_int(value) and int(value) > 0) or host in members or not (strict or members):
+            continue
+        out.append("expects %d %s (%s) but is not in group %s, where the %s installed and checked: set %s in "
+                   "group_vars/%s (not group_vars/all), or add the host to %s"
+                   % (int(value), what, name, group,
+                      "driver is" if group == "gpu_nodes" else "RDMA stack is", name, group, group))
+    return out
+
+
 def _checksum_problem(variables, name, role, pattern, need):
     try:
         value = compatibility.role_value(variables, role, name)
@@ -203,8 +489,20 @@ def _checksum_problem(variables, name, role, pattern, need):
     return None
 
 
-def inventory_problems(hostvars, groups, phases=None, node_roles=None, kubernetes_roles=None, matrix=None):
-    """Every problem of the inventory, as a list of strings (empty: the run may start)."""
+def _foreign_group_hint(groups, group):
+    found = [name for name, ours in sorted(FOREIGN_GROUPS.items()) if ours == group and groups.get(name)]
+    return ("; the inventory has %s, Kubespray's name for it: rename the group to %s" % (" and ".join(found), group)
+            if found else "")
+
+
+def inventory_problems(hostvars, groups, phases=None, node_roles=None, kubernetes_roles=None, matrix=None,
+                       hosts=None, root=None):
+    """Every problem of the inventory, as a list of strings (empty: the run may start).
+
+    ``phases``, ``node_roles``, ``kubernetes_roles``: what the run does (after tag_selection); the
+    groups and checksums they need are checked. ``hosts``: the hosts whose variables are checked
+    (the entry point's hosts); default: every host of kube_control_plane, kube_node, gpu_nodes and
+    rdma_nodes."""
     problems = []
     groups = groups or {}
     if phases is None:
@@ -226,9 +524,22 @@ def inventory_problems(hostvars, groups, phases=None, node_roles=None, kubernete
     control_plane, kube_node = members("kube_control_plane"), members("kube_node")
     if "kubernetes" in phases and "kubernetes_control_plane" in kubernetes_roles and not control_plane:
         problems.append("group kube_control_plane is empty: the kubernetes phase needs a control-plane host "
-                        "(or leave kubernetes_control_plane out of gpufleet_kubernetes_roles)")
+                        "(or leave kubernetes_control_plane out of gpufleet_kubernetes_roles)"
+                        + _foreign_group_hint(groups, "kube_control_plane"))
     if ("node" in phases or "kubernetes" in phases) and not kube_node:
-        problems.append("group kube_node is empty: the node and kubernetes phases need the nodes in it")
+        problems.append("group kube_node is empty: the node and kubernetes phases need the nodes in it"
+                        + _foreign_group_hint(groups, "kube_node"))
+    if ("node" in phases or "kubernetes" in phases) and kube_node \
+            and not members("gpu_nodes") and not members("rdma_nodes"):
+        problems.append(
+            "groups gpu_nodes and rdma_nodes are empty%s: the NVIDIA driver, GPUDirect, the RDMA stack, the "
+            "device plugins and the GPU/RDMA expectations apply to these groups only, so this run would "
+            "install no GPU or RDMA software on any host. Add them as children of kube_node (etcd and "
+            "k8s_cluster are not used: kubeadm runs etcd on kube_control_plane), e.g. in hosts.yml:\n%s\n"
+            "(docs/inventory.md, \"Coming from Kubespray\")"
+            % (" (a Kubespray-style inventory: %s)" % ", ".join(g for g in ("kube_control_plane", "kube_node", "etcd",
+                                                                          "k8s_cluster") if g in groups)
+               if "k8s_cluster" in groups or "etcd" in groups else "", KUBESPRAY_SNIPPET))
     for group in ("gpu_nodes", "rdma_nodes"):
         outside = [h for h in members(group) if h not in kube_node]
         if outside and ("node" in phases or "kubernetes" in phases):
@@ -267,16 +578,25 @@ def inventory_problems(hostvars, groups, phases=None, node_roles=None, kubernete
                             % ", ".join(missing[:5] + (["..."] if len(missing) > 5 else [])))
 
     # per host: tier values, unknown keys, the compatibility matrix
-    hosts = sorted(set(control_plane + kube_node + members("gpu_nodes") + members("rdma_nodes")))
+    if hosts is None:
+        hosts = control_plane + kube_node + members("gpu_nodes") + members("rdma_nodes")
+    hosts = sorted(set(hosts))
+    strict = "node" in phases or "kubernetes" in phases
     per_problem = {}
     for host in hosts:
         variables = hostvars[host]
-        found = tier_problems(variables) + unknown_key_problems(variables) + renamed_problems(variables)
+        keys = _keys(variables)
+        found = (tier_problems(variables) + unknown_key_problems(variables) + renamed_problems(variables)
+                 + role_variable_problems(variables, keys, root) + kubespray_problems(variables, keys)
+                 + expectation_problems(variables, host, groups, strict))
         facts = compatibility.facts_from_vars(variables, matrix=matrix)
         found += ["compatibility %s" % p["message"] for p in compatibility.evaluate(facts, matrix=matrix)]
         for problem in found:
             per_problem.setdefault(problem, []).append(host)
     for problem, where in per_problem.items():
+        if len(where) > 5 and len(where) == len(hosts):
+            problems.append("%s [all %d hosts: %s ...]" % (problem, len(where), ", ".join(where[:3])))
+            continue
         problems.append("%s [%s]" % (problem, ", ".join(where[:5]) + (" and %d more" % (len(where) - 5)
                                                                       if len(where) > 5 else "")))
     return problems

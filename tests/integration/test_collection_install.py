@@ -57,10 +57,13 @@ def test_tarball_holds_only_the_collection(installed):
         names = archive.getnames()
     tops = {name.split("/")[0] for name in names}
     assert tops == {"MANIFEST.json", "FILES.json", "README.md", "LICENSE", "CHANGELOG.md", "changelogs", "meta", "plugins",
-                    "roles", "playbooks", "docs"}, tops
+                    "roles", "playbooks", "docs", "inventories"}, tops
+    # the example inventory only (the README's first step copies it from the installed collection)
+    assert {n.split("/")[1] for n in names if n.startswith("inventories/") and n.count("/") > 1} == {"example"}
+    assert "inventories/example/group_vars/gpu_nodes/gpufleet.yml" in names
     for name in names:
         assert "/molecule" not in name and "__pycache__" not in name and not name.endswith(".pyc"), name
-        assert not name.startswith(("roles/lab_sim", "playbooks/lab.yml")), name
+        assert not name.startswith(("roles/lab_sim", "playbooks/lab.yml", "playbooks/lab_agent.yml")), name
     for needed in ("plugins/modules/node_validate.py", "plugins/callback/fleet_report.py",
                    "plugins/plugin_utils/templates/fleet_report.html.j2", "playbooks/validate.yml",
                    "playbooks/site.yml", "playbooks/fabric_test.yml", "playbooks/k8s_validate.yml",

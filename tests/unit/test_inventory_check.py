@@ -8,7 +8,7 @@ import re
 import pytest
 from conftest import REPO
 
-from ansible_collections.gpufleet.cluster.plugins.filter import compatibility as filters
+from ansible_collections.gpufleet.cluster.plugins.filter import inventory_problems as filters
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils import inventory_check
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.gpufleet_tier import TIER
 
@@ -27,9 +27,15 @@ GOOD_VARS = {
 }
 
 
+# Expectations of GPU / RDMA nodes: set for gpu_nodes / rdma_nodes, not for the control plane.
+NODE_EXPECTATIONS = ("gpufleet_gpu_count", "gpufleet_driver_branch", "gpufleet_expected_hcas", "gpufleet_link_layer",
+                     "gpufleet_min_rate_gbps")
+
+
 def inventory(overrides=None, hosts=("cp1", "gpu1", "gpu2")):
     """hostvars and groups of a small site: one control plane, two GPU+RDMA nodes."""
-    hostvars = {h: dict(GOOD_VARS, inventory_hostname=h, **(overrides or {}).get(h, {})) for h in hosts}
+    hostvars = {h: dict(((k, v) for k, v in GOOD_VARS.items() if h != hosts[0] or k not in NODE_EXPECTATIONS),
+                        inventory_hostname=h, **(overrides or {}).get(h, {})) for h in hosts}
     groups = {"all": list(hosts), "kube_control_plane": [hosts[0]], "kube_node": list(hosts[1:]),
               "gpu_nodes": list(hosts[1:]), "rdma_nodes": list(hosts[1:])}
     return hostvars, groups
@@ -154,8 +160,11 @@ def test_every_problem_at_once():
     groups["gpu_nodes"].append("stray")
     hostvars["stray"] = dict(GOOD_VARS)
     problems = inventory_check.inventory_problems(hostvars, groups)
-    assert len(problems) == 5, problems
+    assert len(problems) == 6, problems
     assert problems[0].startswith("group gpu_nodes has hosts outside kube_node (stray)")
+    # stray expects 9 RDMA devices but is in gpu_nodes only
+    assert any(p.startswith("expects 9 RDMA device(s) (gpufleet_expected_hcas) but is not in group rdma_nodes")
+               and p.endswith("[stray]") for p in problems), problems
 
 
 def test_phase_and_role_lists_are_checked():
@@ -201,3 +210,193 @@ def test_known_variables_cover_every_gpufleet_variable_of_the_repo():
 
 def test_site_variables_do_not_shadow_the_tier():
     assert not set(inventory_check.SITE_VARIABLES) & set(TIER)
+
+
+# --- expectations by group (the example inventory's control planes expect no GPU) ----------------
+
+def test_gpu_expectation_outside_gpu_nodes_is_refused():
+    hostvars, groups = inventory({"cp1": {"gpufleet_gpu_count": 8, "gpufleet_expected_hcas": 9}})
+    problems = inventory_check.inventory_problems(hostvars, groups)
+    assert problems == [
+        "expects 8 GPU(s) (gpufleet_gpu_count) but is not in group gpu_nodes, where the driver is installed and "
+        "checked: set gpufleet_gpu_count in group_vars/gpu_nodes (not group_vars/all), or add the host to gpu_nodes "
+        "[cp1]",
+        "expects 9 RDMA device(s) (gpufleet_expected_hcas) but is not in group rdma_nodes, where the RDMA stack is "
+        "installed and checked: set gpufleet_expected_hcas in group_vars/rdma_nodes (not group_vars/all), or add the "
+        "host to rdma_nodes [cp1]"]
+    # 0 expects nothing; validate alone holds only inventories that use the groups to it
+    hostvars["cp1"]["gpufleet_gpu_count"] = 0
+    hostvars["cp1"]["gpufleet_expected_hcas"] = 0
+    assert inventory_check.inventory_problems(hostvars, groups) == []
+    hostvars = {"workstation": dict(GOOD_VARS)}
+    assert inventory_check.inventory_problems(hostvars, {"all": ["workstation"]}, phases=["validate"],
+                                              hosts=["workstation"]) == []
+
+
+# --- Kubespray-style inventories ----------------------------------------------------------------
+
+def kubespray_groups():
+    return {"all": ["cp1", "gpu1", "gpu2"], "kube_control_plane": ["cp1"], "etcd": ["cp1"],
+            "kube_node": ["gpu1", "gpu2"], "k8s_cluster": ["cp1", "gpu1", "gpu2"], "calico_rr": []}
+
+
+def test_kubespray_inventory_is_refused_with_the_groups_to_add():
+    hostvars, _ = inventory(everywhere(gpufleet_gpu_count=None, gpufleet_expected_hcas=None))
+    problems = inventory_check.inventory_problems(hostvars, kubespray_groups())
+    assert len(problems) == 1, problems
+    problem = problems[0]
+    assert problem.startswith("groups gpu_nodes and rdma_nodes are empty (a Kubespray-style inventory: "
+                              "kube_control_plane, kube_node, etcd, k8s_cluster): ")
+    assert "install no GPU or RDMA software on any host" in problem
+    snippet = problem[problem.index("\n") + 1:problem.rindex("\n")]
+    import yaml
+    example = yaml.safe_load(snippet)
+    assert example["all"]["children"]["kube_node"] == {"children": {"gpu_nodes": None, "rdma_nodes": None}}
+    assert set(example["all"]["children"]) == {"kube_control_plane", "kube_node", "gpu_nodes", "rdma_nodes"}
+    # a sweep alone does not need the groups
+    assert inventory_check.inventory_problems(hostvars, kubespray_groups(), phases=["validate", "report"]) == []
+
+
+def test_kubespray_group_names_are_named():
+    hostvars, _ = inventory()
+    groups = {"all": ["cp1", "gpu1"], "kube-master": ["cp1"], "kube-node": ["gpu1"], "gpu_nodes": ["gpu1"]}
+    problems = inventory_check.inventory_problems(hostvars, groups)
+    assert any(p.startswith("group kube_control_plane is empty") and p.endswith(
+        "the inventory has kube-master, Kubespray's name for it: rename the group to kube_control_plane")
+        for p in problems), problems
+    assert any(p.startswith("group kube_node is empty") and "kube-node, Kubespray's name" in p for p in problems)
+
+
+@pytest.mark.parametrize("name, value, ours", [
+    ("kube_version", "v1.33.2", "gpufleet_kubernetes_version"),
+    ("kube_network_plugin", "calico", "kubernetes_cni_plugin"),
+    ("kube_pods_subnet", "10.233.64.0/18", "kubernetes_control_plane_pod_subnet"),
+    ("container_manager", "containerd", "container_runtime_engine"),
+])
+def test_kubespray_variables_name_ours(name, value, ours):
+    hostvars, groups = inventory(everywhere(**{name: value}))
+    (problem,) = inventory_check.inventory_problems(hostvars, groups)
+    assert problem.startswith("%s is a Kubespray variable that gpufleet does not read: use %s" % (name, ours))
+    assert problem.endswith("[cp1, gpu1, gpu2]")
+
+
+def test_kubespray_table_points_at_real_variables():
+    specs = inventory_check.role_specs()
+    known = set(TIER) | {name for options in specs.values() for name in options}
+    for name, use in inventory_check.KUBESPRAY_VARIABLES.items():
+        target = use.split()[0]
+        assert target == "the" or target in known, (name, use)
+
+
+# --- role variables (from roles/*/meta/argument_specs.yml) ----------------------------------------
+
+def test_unknown_role_variables_suggest_the_closest_name():
+    hostvars, groups = inventory({"gpu1": {"nvidia_driver_brach": "580", "rdma_stack_sorce": "inbox",
+                                           "node_gate_zzzzzz": 1}})
+    problems = inventory_check.inventory_problems(hostvars, groups)
+    assert sorted(problems) == [
+        "unknown variable node_gate_zzzzzz (role node_gate has no such variable: "
+        "roles/node_gate/meta/argument_specs.yml lists them) [gpu1]",
+        "unknown variable nvidia_driver_brach (did you mean nvidia_driver_branch?) [gpu1]",
+        "unknown variable rdma_stack_sorce (did you mean rdma_stack_source?) [gpu1]"]
+
+
+@pytest.mark.parametrize("name, value, expected", [
+    ("nvidia_driver_reboot", "maybe",
+     "nvidia_driver_reboot must be of type bool (argument spec of role nvidia_driver), got 'maybe'"),
+    ("nvidia_driver_reboot_timeout", "soon",
+     "nvidia_driver_reboot_timeout must be of type int (argument spec of role nvidia_driver), got 'soon'"),
+    ("rdma_stack_source", "ofed",
+     "rdma_stack_source: value of rdma_stack_source must be one of: "),
+])
+def test_role_variable_values_are_checked_against_the_argument_spec(name, value, expected):
+    hostvars, groups = inventory({"gpu2": {name: value}})
+    (problem,) = inventory_check.inventory_problems(hostvars, groups)
+    assert problem.startswith(expected) and problem.endswith("[gpu2]"), problem
+
+
+def test_good_role_values_and_playbook_inputs_pass():
+    hostvars, groups = inventory(everywhere(nvidia_driver_reboot=False, nvidia_driver_reboot_timeout="900",
+                                            rdma_stack_source="inbox", rolling_upgrade_serial="25%",
+                                            rolling_upgrade_hosts="gpu_nodes"))
+    assert inventory_check.inventory_problems(hostvars, groups) == []
+
+
+def test_role_specs_are_read_once():
+    first = inventory_check.role_specs()
+    assert inventory_check.role_specs() is first
+    assert "nvidia_driver_branch" in first["nvidia_driver"]
+    assert "rolling_upgrade_run_id" in first["rolling_upgrade"]  # every entry point, not only main
+
+
+# --- --tags and --skip-tags ---------------------------------------------------------------------
+
+ALL = ["node", "kubernetes", "validate", "report"]
+
+
+@pytest.mark.parametrize("run, skip, phases", [
+    (None, None, ALL),
+    (["all"], [], ALL),
+    (["validate"], [], ["validate", "report"]),
+    (["report"], [], ["report"]),
+    (["nvidia_driver"], [], ["node"]),
+    (["kubernetes_addons", "node_gate"], [], ["kubernetes"]),
+    (["all"], ["node"], ["kubernetes", "validate", "report"]),
+    (["all"], ["validate"], ["node", "kubernetes"]),
+    (["tagged"], [], ALL),
+    (["always"], [], []),
+    (["untagged"], [], []),
+    (["all"], ["all"], []),
+])
+def test_tags_select_the_phases(run, skip, phases):
+    assert inventory_check.tag_selection(list(ALL), run_tags=run, skip_tags=skip)["phases"] == phases
+
+
+def test_tags_select_the_roles():
+    chosen = inventory_check.tag_selection(list(ALL), run_tags=["nvidia_driver"])
+    assert chosen["node_roles"] == ["nvidia_driver"] and chosen["kubernetes_roles"] == []
+    chosen = inventory_check.tag_selection(list(ALL), run_tags=["node"], skip_tags=["rdma_stack"])
+    assert "rdma_stack" not in chosen["node_roles"] and "nvidia_driver" in chosen["node_roles"]
+    # the inventory's own lists come first; unknown names are kept for the check to name
+    chosen = inventory_check.tag_selection(["node", "deploy"], node_roles=["preflight", "nvidia"])
+    assert chosen["phases"] == ["node", "deploy"] and chosen["node_roles"] == ["preflight", "nvidia"]
+
+
+def test_tags_validate_needs_no_kube_group():
+    hostvars, groups = inventory()
+    groups["kube_control_plane"] = []
+    groups["kube_node"] = []
+    chosen = filters.selected_phases(list(ALL), ("validate",), ())  # tuples, as ansible-core 2.19 passes them
+    assert chosen["phases"] == ["validate", "report"]
+    assert filters.inventory_problems(hostvars, groups, phases=chosen["phases"], node_roles=chosen["node_roles"],
+                                      kubernetes_roles=chosen["kubernetes_roles"]) == []
+    # --tags nvidia_driver: the node phase needs kube_node, the kubernetes phase is not run
+    chosen = filters.selected_phases(list(ALL), ["nvidia_driver"], [])
+    problems = filters.inventory_problems(hostvars, groups, phases=chosen["phases"], node_roles=chosen["node_roles"],
+                                          kubernetes_roles=chosen["kubernetes_roles"])
+    assert problems[0].startswith("group kube_node is empty")
+    assert not any("kube_control_plane" in p for p in problems), problems
+
+
+def test_mlnx_ofed_checksum_only_when_rdma_stack_runs():
+    hostvars, groups = inventory({"gpu2": {"rdma_stack_source": "mlnx_ofed"}})
+    chosen = inventory_check.tag_selection(list(ALL), run_tags=["nvidia_driver"])
+    assert inventory_check.inventory_problems(hostvars, groups, **chosen) == []
+
+
+def test_more_tier_and_site_types():
+    hostvars, groups = inventory({"gpu1": {"gpufleet_kubernetes_version": 1.36, "gpufleet_validate_fail_on": "error",
+                                           "gpufleet_validate_gpu": "yes", "gpufleet_skip_converged": "nope"}})
+    problems = inventory_check.inventory_problems(hostvars, groups)
+    assert sorted(p.split(" must ")[0] for p in problems) == [
+        "gpufleet_kubernetes_version", "gpufleet_skip_converged", "gpufleet_validate_fail_on", "gpufleet_validate_gpu"]
+    # -e name=false arrives as a string
+    hostvars, groups = inventory(everywhere(gpufleet_skip_converged="false", gpufleet_kubernetes_version="v1.35"))
+    assert inventory_check.inventory_problems(hostvars, groups) == []
+
+
+def test_a_problem_of_every_host_says_all():
+    hosts = tuple("n%02d" % i for i in range(8))
+    hostvars, groups = inventory(dict((h, {"gpufleet_zzz": 1}) for h in hosts), hosts=hosts)
+    (problem,) = inventory_check.inventory_problems(hostvars, groups)
+    assert problem.endswith("[all 8 hosts: n00, n01, n02 ...]"), problem

@@ -1,0 +1,46 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters of the inventory check every entry point runs first (playbooks/tasks/check-inventory.yml):
+``inventory_problems`` and ``selected_phases``. The logic lives in plugins/plugin_utils/inventory_check.py."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils import compatibility, inventory_check
+
+
+def inventory_problems(hostvars, groups, phases=None, node_roles=None, kubernetes_roles=None, hosts=None):
+    """Every problem of the inventory (a list of strings; empty: the run may start)."""
+    if hosts is not None and not isinstance(hosts, list):
+        raise AnsibleFilterError("inventory_problems: hosts must be a list of inventory host names, got %r" % (hosts,))
+    try:
+        return inventory_check.inventory_problems(hostvars, groups, phases=phases, node_roles=node_roles,
+                                                  kubernetes_roles=kubernetes_roles, hosts=hosts)
+    except compatibility.MatrixError as exc:
+        raise AnsibleFilterError("inventory_problems: %s" % exc)
+    except (OSError, ValueError) as exc:  # a role's argument spec cannot be read
+        raise AnsibleFilterError("inventory_problems: %s" % exc)
+
+
+def selected_phases(phases, run_tags=None, skip_tags=None, node_roles=None, kubernetes_roles=None):
+    """The phases and roles --tags / --skip-tags leave to run: {phases, node_roles, kubernetes_roles}."""
+    for name, value in (("run_tags", run_tags), ("skip_tags", skip_tags)):
+        # ansible_run_tags is a tuple on ansible-core 2.19, a list before
+        if value is not None and not isinstance(value, (list, tuple, set, frozenset)):
+            raise AnsibleFilterError("selected_phases: %s must be a list (ansible_run_tags / ansible_skip_tags), "
+                                     "got %r" % (name, value))
+    return inventory_check.tag_selection(phases, node_roles=node_roles, kubernetes_roles=kubernetes_roles,
+                                         run_tags=None if run_tags is None else list(run_tags),
+                                         skip_tags=None if skip_tags is None else list(skip_tags))
+
+
+class FilterModule(object):
+    def filters(self):
+        return {
+            "inventory_problems": inventory_problems,
+            "selected_phases": selected_phases,
+        }

@@ -1,0 +1,173 @@
+"""The shipped inventories pass their own check, and every entry point checks its inputs first.
+
+The example inventory (inventories/example, shipped in the collection tarball) is parsed the way
+ansible-playbook parses it (InventoryManager, VariableManager, HostVars, in-process): the inventory
+check finds nothing, and the tier gives each host the expectations of its groups (control planes
+expect no GPU and no RDMA device, DGX nodes 8 GPUs and 9 RDMA devices), as node_validate's
+from_tier reads them. The lab and local inventories pass too."""
+
+import fnmatch
+import os
+import re
+
+import pytest
+import yaml
+from conftest import REPO
+
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils import inventory_check
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils.gpufleet_tier import tier_node_validate_options
+
+ENTRY_POINTS = ("site.yml", "validate.yml", "rolling_upgrade.yml", "fabric_test.yml", "fleet_status.yml")
+
+
+class Inventory(object):
+    """An inventory as ansible-playbook loads it."""
+
+    def __init__(self, name):
+        from ansible.inventory.manager import InventoryManager
+        from ansible.parsing.dataloader import DataLoader
+        from ansible.vars.hostvars import HostVars
+        from ansible.vars.manager import VariableManager
+        self.loader = DataLoader()
+        self.inventory = InventoryManager(loader=self.loader,
+                                          sources=[os.path.join(REPO, "inventories", name, "hosts.yml")])
+        self.variables = VariableManager(loader=self.loader, inventory=self.inventory)
+        self.hostvars = HostVars(inventory=self.inventory, variable_manager=self.variables, loader=self.loader)
+        self.groups = self.inventory.get_groups_dict()
+
+    def expectations(self, host):
+        """node_validate's gpu/rdma options of ``host`` from its tier (what from_tier passes)."""
+        from ansible.template import Templar
+        variables = self.variables.get_vars(host=self.inventory.get_host(host))
+        return tier_node_validate_options(Templar(loader=self.loader, variables=variables).template, variables)
+
+    def site_lists(self):
+        """gpufleet_phases / node and kubernetes roles as the inventory sets them (None: all)."""
+        variables = self.hostvars[self.groups["all"][0]]
+        return dict((key, variables.get(name)) for key, name in (
+            ("phases", "gpufleet_phases"), ("node_roles", "gpufleet_node_roles"),
+            ("kubernetes_roles", "gpufleet_kubernetes_roles")))
+
+
+@pytest.fixture(scope="module")
+def example():
+    return Inventory("example")
+
+
+def test_example_inventory_has_no_problem(example):
+    assert example.groups["kube_control_plane"] and example.groups["gpu_nodes"]
+    # site.yml (every phase), validate.yml (every host), and --tags validate on its own
+    assert inventory_check.inventory_problems(example.hostvars, example.groups) == []
+    assert inventory_check.inventory_problems(example.hostvars, example.groups, phases=["validate", "report"],
+                                              hosts=example.groups["all"]) == []
+    chosen = inventory_check.tag_selection(list(inventory_check.PHASES), run_tags=["validate"])
+    assert inventory_check.inventory_problems(example.hostvars, example.groups, **chosen) == []
+
+
+def test_example_expectations_follow_the_groups(example):
+    for host in example.groups["kube_control_plane"]:
+        options = example.expectations(host)
+        assert "expected_count" not in options["gpu"] and "expected_driver_version" not in options["gpu"], host
+        assert "expected_devices" not in options["rdma"] and "require_peermem" not in options["rdma"], host
+    assert len(example.groups["gpu_nodes"]) == 16
+    for host in example.groups["gpu_nodes"]:
+        options = example.expectations(host)
+        assert options["gpu"] == {"expected_count": 8, "expected_driver_version": "580"}, host
+        assert options["rdma"] == {"expected_devices": 9, "link_layer": "any", "min_rate_gbps": 200,
+                                   "require_peermem": True}, host
+
+
+def test_example_sets_no_node_expectation_for_all():
+    names = set()
+    for path in os.listdir(os.path.join(REPO, "inventories", "example", "group_vars", "all")):
+        with open(os.path.join(REPO, "inventories", "example", "group_vars", "all", path)) as handle:
+            names |= set(yaml.safe_load(handle) or {})
+    assert not names & {"gpufleet_gpu_count", "gpufleet_driver_branch", "gpufleet_expected_hcas",
+                        "gpufleet_link_layer", "gpufleet_min_rate_gbps", "gpufleet_peermem"}
+
+
+def test_lab_inventory_has_no_problem():
+    lab = Inventory("lab")
+    assert inventory_check.inventory_problems(lab.hostvars, lab.groups, **lab.site_lists()) == []
+    assert inventory_check.inventory_problems(lab.hostvars, lab.groups, phases=[], hosts=lab.groups["all"]) == []
+
+
+def test_local_inventory_passes_the_sweep_check():
+    local = Inventory("local")
+    assert inventory_check.inventory_problems(local.hostvars, local.groups, phases=["validate", "report"],
+                                              hosts=local.groups["all"]) == []
+
+
+# --- every entry point checks first --------------------------------------------------------------
+
+def _playbook(name):
+    with open(os.path.join(REPO, "playbooks", name)) as handle:
+        return yaml.safe_load(handle)
+
+
+@pytest.mark.parametrize("name", ENTRY_POINTS)
+def test_entry_point_checks_the_inventory_in_its_first_play(name):
+    first = _playbook(name)[0]
+    assert first["hosts"] == "localhost" and first["gather_facts"] is False, name
+    imports = [t for t in first["tasks"] if t.get("ansible.builtin.import_tasks") == "tasks/check-inventory.yml"]
+    assert len(imports) == 1, name
+    assert first["tasks"][0] is imports[0], "the check is the first task of %s" % name
+    variables = dict(first.get("vars") or {}, **(imports[0].get("vars") or {}))
+    assert variables["__gpufleet_check_entry"] == name
+    assert "__gpufleet_check_phases" in variables
+    if "tags" in first:  # tagged plays: the check runs with any --tags
+        assert first["tags"] == ["always"], name
+
+
+@pytest.mark.parametrize("alias, target", [("rolling-upgrade.yml", "rolling_upgrade.yml"),
+                                           ("fabric-test.yml", "fabric_test.yml")])
+def test_kebab_case_playbooks_import_an_entry_point(alias, target):
+    assert [play.get("ansible.builtin.import_playbook") for play in _playbook(alias)] == [target]
+
+
+def test_validate_inside_site_does_not_check_twice():
+    (task,) = _playbook("validate.yml")[0]["tasks"]
+    assert task["when"] == "not __gpufleet_site_run | default(false)"
+    (validation,) = [p for p in _playbook("site.yml") if p.get("ansible.builtin.import_playbook") == "validate.yml"]
+    assert validation["vars"]["__gpufleet_site_run"] is True
+
+
+# --- what ships ---------------------------------------------------------------------------------
+
+def _ignored(path, patterns):
+    """ansible-galaxy collection build's rule: a file is left out when it, or a directory above it,
+    matches a build_ignore pattern (fnmatch on the path relative to the collection root)."""
+    parts = path.split("/")
+    return any(fnmatch.fnmatch("/".join(parts[:i]), pattern) for i in range(1, len(parts) + 1) for pattern in patterns)
+
+
+def test_tarball_ships_the_example_inventory_and_no_lab_playbook():
+    with open(os.path.join(REPO, "galaxy.yml")) as handle:
+        patterns = yaml.safe_load(handle)["build_ignore"]
+    example = []
+    for top, _dirs, files in os.walk(os.path.join(REPO, "inventories")):
+        for name in files:
+            path = os.path.relpath(os.path.join(top, name), REPO)
+            if path.startswith("inventories/example/"):
+                example.append(path)
+                assert not _ignored(path, patterns), path
+            else:
+                assert _ignored(path, patterns), path
+    assert "inventories/example/hosts.yml" in example and "inventories/example/group_vars/gpu_nodes/gpufleet.yml" in example
+    for path in ("playbooks/lab.yml", "playbooks/lab_agent.yml", "roles/lab_sim/tasks/main.yml"):
+        assert _ignored(path, patterns), path
+    for path in ENTRY_POINTS:
+        assert not _ignored("playbooks/" + path, patterns), path
+
+
+def test_readme_support_range_is_meta_runtime():
+    with open(os.path.join(REPO, "meta", "runtime.yml")) as handle:
+        requires = yaml.safe_load(handle)["requires_ansible"]
+    minimum = re.match(r"^>=(\d+\.\d+)\.\d+$", requires)
+    assert minimum, "tests read a lower bound only: %s" % requires
+    with open(os.path.join(REPO, "README.md")) as handle:
+        readme = handle.read()
+    assert "ansible-core ≥ %s" % minimum.group(1) in readme
+    assert 'requires_ansible: "%s"' % requires in readme
+    # no upper bound is claimed that meta/runtime.yml does not state
+    assert not re.search(r"ansible-core \d+\.\d+\s*[-–]\s*\d+\.\d+", readme)
