@@ -4,7 +4,14 @@ It serves what the Python kubernetes client and kubernetes.core (k8s, k8s_info, 
 to cordon, drain, taint and release a node, and nothing else:
 
 - discovery: /version, /api, /api/v1, /apis, /apis/policy/v1 (APIVersions, APIGroupList,
-  APIResourceList with nodes, pods, pods/eviction, poddisruptionbudgets)
+  APIResourceList with nodes, pods, pods/eviction, poddisruptionbudgets), and the groups a GPU
+  cluster of the configured version serves: coordination.k8s.io/v1 (leases) and, from 1.34,
+  resource.k8s.io/v1 (DRA: deviceclasses, resourceclaims, resourceclaimtemplates, resourceslices;
+  devicetaintrules from 1.37, when device taints went GA). /version answers the configured server
+  version (`FakeKubeAPI(server_version="1.37.1")`; default: the tier's gpufleet_kubernetes_version)
+  in the shape of a 1.33+ server (emulation and minimum compatibility versions included)
+- resource.k8s.io/v1 objects put in with `add_dra()`: list (cluster-wide, or one namespace for
+  resourceclaims) and get; a group or resource the configured version does not serve is 404
 - nodes/<name>/status: get, patch (only status changes; strategic merge merges status.conditions
   by type, as the real server does for NodeStatus)
 - nodes: list, get, patch (application/strategic-merge-patch+json as CoreV1Api.patch_node sends
@@ -42,20 +49,39 @@ import json
 import re
 import threading
 import uuid
+import functools
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
-SERVER_VERSION = {
-    "major": "1",
-    "minor": "31",
-    "gitVersion": "v1.31.0-gpufleet-fake",
-    "gitCommit": "0000000000000000000000000000000000000000",
-    "gitTreeState": "clean",
-    "buildDate": "2024-08-13T00:00:00Z",
-    "goVersion": "go1.22.5",
-    "compiler": "gc",
-    "platform": "linux/amd64",
-}
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils.gpufleet_tier import TIER
+
+DEFAULT_SERVER_VERSION = TIER["gpufleet_kubernetes_version"][0]
+
+
+def version_info(version):
+    """/version of a kube-apiserver at ``version`` ("1.37.1" or "v1.37.1"), shaped as servers from
+    1.33 answer it (curl https://<server>/version on 1.33.2 and 1.35.1, quoted in public write-ups):
+    major, minor, emulationMajor/emulationMinor (the version it behaves as: its own),
+    minCompatibilityMajor/minCompatibilityMinor (one minor below), then the build fields."""
+    match = re.match(r"^v?(\d+)\.(\d+)\.(\d+)$", str(version))
+    if not match:
+        raise ValueError("server_version must be X.Y.Z, got %r" % (version,))
+    major, minor, patch = match.groups()
+    return {
+        "major": major, "minor": minor,
+        "emulationMajor": major, "emulationMinor": minor,
+        "minCompatibilityMajor": major, "minCompatibilityMinor": str(int(minor) - 1),
+        "gitVersion": "v%s.%s.%s" % (major, minor, patch),
+        "gitCommit": "0000000000000000000000000000000000000000",
+        "gitTreeState": "clean",
+        "buildDate": "2026-11-01T00:00:00Z",
+        "goVersion": "go1.25.5",
+        "compiler": "gc",
+        "platform": "linux/amd64",
+    }
+
+
+SERVER_VERSION = version_info(DEFAULT_SERVER_VERSION)
 
 _VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 
@@ -90,12 +116,12 @@ POLICY_V1_RESOURCES = {
     ],
 }
 
-API_GROUPS = {
-    "kind": "APIGroupList",
+COORDINATION_V1_RESOURCES = {
+    "kind": "APIResourceList",
     "apiVersion": "v1",
-    "groups": [
-        {"name": "policy", "versions": [{"groupVersion": "policy/v1", "version": "v1"}],
-         "preferredVersion": {"groupVersion": "policy/v1", "version": "v1"}},
+    "groupVersion": "coordination.k8s.io/v1",
+    "resources": [
+        {"name": "leases", "singularName": "lease", "namespaced": True, "kind": "Lease", "verbs": _VERBS},
     ],
 }
 
@@ -103,6 +129,46 @@ TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _QUALIFIED_NAME = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
                              r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+# resource.k8s.io/v1 (DRA, GA in 1.34): resource name -> (kind, namespaced, first minor served)
+DRA_V1_RESOURCES = {
+    "deviceclasses": ("DeviceClass", False, 34),
+    "resourceclaims": ("ResourceClaim", True, 34),
+    "resourceclaimtemplates": ("ResourceClaimTemplate", True, 34),
+    "resourceslices": ("ResourceSlice", False, 34),
+    "devicetaintrules": ("DeviceTaintRule", False, 37),  # KEP 5055, GA in 1.37
+}
+DRA_MINOR = 34
+
+
+def _group(name, version="v1"):
+    gv = {"groupVersion": "%s/%s" % (name, version), "version": version}
+    return {"name": name, "versions": [gv], "preferredVersion": gv}
+
+
+def api_groups(minor):
+    """The APIGroupList of a server of Kubernetes 1.<minor> (the groups this double serves)."""
+    groups = [_group("policy"), _group("coordination.k8s.io")]
+    if minor >= DRA_MINOR:
+        groups.append(_group("resource.k8s.io"))
+    return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
+
+
+def dra_resources(minor):
+    """The APIResourceList of resource.k8s.io/v1 on Kubernetes 1.<minor>."""
+    resources = []
+    for name, (kind, namespaced, since) in sorted(DRA_V1_RESOURCES.items()):
+        if minor >= since:
+            resources.append({"name": name, "singularName": kind.lower(), "namespaced": namespaced,
+                              "kind": kind, "verbs": _VERBS})
+            if name == "resourceclaims":
+                resources.append({"name": "resourceclaims/status", "singularName": "", "namespaced": True,
+                                  "kind": kind, "verbs": ["get", "patch", "update"]})
+    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "resource.k8s.io/v1",
+            "resources": resources}
+
+
+API_GROUPS = api_groups(int(SERVER_VERSION["minor"]))
+
 PATCH_TYPES = (
     "application/json-patch+json",
     "application/merge-patch+json",
@@ -296,7 +362,7 @@ def _parse_field_selector(text, fields):
 class FakeKubeAPI:
     """Kubernetes API server double; thread-safe in-memory state, recorded requests."""
 
-    def __init__(self, token="gpufleet-fake-token"):
+    def __init__(self, token="gpufleet-fake-token", server_version=DEFAULT_SERVER_VERSION):
         self.token = token
         self.lock = threading.RLock()
         self.nodes = {}
@@ -305,6 +371,9 @@ class FakeKubeAPI:
         self.leases = {}
         self._lease_interleaved = {}
         self._lease_outage = None
+        self.version = version_info(server_version)
+        self.minor = int(self.version["minor"])
+        self.dra = dict((name, {}) for name in DRA_V1_RESOURCES)
         self.namespaces = {"default", "kube-system"}
         self.requests = []
         self._resource_version = 1000
@@ -318,7 +387,9 @@ class FakeKubeAPI:
         handler = type("FakeKubeAPIHandler", (_Handler,), {"api": self})
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="fake-kube-api", daemon=True)
+        # a short poll interval: stop() (shutdown) waits up to one interval
+        self._thread = threading.Thread(target=functools.partial(self._httpd.serve_forever, poll_interval=0.02),
+                                        name="fake-kube-api", daemon=True)
         self._thread.start()
         return self
 
@@ -387,7 +458,7 @@ class FakeKubeAPI:
                     "nodeInfo": {"architecture": "amd64", "bootID": str(uuid.uuid4()),
                                  "containerRuntimeVersion": "containerd://1.7.22",
                                  "kernelVersion": "6.8.0-45-generic", "kubeProxyVersion": "",
-                                 "kubeletVersion": SERVER_VERSION["gitVersion"], "machineID": uuid.uuid4().hex,
+                                 "kubeletVersion": self.version["gitVersion"], "machineID": uuid.uuid4().hex,
                                  "operatingSystem": "linux", "osImage": "Ubuntu 24.04.1 LTS",
                                  "systemUUID": str(uuid.uuid4())},
                 },
@@ -444,6 +515,42 @@ class FakeKubeAPI:
         patch without one overwrites what the writer did (the lost update this double can show).
         content_type: only before patches of that type (e.g. the merge patches of the taint write,
         not the strategic-merge cordon of k8s_drain)."""
+    def add_dra(self, resource, name, spec, namespace=None):
+        """Store a resource.k8s.io/v1 object (e.g. a ResourceSlice a DRA driver publishes)."""
+        with self.lock:
+            kind, namespaced, since = DRA_V1_RESOURCES[resource]
+            if self.minor < since:
+                raise ValueError("resource.k8s.io/v1 %s is not served by Kubernetes 1.%d" % (resource, self.minor))
+            if namespaced != (namespace is not None):
+                raise ValueError("%s is %s" % (resource, "namespaced" if namespaced else "cluster-scoped"))
+            obj = {"kind": kind, "apiVersion": "resource.k8s.io/v1",
+                   "metadata": self._metadata(name, namespace=namespace), "spec": copy.deepcopy(spec)}
+            self.dra[resource][(namespace, name)] = obj
+            return copy.deepcopy(obj)
+
+    def _dra_get(self, method, rest):
+        """GET resource.k8s.io/v1 <resource>[/<name>] or namespaces/<ns>/<resource>[/<name>]."""
+        namespace = None
+        if len(rest) >= 2 and rest[0] == "namespaces":
+            namespace, rest = rest[1], rest[2:]
+        if method != "GET" or not rest or rest[0] not in DRA_V1_RESOURCES \
+                or self.minor < DRA_V1_RESOURCES[rest[0]][2] or len(rest) > 2:
+            return None
+        resource = rest[0]
+        kind, namespaced, _since = DRA_V1_RESOURCES[resource]
+        if namespace is not None and not namespaced:
+            return None
+        with self.lock:
+            store = self.dra[resource]
+            if len(rest) == 1:
+                items = [_list_item(obj) for (ns, _n), obj in sorted(store.items(), key=lambda kv: (kv[0][0] or "", kv[0][1]))
+                         if namespace is None or ns == namespace]
+                return _list(kind + "List", "resource.k8s.io/v1", items, self._resource_version)
+            key = (namespace if namespaced else None, rest[1])
+            if key not in store or (namespaced and namespace is None):
+                raise self._not_found(resource, rest[1], "resource.k8s.io")
+            return copy.deepcopy(store[key])
+
         with self.lock:
             self._interleaved[node] = [writer, times, content_type]
 
@@ -907,16 +1014,16 @@ class _Handler(BaseHTTPRequestHandler):
         api = self.api
         parts = path.strip("/").split("/") if path != "/" else []
         if method == "GET" and path == "/version":
-            return 200, SERVER_VERSION
+            return 200, api.version
         if method == "GET" and path == "/api":
             return 200, {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
                 {"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1:%d" % api.port}]}
         if method == "GET" and path == "/api/v1":
             return 200, CORE_V1_RESOURCES
         if method == "GET" and path == "/apis":
-            return 200, API_GROUPS
+            return 200, api_groups(api.minor)
         if method == "GET" and path == "/apis/policy":
-            return 200, dict(API_GROUPS["groups"][0], kind="APIGroup", apiVersion="v1")
+            return 200, dict(_group("policy"), kind="APIGroup", apiVersion="v1")
         if method == "GET" and path == "/apis/policy/v1":
             return 200, POLICY_V1_RESOURCES
 
@@ -1002,3 +1109,16 @@ class _Handler(BaseHTTPRequestHandler):
             raise ApiError(404, "NotFound", "the server could not find the requested resource",
                            {"causes": [{"reason": "UnexpectedServerResponse", "message": "404 page not found"}]})
         raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+        if method == "GET" and path == "/apis/coordination.k8s.io":
+            return 200, dict(_group("coordination.k8s.io"), kind="APIGroup", apiVersion="v1")
+        if method == "GET" and path == "/apis/coordination.k8s.io/v1":
+            return 200, COORDINATION_V1_RESOURCES
+        if parts[:2] == ["apis", "resource.k8s.io"] and api.minor >= DRA_MINOR:
+            if method == "GET" and len(parts) == 2:
+                return 200, dict(_group("resource.k8s.io"), kind="APIGroup", apiVersion="v1")
+            if method == "GET" and len(parts) == 3 and parts[2] == "v1":
+                return 200, dra_resources(api.minor)
+            if parts[2:3] == ["v1"]:
+                answer = api._dra_get(method, parts[3:])
+                if answer is not None:
+                    return 200, answer
