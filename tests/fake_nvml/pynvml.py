@@ -26,7 +26,10 @@ some devices (``"*"``: all). An error is an NVML_ERROR_* suffix (``"UNKNOWN"``),
 name (``"NVML_ERROR_UNKNOWN"``) or the code (``999``); every code nvidia-ml-py defines can be
 raised, as the NVMLError subclass the real binding raises (``NVMLError_Unknown``, ``.value``).
 ``ERROR_NAMES`` lists the suffixes. ``nvmlInit`` also covers ``nvmlInitWithFlags``; ``init_error``
-is the older spelling of ``errors: {"nvmlInit": ...}``.
+is the older spelling of ``errors: {"nvmlInit": ...}``. An entry of a device's ``nvlink`` list
+may be an error name too (that link's query raises it).
+``gpufleet.cluster.node_capture`` writes its ``nvml.json`` in this format (docs/capture.md): such a
+file replays with ``GPUFLEET_FAKE_NVML_SCENARIO=<unpacked capture>/nvml.json``.
 Put ``tests/fake_nvml`` first on PYTHONPATH so a module's interpreter imports this file as
 ``pynvml``; unit tests load it under another name through importlib.
 """
@@ -606,6 +609,8 @@ def nvmlDeviceGetNvLinkState(device, link):
         _raise("INVALID_ARGUMENT")
     if link >= len(links):
         _raise("NOT_SUPPORTED")
+    if isinstance(links[link], str):  # an error name for this one link (node_capture records them)
+        _raise(links[link])
     return int(links[link])
 
 

@@ -1,0 +1,1050 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A node's state as gpufleet reads it, in one archive that replays (module node_capture, docs/capture.md).
+
+What is recorded is exactly what the read-only modules read (gpu_facts, mlx5_facts, topology_facts,
+node_validate's gpu, rdma and tuning families):
+
+- the files and directories below ``root`` matched by ``ALLOW`` (``capture_patterns``): glob
+  patterns over paths relative to root. ``tests/unit/test_node_capture.py`` runs every reader over
+  every fixture node with a reader that records each path it looks at and fails when one is not
+  covered by these patterns, so the list cannot drift from the code;
+- every NVML query the GPU family makes, with its answer or error (``NvmlRecorder``: the family is
+  run over a recording proxy of the binding), written in the scenario format of the fake NVML
+  (``tests/fake_nvml/pynvml.py``, loaded with ``GPUFLEET_FAKE_NVML_SCENARIO``);
+- the kernel-log lines the XID reader uses (the ``NVRM`` lines of the window), as
+  ``var/log/kern.log`` below the captured root, where ``xid_source: auto`` finds them;
+- the output of ``ofed_info -s`` when root is ``/`` and it is installed (``commands/``).
+
+Bounded: a path is resolved component by component below root; a symbolic link is recorded as a
+link and followed only when its target stays inside root and inside ``TREES``; each file is read
+once (at most ``max_file_bytes``, the sysfs reader's own limit by default); FIFOs and sockets are
+skipped, device nodes get an empty stand-in; the number of entries and the total size are capped
+(a capture over a cap fails naming the option: an incomplete capture would not replay).
+
+Safe to share: ``Pseudonymiser`` replaces serial numbers, GUIDs, MAC and hardware addresses, UUIDs,
+host names and IP addresses by stable pseudonyms of the same shape (the same value gets the same
+pseudonym within a capture, in file contents, path names, link targets, the NVML scenario and the
+log lines); nothing else is read (no environment, no credentials).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import fnmatch
+import hashlib
+import io
+import ipaddress
+import json
+import os
+import re
+import shutil
+import socket
+import stat
+import tarfile
+import tempfile
+import time
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import ModuleFailure, checked_root
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu import gather_gpu_facts
+from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import MAX_READ, PLACEHOLDERS, SysfsReader, open_regular
+
+FORMAT = 1
+ARCHIVE_TOP = "gpufleet-capture"
+KERN_LOG = "var/log/kern.log"
+NVML_FILE = "nvml.json"
+DEFAULT_KUBELET_CONFIG = "/var/lib/kubelet/config.yaml"
+DEFAULT_KUBELET_CONFIG_DIR = "/var/lib/kubelet/config.d"
+
+# What the readers read, relative to root (the drift test keeps it equal to the code's reads).
+ALLOW = (
+    # PCI functions (gpu.py, mlx5.py, topology.py): every function is identified by vendor/class
+    "sys/bus/pci/devices/*/vendor",
+    "sys/bus/pci/devices/*/class",
+    "sys/bus/pci/devices/*/device",
+    "sys/bus/pci/devices/*/numa_node",
+    "sys/bus/pci/devices/*/max_link_width",
+    "sys/bus/pci/devices/*/max_link_speed",
+    "sys/bus/pci/devices/*/current_link_width",
+    "sys/bus/pci/devices/*/current_link_speed",
+    # RDMA devices and ports (mlx5.py, rdma_checks.py, topology.py, irq_affinity.py)
+    "sys/class/infiniband/*/board_id",
+    "sys/class/infiniband/*/fw_ver",
+    "sys/class/infiniband/*/hca_type",
+    "sys/class/infiniband/*/node_guid",
+    "sys/class/infiniband/*/node_type",
+    "sys/class/infiniband/*/device/driver",
+    "sys/class/infiniband/*/device/numa_node",
+    "sys/class/infiniband/*/device/local_cpulist",
+    "sys/class/infiniband/*/device/msi_irqs/*",
+    "sys/class/infiniband/*/device/net/*",
+    "sys/class/infiniband/*/device/infiniband_verbs/*/ibdev",
+    "sys/class/infiniband/*/ports/*/state",
+    "sys/class/infiniband/*/ports/*/phys_state",
+    "sys/class/infiniband/*/ports/*/rate",
+    "sys/class/infiniband/*/ports/*/link_layer",
+    "sys/class/infiniband/*/ports/*/lid",
+    "sys/class/infiniband/*/ports/*/sm_lid",
+    "sys/class/infiniband/*/ports/*/counters/*",
+    "sys/class/infiniband/*/ports/*/gids/*",
+    "sys/class/infiniband/*/ports/*/gid_attrs/types/*",
+    "sys/class/infiniband/*/ports/*/gid_attrs/ndevs/*",
+    "sys/class/infiniband_verbs/*/ibdev",
+    "dev/infiniband/*",
+    # kernel modules (gpu.py, mlx5.py, rdma_checks.py): which are loaded, versions, peermem holder
+    "sys/module/*",
+    "sys/module/*/version",
+    "sys/module/*/srcversion",
+    "sys/module/ib_core/holders/*",
+    "proc/sys/kernel/osrelease",
+    # tuning family (tuning_checks.py, irq_affinity.py)
+    "sys/kernel/mm/hugepages/*/nr_hugepages",
+    "proc/irq/*/smp_affinity_list",
+    "etc/tuned/active_profile",
+    # NUMA and CPU lists, the NVIDIA driver's own view (for the reader of a bug report)
+    "sys/devices/system/node/online",
+    "sys/devices/system/node/node*/cpulist",
+    "sys/devices/system/cpu/online",
+    "proc/driver/nvidia/version",
+    "proc/driver/nvidia/gpus/*/information",
+)
+# Trees a symbolic link may lead into and still be followed (the kernel's own links stay inside).
+TREES = ("sys", "proc", "dev", "etc/tuned", "var/lib/kubelet")
+MAX_LINKS = 40
+DEFAULT_MAX_ENTRIES = 200000
+DEFAULT_MAX_TOTAL_BYTES = 64 * 1024 * 1024
+NO_GPU = "no NVIDIA GPU on the PCI bus: the GPU family queries neither NVML nor the kernel log"
+
+
+class CaptureError(ModuleFailure):
+    """The capture cannot be made (a cap reached, dest unusable): the message names the option."""
+
+
+def capture_patterns(kubelet_config=DEFAULT_KUBELET_CONFIG, kubelet_config_dir=DEFAULT_KUBELET_CONFIG_DIR):
+    """``ALLOW`` plus the kubelet configuration files of the tuning family's options."""
+    patterns = list(ALLOW)
+    if kubelet_config:
+        patterns.append(kubelet_config.strip("/"))
+    if kubelet_config_dir:
+        patterns.append(kubelet_config_dir.strip("/") + "/*.conf")
+    return patterns
+
+
+def capture_trees(patterns):
+    """``TREES`` plus the directories of patterns outside them (kubelet files elsewhere)."""
+    trees = list(TREES)
+    for pattern in patterns:
+        if not any(_under(pattern, tree) for tree in trees):
+            trees.append(os.path.dirname(pattern) or pattern)
+    return trees
+
+
+def _under(rel, tree):
+    return rel == tree or rel.startswith(tree + "/")
+
+
+def allowed(rel, patterns=None):
+    """Whether a path a reader looks at (relative to root) is covered by the capture: it matches a
+    pattern, or a pattern's leading components (a directory the capture lists or passes through)."""
+    parts = [part for part in rel.strip("/").split("/") if part]
+    for pattern in (ALLOW if patterns is None else patterns):
+        comps = pattern.split("/")
+        if len(parts) <= len(comps) and all(fnmatch.fnmatchcase(p, c) for p, c in zip(parts, comps)):
+            return True
+    return False
+
+
+# -- the tree ---------------------------------------------------------------------------------
+class TreeWalker(object):
+    """Expands the patterns below ``root`` and records what it finds, keyed by the real path
+    (relative to root): ``dir``, ``file`` (bytes), ``link`` (target as written), ``device``
+    (an empty stand-in); ``skipped`` and ``unreadable`` say what was left out and why."""
+
+    def __init__(self, root, trees=TREES, max_file_bytes=MAX_READ, max_entries=DEFAULT_MAX_ENTRIES,
+                 max_total_bytes=DEFAULT_MAX_TOTAL_BYTES):
+        self.root = root
+        self.host_root = os.path.realpath(root) == os.sep
+        self.trees = tuple(trees)
+        self.max_file_bytes = max_file_bytes
+        self.max_entries = max_entries
+        self.max_total_bytes = max_total_bytes
+        self.nodes = {}
+        self.skipped = {}
+        self.unreadable = {}
+        self.truncated = []
+        self.total_bytes = 0
+        self.reads = 0
+        self._resolved = {(): ()}
+
+    def _full(self, parts):
+        return os.path.join(self.root, *parts) if parts else self.root
+
+    def _add(self, parts, entry):
+        key = "/".join(parts)
+        if key in self.nodes:
+            return
+        if len(self.nodes) >= self.max_entries:
+            raise CaptureError("option max_entries: the capture reached %d entries (at /%s); raise the "
+                               "limit to capture this node" % (self.max_entries, key))
+        self.nodes[key] = entry
+
+    def _inside_trees(self, parts):
+        rel = "/".join(parts)
+        return any(_under(rel, tree) for tree in self.trees)
+
+    def resolve(self, parts, depth=0):
+        """Real components (relative to root) of the logical path ``parts``, recording every link
+        and directory on the way; None when missing or when a link leaves root or the trees."""
+        parts = tuple(parts)
+        if parts in self._resolved:
+            return self._resolved[parts]
+        parent = self.resolve(parts[:-1], depth)
+        real = None
+        if parent is not None:
+            real = self._step(parent, parts[-1], depth)
+        self._resolved[parts] = real
+        return real
+
+    def _step(self, parent, name, depth):
+        cand = parent + (name,)
+        try:
+            info = os.lstat(self._full(cand))
+        except (OSError, ValueError):
+            return None
+        if stat.S_ISLNK(info.st_mode):
+            try:
+                target = os.readlink(self._full(cand))
+            except OSError as exc:
+                self.unreadable["/".join(cand)] = "readlink failed: %s" % exc
+                return None
+            if os.path.isabs(target):
+                if not self.host_root:
+                    self.skipped["/".join(cand)] = "absolute link target %s: outside root, not followed" % target
+                    self._add(cand, ("link", target))
+                    return None
+                comps = tuple(part for part in target.split("/") if part)
+                relative = os.path.relpath("/" + "/".join(comps), "/" + "/".join(parent))
+                self._add(cand, ("link", relative))
+            else:
+                comps = parent + tuple(part for part in target.split("/") if part)
+                self._add(cand, ("link", target))
+            normal = []
+            for part in comps:
+                if part == "..":
+                    if not normal:
+                        self.skipped["/".join(cand)] = "link target leaves root: not followed"
+                        return None
+                    normal.pop()
+                elif part != ".":
+                    normal.append(part)
+            if depth >= MAX_LINKS:
+                self.skipped["/".join(cand)] = "more than %d links in a row: not followed" % MAX_LINKS
+                return None
+            if not self._inside_trees(normal):
+                self.skipped["/".join(cand)] = ("link target /%s outside the captured trees: not followed"
+                                                % "/".join(normal))
+                return None
+            return self.resolve(tuple(normal), depth + 1)
+        if stat.S_ISDIR(info.st_mode):
+            self._add(cand, ("dir",))
+        return cand
+
+    def expand(self, pattern):
+        """Capture every path matching ``pattern`` (components may be globs)."""
+        frontier = [()]
+        comps = pattern.split("/")
+        for index, comp in enumerate(comps):
+            last = index == len(comps) - 1
+            following = []
+            for logical in frontier:
+                real = self.resolve(logical)
+                if real is None or not os.path.isdir(self._full(real)):
+                    continue
+                if any(ch in comp for ch in "*?["):
+                    try:
+                        names = sorted(os.listdir(self._full(real)))
+                    except (OSError, ValueError) as exc:
+                        self.unreadable["/".join(real)] = "listing failed: %s" % exc
+                        continue
+                    following.extend(logical + (name,) for name in names if fnmatch.fnmatchcase(name, comp))
+                else:
+                    following.append(logical + (comp,))
+            frontier = []
+            for logical in following:
+                real = self.resolve(logical)
+                if real is None:
+                    continue
+                if last:
+                    self._leaf(real)
+                frontier.append(logical)
+
+    def _leaf(self, real):
+        key = "/".join(real)
+        if key in self.nodes or key in self.skipped or key in self.unreadable:
+            return
+        try:
+            mode = os.lstat(self._full(real)).st_mode
+        except (OSError, ValueError):
+            return
+        if stat.S_ISDIR(mode):
+            self._add(real, ("dir",))
+        elif stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+            self._add(real, ("device", "char" if stat.S_ISCHR(mode) else "block"))
+        elif stat.S_ISREG(mode):
+            self.reads += 1
+            data = open_regular(self._full(real), self.max_file_bytes + 1)
+            if not isinstance(data, bytes):
+                self.unreadable[key] = data.reason
+                return
+            if len(data) > self.max_file_bytes:
+                data = data[:self.max_file_bytes]
+                self.truncated.append(key)
+            self.total_bytes += len(data)
+            if self.total_bytes > self.max_total_bytes:
+                raise CaptureError("option max_total_bytes: the capture holds more than %d bytes (at /%s); "
+                                   "raise the limit to capture this node" % (self.max_total_bytes, key))
+            self._add(real, ("file", data))
+        else:
+            self.skipped[key] = "not a regular file, directory or device: skipped"
+
+    def materialise(self, target):
+        """Write the recorded tree below ``target`` (links as links, devices as empty files)."""
+        for key in sorted(self.nodes):
+            entry = self.nodes[key]
+            path = os.path.join(target, key)
+            parent = os.path.dirname(path)
+            if not os.path.isdir(parent):
+                os.makedirs(parent)
+            if entry[0] == "dir":
+                if not os.path.isdir(path):
+                    os.makedirs(path)
+            elif entry[0] == "link":
+                os.symlink(entry[1], path)
+            else:
+                with open(path, "wb") as handle:
+                    handle.write(entry[1] if entry[0] == "file" else b"")
+
+
+# -- pseudonyms -------------------------------------------------------------------------------
+_H = "[0-9A-Fa-f]"
+_SHAPES = (
+    r"(?P<uuid>(?<![\w-])(?:(?:GPU|MIG)-)?{h}{{8}}-{h}{{4}}-{h}{{4}}-{h}{{4}}-{h}{{12}}(?![\w-]))"
+    r"|(?P<octets>(?<![\w:]){h}{{2}}(?::{h}{{2}}){{5}}(?:(?::{h}{{2}}){{14}}|(?::{h}{{2}}){{2}})?(?![\w:]))"
+    r"|(?P<gid>(?<![\w:]){h}{{4}}(?::{h}{{4}}){{7}}(?![\w:]))"
+    r"|(?P<guid>(?<![\w:]){h}{{4}}(?::{h}{{4}}){{3}}(?![\w:]))"
+    r"|(?P<enx>(?<![\w])enx{h}{{12}}(?![\w]))"
+    r"|(?P<ip6>(?<![\w:.])(?:{h}{{1,4}}(?::{h}{{1,4}})*)?::(?:{h}{{1,4}}(?::{h}{{1,4}})*)?(?![\w:.]))"
+    r"|(?P<ip4>(?<![\w.-])(?:[0-9]{{1,3}}\.){{3}}[0-9]{{1,3}}(?![\w.-]))"
+).format(h=_H)
+_MASK64 = (1 << 64) - 1
+# ``Serial Number: 1654922003455``, ``serial=...``: the value is replaced wherever it appears.
+SERIAL_FIELD = re.compile(r"(?i)\bserial(?:[ _-]?(?:number|no\.?))?[ \t]*[:=][ \t]*([^\s,;\"']{3,})")
+
+
+class Pseudonymiser(object):
+    """Stable pseudonyms of the same shape: ``GPU-00000000-0000-4000-8000-00000000000N`` (UUIDs),
+    ``0200:00ff:fe00:000N`` (GUIDs, also inside GIDs and IPoIB hardware addresses), ``02:00:00:…``
+    (MACs), ``198.18.x.y`` (IPv4; inside RoCE GIDs too, so an IPv4-mapped GID stays one),
+    ``fd00::N`` (IPv6), ``host-N`` / ``serial-N`` / ``redacted-N`` (literals: host names, serials,
+    values given in ``redact``). Unspecified, loopback and broadcast addresses and all-zero
+    identifiers are kept: they identify nothing and the checks read them."""
+
+    def __init__(self):
+        self._maps = {}
+        self._literals = {}
+        self._regex = None
+        self.counts = {}
+
+    def add_literal(self, value, kind="redacted"):
+        """A value replaced wherever it appears as a whole word (host names, serials)."""
+        if not isinstance(value, str):
+            return
+        value = value.strip()
+        too_short = len(value) < (1 if kind == "hostname" else 3)
+        if too_short or value in PLACEHOLDERS or value.lower() in ("localhost", "none", "null"):
+            return
+        if value.lower() not in self._literals:
+            self._literals[value.lower()] = kind
+            self._regex = None
+
+    def _pattern(self):
+        if self._regex is None:
+            shapes = _SHAPES
+            if self._literals:
+                words = "|".join(re.escape(v) for v in sorted(self._literals, key=len, reverse=True))
+                shapes = r"(?P<lit>(?<![\w.-])(?i:%s)(?![\w-]))|%s" % (words, shapes)
+            self._regex = re.compile(shapes)
+        return self._regex
+
+    def _number(self, kind, key):
+        table = self._maps.setdefault(kind, {})
+        if key not in table:
+            table[key] = len(table) + 1
+            self.counts[kind] = self.counts.get(kind, 0) + 1
+        return table[key]
+
+    def text(self, value):
+        if not value:
+            return value
+        return self._pattern().sub(self._replace, value)
+
+    def data(self, raw):
+        return self.text(raw.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
+
+    def value(self, obj):
+        """Every string of a JSON-like structure (keys included)."""
+        if isinstance(obj, str):
+            return self.text(obj)
+        if isinstance(obj, list):
+            return [self.value(item) for item in obj]
+        if isinstance(obj, dict):
+            return dict((self.value(k), self.value(v)) for k, v in obj.items())
+        return obj
+
+    def _replace(self, match):
+        kind = match.lastgroup
+        text = match.group(0)
+        if kind == "lit":
+            label = self._literals.get(text.lower(), "redacted")
+            return "%s-%d" % ({"hostname": "host"}.get(label, label), self._number(label, text.lower()))
+        return getattr(self, "_" + kind)(text)
+
+    def _uuid(self, text):
+        prefix, body = "", text
+        if text[:4].upper() in ("GPU-", "MIG-"):
+            prefix, body = text[:4], text[4:]
+        if set(body.replace("-", "")) <= set("0"):
+            return text
+        return "%s00000000-0000-4000-8000-%012x" % (prefix, self._number("uuid", body.lower()))
+
+    def _guid_int(self, value):
+        if value == 0:
+            return 0
+        return 0x020000FFFE000000 + self._number("guid", value)
+
+    def _guid(self, text):
+        new = self._guid_int(int(text.replace(":", ""), 16))
+        return _groups(new, 4, 4, text)
+
+    def _ipv4_int(self, value):
+        if value in (0, 0xFFFFFFFF) or (value >> 24) == 127:
+            return value
+        return int(ipaddress.IPv4Address("198.18.0.0")) + self._number("ipv4", value)
+
+    def _ip4(self, text):
+        try:
+            value = int(ipaddress.IPv4Address(text))
+        except ValueError:
+            return text
+        return str(ipaddress.IPv4Address(self._ipv4_int(value)))
+
+    def _gid_int(self, value):
+        if (value >> 32) == 0xFFFF:  # IPv4-mapped (RoCE v2 over IPv4): the address is mapped
+            return (value >> 32 << 32) | self._ipv4_int(value & 0xFFFFFFFF)
+        prefix, low = value >> 64, value & _MASK64
+        if prefix not in (0, 0xFE80000000000000):
+            prefix = 0xFD00000000000000 + self._number("prefix", prefix)
+        return (prefix << 64) | self._guid_int(low)
+
+    def _gid(self, text):
+        return _groups(self._gid_int(int(text.replace(":", ""), 16)), 8, 4, text)
+
+    def _ip6(self, text):
+        try:
+            address = ipaddress.IPv6Address(text)
+        except ValueError:
+            return text
+        if address.is_unspecified or address.is_loopback:
+            return text
+        return str(ipaddress.IPv6Address(self._gid_int(int(address))))
+
+    def _enx(self, text):
+        """A network interface named after its MAC (``enx0c42a1b2c3d4``, systemd's predictable names)."""
+        mac = ":".join(text[3 + i:5 + i] for i in range(0, 12, 2))
+        return "enx" + self._octets(mac).replace(":", "")
+
+    def _octets(self, text):
+        raw = text.replace(":", "")
+        value = int(raw, 16)
+        count = len(raw) // 2
+        if count == 6:
+            if value in (0, (1 << 48) - 1):
+                return text
+            new = 0x020000000000 + self._number("mac", value)
+        elif count == 8:
+            new = self._guid_int(value)
+        else:  # 20 bytes: IPoIB (QPN + GID)
+            new = (value >> 128 << 128) | self._gid_int(value & ((1 << 128) - 1))
+        return _groups(new, count, 2, text)
+
+
+def _groups(value, groups, width, like):
+    digits = "%0*x" % (groups * width, value)
+    text = ":".join(digits[i:i + width] for i in range(0, len(digits), width))
+    return text.upper() if like == like.upper() and like != like.lower() else text
+
+
+# -- NVML -------------------------------------------------------------------------------------
+_MISSING = object()
+_THRESHOLDS = {0: "shutdown", 1: "slowdown", 2: "mem_max", 3: "gpu_max"}
+_PCIE = {
+    "nvmlDeviceGetCurrPcieLinkGeneration": "current_gen",
+    "nvmlDeviceGetCurrPcieLinkWidth": "current_width",
+    "nvmlDeviceGetMaxPcieLinkGeneration": "max_gen",
+    "nvmlDeviceGetMaxPcieLinkWidth": "max_width",
+    "nvmlDeviceGetGpuMaxPcieLinkGeneration": "gpu_max_gen",
+}
+_VALUE_MEMBERS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
+
+
+class _Call(object):
+    __slots__ = ("name", "args", "result", "error", "extra")
+
+    def __init__(self, name, args):
+        self.name, self.args, self.result, self.error, self.extra = name, args, None, None, None
+
+
+class NvmlRecorder(object):
+    """A stand-in for the binding module that passes every attribute through and records each
+    ``nvml*`` call (device handles as their index, the answer or the error's NVML code) and every
+    name the binding lacks; ``scenario()`` turns the record into a fake NVML scenario."""
+
+    def __init__(self, binding):
+        self._binding = binding
+        self._calls = []
+        self._missing = set()
+        self._handles = {}
+        self._keep = []  # the handles, alive while recorded by id()
+        self._bytes = False
+
+    def __dir__(self):
+        return dir(self._binding)
+
+    def __getattr__(self, name):
+        value = getattr(self._binding, name, _MISSING)
+        if value is _MISSING:
+            self._missing.add(name)
+            raise AttributeError(name)
+        if name.startswith("nvml") and callable(value) and not isinstance(value, type):
+            return self._wrap(name, value)
+        return value
+
+    def _wrap(self, name, func):
+        def call(*args):
+            record = _Call(name, [self._handles.get(id(arg), arg) if i == 0 else arg for i, arg in enumerate(args)])
+            self._calls.append(record)
+            try:
+                result = func(*args)
+            except Exception as exc:
+                record.error = exc
+                raise
+            if name == "nvmlDeviceGetHandleByIndex":
+                self._handles[id(result)] = args[0]
+                self._keep.append(result)
+            if isinstance(result, bytes):
+                self._bytes = True
+            record.result = result
+            if name.startswith("nvmlDeviceGetGpuFabricInfo") and len(args) > 1:
+                info = getattr(args[1], "_obj", args[1])
+                record.extra = {"state": int(info.state), "status": int(info.status),
+                                "clique_id": int(getattr(info, "cliqueId", 0))}
+            return result
+        return call
+
+    @property
+    def calls(self):
+        return len(self._calls)
+
+    def _error_name(self, exc):
+        code = getattr(exc, "value", None)
+        if not isinstance(code, int):
+            return "UNKNOWN", "%s: %s" % (type(exc).__name__, exc)
+        for attr in dir(self._binding):
+            if attr.startswith("NVML_ERROR_") and getattr(self._binding, attr, None) == code:
+                return attr[len("NVML_ERROR_"):], None
+        return code, None
+
+    def scenario(self, description):
+        """The fake NVML scenario of the recorded calls, and notes on what could not be expressed."""
+        notes = []
+        data = {"description": description}
+        errors = {}
+        devices = {}
+        count = None
+        for call in self._calls:
+            if call.name == "nvmlShutdown":
+                continue
+            error = None
+            if call.error is not None:
+                error, note = self._error_name(call.error)
+                if note:
+                    notes.append("%s raised %s: replayed as NVML_ERROR_UNKNOWN" % (call.name, note))
+            if call.name in ("nvmlInit", "nvmlInitWithFlags"):
+                if error is not None:
+                    errors["nvmlInit"] = error
+                continue
+            if call.name.startswith("nvmlSystem"):
+                key = {"nvmlSystemGetDriverVersion": "driver_version",
+                       "nvmlSystemGetCudaDriverVersion": "cuda_driver_version",
+                       "nvmlSystemGetCudaDriverVersion_v2": "cuda_driver_version"}.get(call.name)
+                if key is None:
+                    notes.append("%s: not expressible in a scenario" % call.name)
+                elif error is not None:
+                    errors["nvmlSystemGetCudaDriverVersion" if key == "cuda_driver_version" else call.name] = error
+                else:
+                    data[key] = _text(call.result)
+                continue
+            if call.name == "nvmlDeviceGetCount":
+                if error is not None:
+                    errors["nvmlDeviceGetCount"] = error
+                else:
+                    count = int(call.result)
+                continue
+            index = call.args[0] if call.args else None
+            if not isinstance(index, int):
+                notes.append("%s: device not identified, not recorded" % call.name)
+                continue
+            device = devices.setdefault(index, {})
+            self._device_call(device, call, error, notes)
+        data["devices"] = [_clean_device(devices.get(i, {})) for i in range(count or 0)]
+        if count is None and devices:
+            notes.append("device answers recorded without a device count")
+        if errors:
+            data["errors"] = errors
+        missing = sorted(self._missing)
+        if missing:
+            data["missing_functions"] = [m for m in missing if m.startswith("nvml")]
+            data["missing_constants"] = [m for m in missing if not m.startswith("nvml")]
+        if self._bytes:
+            data["bytes_strings"] = True
+        return data, notes
+
+    def _device_call(self, device, call, error, notes):
+        name, args, result = call.name, call.args, call.result
+        errs = device.setdefault("errors", {})
+
+        def slot_error():
+            if isinstance(error, str):
+                return error
+            notes.append("%s: NVML code %s in one slot replayed as NVML_ERROR_UNKNOWN" % (name, error))
+            return "UNKNOWN"
+
+        def slot(container, key, value):
+            device.setdefault(container, {})[key] = slot_error() if error is not None else value
+
+        if name == "nvmlDeviceGetHandleByIndex":
+            if error is not None:
+                errs[name] = error
+        elif name in ("nvmlDeviceGetName", "nvmlDeviceGetUUID", "nvmlDeviceGetSerial"):
+            key = name[len("nvmlDeviceGet"):].lower()
+            if error is not None:
+                errs[name] = error
+            else:
+                device[key] = _text(result)
+        elif name.startswith("nvmlDeviceGetPciInfo"):
+            if error is not None:
+                errs["nvmlDeviceGetPciInfo"] = error
+            else:
+                device["pci_bus_id"] = _text(getattr(result, "busId", None) or getattr(result, "busIdLegacy", ""))
+                if getattr(result, "pciDeviceId", None) is not None:
+                    device["pci_device_id"] = "0x%08x" % int(result.pciDeviceId)
+        elif name in ("nvmlDeviceGetPersistenceMode", "nvmlDeviceGetTemperature",
+                      "nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"):
+            key = {"nvmlDeviceGetPersistenceMode": "persistence_mode",
+                   "nvmlDeviceGetTemperature": "temperature"}.get(name, "clocks_event_reasons")
+            if error is not None:
+                errs[name] = error
+            else:
+                device[key] = _number(result)
+        elif name == "nvmlDeviceGetTemperatureThreshold":
+            slot("temperature_thresholds", _THRESHOLDS.get(args[1], str(args[1])), _number(result))
+        elif name == "nvmlDeviceGetEccMode":
+            if error is not None:
+                errs[name] = error
+            else:
+                device.setdefault("ecc", {}).update({"mode_current": _number(result[0]),
+                                                     "mode_pending": _number(result[1])})
+        elif name == "nvmlDeviceGetTotalEccErrors":
+            key = "%s_%s" % ("volatile" if args[2] == 0 else "aggregate",
+                             "uncorrected" if args[1] == 1 else "corrected")
+            slot("ecc", key, _number(result))
+        elif name == "nvmlDeviceGetRetiredPages":
+            slot("retired_pages", "sbe" if args[1] == 0 else "dbe", None if error is not None else len(result))
+        elif name == "nvmlDeviceGetRetiredPagesPendingStatus":
+            slot("retired_pages", "pending", _number(result))
+        elif name == "nvmlDeviceGetRemappedRows":
+            if error is not None:
+                errs[name] = error
+            else:
+                device["remapped_rows"] = dict(zip(("correctable", "uncorrectable", "pending", "failure"),
+                                                   [_number(x) for x in result]))
+        elif name in _PCIE:
+            if error is not None:
+                errs[name] = error
+            else:
+                device.setdefault("pcie", {})[_PCIE[name]] = _number(result)
+        elif name == "nvmlDeviceGetNvLinkState":
+            links = device.setdefault("nvlink", [])
+            link = int(args[1])
+            while len(links) <= link:
+                links.append("NOT_SUPPORTED")
+            links[link] = slot_error() if error is not None else _number(result)
+        elif name == "nvmlDeviceGetMigMode":
+            if error is not None:
+                errs[name] = error
+            else:
+                device["mig"] = {"current": _number(result[0]), "pending": _number(result[1])}
+        elif name.startswith("nvmlDeviceGetGpuFabricInfo"):
+            if error is not None:
+                errs[name] = error
+            elif call.extra:
+                device["fabric"] = call.extra
+        elif name == "nvmlDeviceGetFieldValues":
+            if error is not None:
+                errs[name] = error
+                return
+            for value in result:
+                if int(getattr(value, "fieldId", -1)) != int(getattr(self._binding, "NVML_FI_DEV_GET_GPU_RECOVERY_ACTION", 230)):
+                    notes.append("nvmlDeviceGetFieldValues field %s: not expressible" % getattr(value, "fieldId", None))
+                    continue
+                ret = int(getattr(value, "nvmlReturn", 0))
+                if ret == 0:
+                    member = _VALUE_MEMBERS.get(int(getattr(value, "valueType", 1)), "uiVal")
+                    device["recovery_action"] = _number(getattr(value.value, member))
+                elif ret != int(getattr(self._binding, "NVML_ERROR_NOT_SUPPORTED", 3)):
+                    code, _note = self._error_name(type("E", (Exception,), {"value": ret})())
+                    device["recovery_action"] = code
+        else:
+            notes.append("%s: not expressible in a scenario" % name)
+
+
+def _clean_device(device):
+    if not device.get("errors"):
+        device.pop("errors", None)
+    links = device.get("nvlink")
+    if links is not None:
+        while links and links[-1] == "NOT_SUPPORTED":
+            links.pop()
+        if not links:
+            device.pop("nvlink")
+    return device
+
+
+def _text(value):
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace").rstrip("\x00")
+    return value
+
+
+def _number(value):
+    """A JSON-safe reading: ints of ctypes values, str of bytes."""
+    if isinstance(value, bool) or isinstance(value, (int, float)) or value is None:
+        return value
+    if isinstance(value, bytes):
+        return _text(value)
+    inner = getattr(value, "value", _MISSING)
+    if inner is not _MISSING and isinstance(inner, (int, float)):
+        return inner
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def record_nvml(reader, facts, binding_path=None, binding=None, description="captured"):
+    """Run the GPU family over the captured tree (``reader``, ``facts``: its gpu facts) with a
+    recording binding: (scenario or None, status dict). ``binding``: the module to wrap (tests
+    pass the fake); None imports the node's ``pynvml`` (from ``binding_path`` first) as the GPU
+    family does."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu_checks import FAMILY, check_gpu_health
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.nvml import NvmlAdapter
+
+    if binding is None:
+        try:
+            binding = NvmlAdapter(binding_path=binding_path).binding
+        except ImportError as exc:
+            return None, {"recorded": False, "reason": "the NVML Python binding is not importable (%s): "
+                                                       "replays as binding missing" % exc}
+    recorder = NvmlRecorder(binding)
+    adapter = NvmlAdapter(pynvml_module=recorder)
+    try:
+        check_gpu_health(facts, adapter, FAMILY.defaults({}), None, reader=reader)
+    finally:
+        adapter.shutdown()
+    scenario, notes = recorder.scenario(description)
+    return scenario, {"recorded": True, "calls": recorder.calls, "devices": len(scenario["devices"]),
+                      "notes": notes}
+
+
+# -- kernel log, ofed_info ----------------------------------------------------------------------
+def kernel_log_lines(root, runner, source, window_hours, now):
+    """(NVRM lines of the window, status): what the GPU family's XID reader would see."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu_checks import read_kernel_log
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import Context
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.xid import parse_timestamp
+
+    ctx = Context(root, runner=runner, now=now)
+    xid = read_kernel_log({"xid_source": source, "root": root, "xid_window_hours": window_hours}, ctx)
+    if xid.error is not None:
+        return None, {"recorded": False, "error": xid.error}
+    since = now - float(window_hours) * 3600.0
+    lines = []
+    for line in xid.lines:
+        if "NVRM" not in line:
+            continue
+        stamp = parse_timestamp(line.strip(), now)
+        if stamp is None or stamp >= since:
+            lines.append(line)
+    return lines, {"recorded": True, "origin": xid.origin, "lines": len(lines), "truncated": xid.truncated,
+                   "window_hours": window_hours}
+
+
+def ofed_info_output(root, runner, ofed_info=None):
+    """``ofed_info -s`` as mlx5_facts runs it (only for the host's own root), or None."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.mlx5 import OFED_INFO_TIMEOUT
+
+    if ofed_info is None:
+        if os.path.realpath(root) != os.sep or runner is None:
+            return None
+        ofed_info = runner.which("ofed_info")
+    if not ofed_info:
+        return None
+    answer = runner.run([ofed_info, "-s"], timeout=OFED_INFO_TIMEOUT)
+    return {"rc": answer.rc, "stdout": answer.stdout}
+
+
+# -- the capture --------------------------------------------------------------------------------
+def host_names():
+    """This host's names (short and full) as the kernel knows them: replaced wherever they appear."""
+    name = socket.gethostname()
+    return sorted(set(n for n in (name, name.split(".")[0]) if n))
+
+
+def capture_node(params, runner=None, binding=None, now=None):
+    """Capture the node below ``params['root']``; returns a Capture (nothing written yet)."""
+    started = time.time()
+    now = started if now is None else now
+    root = checked_root(params)
+    patterns = capture_patterns(params.get("kubelet_config", DEFAULT_KUBELET_CONFIG),
+                                params.get("kubelet_config_dir", DEFAULT_KUBELET_CONFIG_DIR))
+    walker = TreeWalker(root, capture_trees(patterns), params.get("max_file_bytes") or MAX_READ,
+                        params.get("max_entries") or DEFAULT_MAX_ENTRIES,
+                        params.get("max_total_bytes") or DEFAULT_MAX_TOTAL_BYTES)
+    for pattern in patterns:
+        walker.expand(pattern)
+    pseudo = Pseudonymiser()
+    for name in host_names():
+        pseudo.add_literal(name, "hostname")
+    for value in params.get("redact") or []:
+        pseudo.add_literal(value)
+    for key, entry in walker.nodes.items():
+        if entry[0] != "file":
+            continue
+        text = entry[1].decode("utf-8", "replace")
+        if os.path.basename(key).endswith("serial"):
+            pseudo.add_literal(text, "serial")
+        for match in SERIAL_FIELD.finditer(text):
+            pseudo.add_literal(match.group(1), "serial")
+    capture = Capture(walker, pseudo, patterns, now)
+    staging = tempfile.mkdtemp(prefix="gpufleet-capture-")
+    try:
+        os.chmod(staging, 0o700)
+        walker.materialise(os.path.join(staging, "root"))
+        reader = SysfsReader(os.path.join(staging, "root"))
+        facts = gather_gpu_facts(reader)
+        if not facts["gpu_count"]:
+            capture.nvml = {"recorded": False, "reason": NO_GPU}
+        elif params.get("nvml", True):
+            scenario, capture.nvml = record_nvml(reader, facts, params.get("nvml_binding_path"), binding,
+                                                 "captured by gpufleet.cluster.node_capture")
+            if scenario is not None:
+                for device in scenario["devices"]:
+                    pseudo.add_literal(device.get("serial"), "serial")
+                capture.scenario = scenario
+        else:
+            capture.nvml = {"recorded": False, "reason": "option nvml is false"}
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    if facts["gpu_count"]:
+        capture.kernel_log, capture.xid_status = kernel_log_lines(
+            root, runner, params.get("xid_source") or "auto", params.get("xid_window_hours") or 24.0, now)
+    else:
+        capture.xid_status = {"recorded": False, "reason": NO_GPU}
+    capture.ofed_info = ofed_info_output(root, runner, params.get("ofed_info"))
+    capture.elapsed_s = time.time() - started
+    return capture
+
+
+class Capture(object):
+    """What a capture holds before it is pseudonymised and packed."""
+
+    def __init__(self, walker, pseudo, patterns, now):
+        self.walker = walker
+        self.pseudo = pseudo
+        self.patterns = patterns
+        self.now = now
+        self.scenario = None
+        self.nvml = {"recorded": False}
+        self.kernel_log = None
+        self.xid_status = {"recorded": False}
+        self.ofed_info = None
+        self.elapsed_s = 0.0
+
+    def members(self):
+        """(archive path, kind, payload) of every member, pseudonymised, sorted: kind ``dir``,
+        ``file`` (bytes), ``link`` (target)."""
+        pseudo = self.pseudo
+        tree = {}
+        for key, entry in self.walker.nodes.items():
+            name = "/".join(pseudo.text(part) for part in key.split("/"))
+            if entry[0] == "file":
+                tree[name] = ("file", pseudo.data(entry[1]), "file")
+            elif entry[0] == "device":
+                tree[name] = ("file", b"", "%s device (empty stand-in)" % entry[1])
+            elif entry[0] == "link":
+                tree[name] = ("link", "/".join(pseudo.text(part) for part in entry[1].split("/")), "link")
+            else:
+                tree[name] = ("dir", None, "dir")
+        if self.kernel_log is not None:
+            text = "".join(pseudo.text(line) + "\n" for line in self.kernel_log)
+            for parent in ("var", "var/log"):
+                tree.setdefault(parent, ("dir", None, "dir"))
+            tree[KERN_LOG] = ("file", text.encode("utf-8"), "kernel log (NVRM lines)")
+        members = [("root/" + name, kind, payload, what) for name, (kind, payload, what) in tree.items()]
+        members.append(("root", "dir", None, "dir"))
+        if self.scenario is not None:
+            scenario = pseudo.value(self.scenario)
+            members.append((NVML_FILE, "file", (json.dumps(scenario, indent=2, sort_keys=True) + "\n").encode(),
+                            "NVML scenario"))
+        if self.ofed_info is not None:
+            members.append(("commands", "dir", None, "dir"))
+            members.append(("commands/ofed_info-s.txt", "file", pseudo.data(self.ofed_info["stdout"].encode(
+                "utf-8", "surrogateescape")), "ofed_info -s output (rc %s)" % self.ofed_info["rc"]))
+        return sorted(members)
+
+    def metadata(self, members):
+        walker = self.walker
+        return {
+            "format": FORMAT,
+            "captured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.now)),
+            "captured_at_epoch": int(self.now),
+            "host": self.pseudo.text(host_names()[0]) if host_names() else None,
+            "root_is_host": walker.host_root,
+            "patterns": self.patterns,
+            "trees": list(walker.trees),
+            "counts": {"entries": len(members), "files_read": walker.reads, "bytes": walker.total_bytes,
+                       "skipped": len(walker.skipped), "unreadable": len(walker.unreadable),
+                       "truncated": len(walker.truncated)},
+            "limits": {"max_file_bytes": walker.max_file_bytes, "max_entries": walker.max_entries,
+                       "max_total_bytes": walker.max_total_bytes},
+            "pseudonymised": self.pseudonym_counts(),
+            "nvml": dict(self.nvml, file=NVML_FILE if self.scenario is not None else None),
+            "kernel_log": dict(self.xid_status, file=("root/" + KERN_LOG) if self.kernel_log is not None else None),
+            "ofed_info": None if self.ofed_info is None else {"rc": self.ofed_info["rc"],
+                                                              "file": "commands/ofed_info-s.txt"},
+            "elapsed_s": round(self.elapsed_s, 3),
+        }
+
+    def pseudonym_counts(self):
+        return dict(self.pseudo.counts)
+
+    def manifest(self, members):
+        walker, pseudo = self.walker, self.pseudo
+        lines = ["# gpufleet node capture, format %d: every member of this archive, then what was left out" % FORMAT,
+                 "# <type> <bytes> <sha256 or -> <path> [-> link target]"]
+        for path, kind, payload, what in members:
+            if kind == "file":
+                lines.append("%s %d %s %s" % ("device" if "device" in what else "file", len(payload),
+                                              hashlib.sha256(payload).hexdigest(), path))
+            elif kind == "link":
+                lines.append("link 0 - %s -> %s" % (path, payload))
+            else:
+                lines.append("dir 0 - %s" % path)
+        for title, table in (("skipped", walker.skipped), ("unreadable", walker.unreadable)):
+            for key in sorted(table):
+                lines.append("%s - - root/%s: %s" % (title, "/".join(pseudo.text(p) for p in key.split("/")),
+                                                      pseudo.text(table[key])))
+        for key in walker.truncated:
+            lines.append("truncated %d - root/%s" % (walker.max_file_bytes, key))
+        return ("\n".join(lines) + "\n").encode("utf-8", "surrogateescape")
+
+
+def write_archive(capture, dest):
+    """Pack ``capture`` into the gzip'ed tar ``dest`` (written beside it, then renamed; mode 0600).
+    Returns (members, metadata)."""
+    members = capture.members()
+    meta = capture.metadata(members)
+    extra = [("capture.json", "file", (json.dumps(meta, indent=2, sort_keys=True) + "\n").encode(), "metadata"),
+             ("MANIFEST", "file", None, "manifest")]
+    listed = sorted(members + extra[:1])
+    manifest = capture.manifest(listed)
+    directory = os.path.dirname(os.path.abspath(dest))
+    if not os.path.isdir(directory):
+        raise CaptureError("option dest: directory %s does not exist" % directory)
+    handle, temp = tempfile.mkstemp(prefix=".capture-", dir=directory)
+    try:
+        with os.fdopen(handle, "wb") as raw:
+            with tarfile.open(fileobj=raw, mode="w:gz") as tar:
+                _add(tar, ARCHIVE_TOP, "dir", None, capture.now)
+                _add(tar, ARCHIVE_TOP + "/MANIFEST", "file", manifest, capture.now)
+                for path, kind, payload, _what in listed:
+                    _add(tar, ARCHIVE_TOP + "/" + path, kind, payload, capture.now)
+        os.chmod(temp, 0o600)
+        os.rename(temp, dest)
+    except Exception:
+        if os.path.exists(temp):
+            os.unlink(temp)
+        raise
+    return listed, meta
+
+
+def _add(tar, name, kind, payload, mtime):
+    info = tarfile.TarInfo(name)
+    info.mtime = int(mtime)
+    info.uid = info.gid = 0
+    info.uname = info.gname = "root"
+    if kind == "dir":
+        info.type, info.mode = tarfile.DIRTYPE, 0o755
+        tar.addfile(info)
+    elif kind == "link":
+        info.type, info.mode, info.linkname = tarfile.SYMTYPE, 0o777, payload
+        tar.addfile(info)
+    else:
+        info.size, info.mode = len(payload), 0o644
+        tar.addfile(info, io.BytesIO(payload))
+
+
+def node_capture_work(module, binding=None):
+    """``work`` of module node_capture (framework.run_module)."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu_checks import validate_options
+
+    params = module.params
+    checked_root(params)
+    errors = validate_options({"root": params["root"], "xid_source": params.get("xid_source"),
+                               "xid_window_hours": params.get("xid_window_hours"),
+                               "nvml_binding_path": params.get("nvml_binding_path")})
+    path = params.get("ofed_info")
+    if path and not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        errors.append("option ofed_info: %s is not an executable file" % path)
+    for name in ("max_file_bytes", "max_entries", "max_total_bytes"):
+        if params.get(name) is not None and params[name] < 1:
+            errors.append("option %s must be >= 1, got %s" % (name, params[name]))
+    dest = params["dest"]
+    if dest and os.path.isdir(dest):
+        errors.append("option dest: %s is a directory (give the archive's file name)" % dest)
+    if errors:
+        raise CaptureError("; ".join(errors))
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.runner import ModuleRunner
+
+    capture = capture_node(params, ModuleRunner(module), binding)
+    members = capture.members()
+    meta = capture.metadata(members)
+    if not module.check_mode:
+        members, meta = write_archive(capture, dest)
+    return {"changed": not module.check_mode, "dest": dest, "entries": len(members),
+            "files_read": meta["counts"]["files_read"], "bytes": meta["counts"]["bytes"],
+            "pseudonymised": meta["pseudonymised"], "nvml": meta["nvml"], "kernel_log": meta["kernel_log"],
+            "skipped_paths": meta["counts"]["skipped"], "unreadable": meta["counts"]["unreadable"],
+            "captured_at": meta["captured_at"], "elapsed_ms": round(capture.elapsed_s * 1000.0, 1)}
