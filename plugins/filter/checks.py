@@ -15,12 +15,46 @@ __metaclass__ = type
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import (
-    FAIL, FAIL_ON_CHOICES, STATUSES, failing_statuses, failure_lines, offending)
+    FAIL, FAIL_ON_CHOICES, STATUSES, failing_statuses, failure_lines, group_checks, offending)
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils.fleet_report import value_detail
 
 NOTE = "(every check of the node, with observed and expected values: the fleet report)"
+ONE_LINE_WIDTH = 300
 
 
-def check_failures(result, fail_on="fail", limit=10):
+def _one_line(checks, fail_on):
+    """``3 failing check(s): a[x]: msg; b[y]: msg; +1 more (-v lists them, the fleet report has all)``."""
+    bad = offending(checks, fail_on)
+    kind = "failing" if fail_on == "fail" else "failing or warning"
+    head = "%d %s check(s): " % (len(bad), kind)
+    shown, used = [], len(head)
+    groups = group_checks(bad)
+    for group in groups:
+        part = "%s[%s]: %s" % (group["id"], group["target"], " ".join(group["message"].split()))
+        if shown and used + len(part) + 2 > ONE_LINE_WIDTH:
+            break
+        if not shown and len(head) + len(part) > ONE_LINE_WIDTH:
+            part = part[:ONE_LINE_WIDTH - len(head) - 3] + "..."
+        shown.append(part)
+        used += len(part) + 2
+    line = head + "; ".join(shown)
+    rest = sum(len(g["checks"]) for g in groups[len(shown):])
+    if rest:
+        line += "; +%d more (-v lists them; every check: the fleet report)" % rest
+    return line
+
+
+def _with_values(lines, checks, fail_on, limit):
+    """The lines of ``failure_lines`` with each single check's observed and expected values."""
+    groups = group_checks(offending(checks, fail_on))[:limit]
+    out = [lines[0]]
+    for line, group in zip(lines[1:], groups):
+        detail = value_detail(group["checks"][0], limit=120, separator=", ") if len(group["checks"]) == 1 else ""
+        out.append("%s (%s)" % (line, detail) if detail else line)
+    return out + lines[1 + len(groups):]
+
+
+def check_failures(result, fail_on="fail", limit=10, verbosity=1):
     if fail_on not in FAIL_ON_CHOICES:
         raise AnsibleFilterError("check_failures: fail_on must be one of %s, got %r"
                                  % (", ".join(FAIL_ON_CHOICES), fail_on))
@@ -34,7 +68,14 @@ def check_failures(result, fail_on="fail", limit=10):
         limit = int(limit)
     except (TypeError, ValueError):
         raise AnsibleFilterError("check_failures: limit must be an integer, got %r" % (limit,))
+    if isinstance(verbosity, bool) or not isinstance(verbosity, int) or verbosity < 0:
+        raise AnsibleFilterError("check_failures: verbosity must be an integer >= 0 (ansible_verbosity), got %r"
+                                 % (verbosity,))
+    if verbosity == 0:
+        return _one_line(checks, fail_on)
     lines = failure_lines(checks, fail_on, limit=max(limit, 1))
+    if verbosity >= 2:
+        lines = _with_values(lines, checks, fail_on, max(limit, 1))
     return "\n".join([lines[0][:-1] + " " + NOTE + ":"] + ["  " + line for line in lines[1:]])
 
 

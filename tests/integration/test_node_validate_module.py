@@ -206,9 +206,10 @@ def test_validate_yml_host_results(fleet):
     failure = document["plays"][1]["tasks"][0]["hosts"]["degraded"]
     lines = failure["msg"].splitlines()
     assert failure["failed"] is True and "checks" not in failure
-    assert lines[0].startswith("%d check(s) at or above fail_on=fail" % degraded["summary"]["fail"])
-    assert any(line.startswith("  rdma.port.state[mlx5_2/1]: ") for line in lines[1:]), lines
-    assert 2 <= len(lines) <= 11 and len(failure["msg"]) < 2000
+    # one line at the default verbosity (ansible-core 2.19 prints a failed task's msg twice)
+    assert lines[0].startswith("%d failing check(s): " % degraded["summary"]["fail"])
+    assert "rdma.port.state[mlx5_2/1]: " in lines[0], lines
+    assert len(lines) == 1 and len(failure["msg"]) < 400
     assert "dgx-real-nvml" not in document["plays"][1]["tasks"][0]["hosts"] or \
         document["plays"][1]["tasks"][0]["hosts"]["dgx-real-nvml"].get("skipped") is True  # fail_on: never
 

@@ -173,3 +173,40 @@ def test_failing_hosts_walks_the_checks_when_the_summary_is_not_whole(summary, h
 def test_failing_hosts_names_a_result_without_a_checks_list():
     with pytest.raises(AnsibleFilterError, match="expected a validation result with a 'checks' list"):
         failing_hosts(["n"], {"n": {"gpufleet_node_validation": {"checks": "none", "summary": {}}}})
+
+
+def test_default_verbosity_is_one_line_with_every_group_that_fits():
+    # validate.yml passes ansible_verbosity: ansible-core 2.19 prints a failed task's msg twice
+    bus_and_fabric = dgx("h100-fabric-not-started")
+    text = check_failures(bus_and_fabric, verbosity=0)
+    assert text == ("8 failing check(s): gpu.fabric[gpu0\u20137]: NVSwitch fabric state NOT_STARTED "
+                    "(is nvidia-fabricmanager running?)")
+    degraded = node_validate("hdr-degraded", {"enabled": False}, {"min_rate_gbps": 200})
+    line = check_failures(degraded, verbosity=0)
+    assert "\n" not in line and line.startswith("3 failing check(s): rdma.port.state[mlx5_2/1]: port DOWN; ")
+    assert line.count("; ") == 2 and "more" not in line
+    assert check_failures(degraded, "warn", verbosity=0).startswith("4 failing or warning check(s): ")
+
+
+def test_one_line_counts_what_does_not_fit():
+    checks = [{"id": "gpu.temperature", "target": "gpu%d" % i, "status": "fail",
+               "message": "gpu%d at %d C, above the %d C slowdown threshold of this board" % (i, 90 + i, 87 + i)}
+              for i in range(8)]
+    line = check_failures({"checks": checks}, verbosity=0)
+    assert len(line) <= 300 + len("; +8 more (-v lists them; every check: the fleet report)")
+    shown = line.count("gpu.temperature[")
+    assert 1 <= shown < 8 and line.endswith("; +%d more (-v lists them; every check: the fleet report)" % (8 - shown))
+
+
+def test_verbosity_two_adds_observed_and_expected_values():
+    degraded = node_validate("hdr-degraded", {"enabled": False}, {"min_rate_gbps": 200})
+    lines = check_failures(degraded, verbosity=2).splitlines()
+    assert lines[1] == "  rdma.port.state[mlx5_2/1]: port DOWN (observed DOWN, expected ACTIVE)"
+    assert lines[3].endswith("(observed 100, expected 200)")
+    assert check_failures(degraded, verbosity=1).splitlines()[1] == "  rdma.port.state[mlx5_2/1]: port DOWN"
+
+
+@pytest.mark.parametrize("verbosity", [-1, "1", True, None])
+def test_bad_verbosity_is_named(verbosity):
+    with pytest.raises(AnsibleFilterError, match="verbosity must be an integer"):
+        check_failures(dgx("h100-fabric-not-started"), verbosity=verbosity)
