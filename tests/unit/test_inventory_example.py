@@ -171,3 +171,10 @@ def test_readme_support_range_is_meta_runtime():
     assert 'requires_ansible: "%s"' % requires in readme
     # no upper bound is claimed that meta/runtime.yml does not state
     assert not re.search(r"ansible-core \d+\.\d+\s*[-–]\s*\d+\.\d+", readme)
+
+
+def test_docs_list_every_kubespray_variable():
+    with open(os.path.join(REPO, "docs", "inventory.md")) as handle:
+        text = handle.read()
+    for name, use in inventory_check.KUBESPRAY_VARIABLES.items():
+        assert "`%s`" % name in text and "`%s`" % use.split()[0].replace("the", "gpu_nodes") in text, name
