@@ -63,6 +63,13 @@ FIGURES = {
         r"^  sweep / status \(CPU, per host\) = %sx" % NUMBER,
         r"^  target: N=1000 <= 10 s controller CPU; N=10 measured %s s: not judged" % NUMBER,
     ],
+    "capture": [
+        r"^capture dgx-h100 fixture +\(1 run\(s\)\): +[0-9]+ entries, +[0-9]+ files read, wall min %s median %s max %s s"
+        % (NUMBER, NUMBER, NUMBER),
+        r"^capture dgx-h100 real size +\(1 run\(s\)\): +[0-9]+ entries, +[0-9]+ files read, wall min %s median %s "
+        r"max %s s" % (NUMBER, NUMBER, NUMBER),
+        r"^target < 5 s per capture: (met|NOT met) \(worst median %s s\)" % NUMBER,
+    ],
     "fleet_validate": [
         r"^node_validate module time .*: elapsed_ms median %s, max %s" % (NUMBER, NUMBER),
         row("a", "floor (ping)"),
