@@ -1,0 +1,1 @@
+../plugins/modules/remediation_breaker.py

@@ -1,0 +1,49 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""remediation_policy, remediation_plan, gpu_reset_decision: the remediation policy of
+playbooks/remediate.yml (documentation: remediation_policy.yml, remediation_plan.yml,
+gpu_reset_decision.yml). The logic is module_utils/remediation.py's, the one place of it."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gate import GateError
+from ansible_collections.gpufleet.cluster.plugins.module_utils.remediation import (
+    PolicyError,
+    plan,
+    policy,
+    reset_decision,
+)
+
+
+def remediation_policy(value):
+    try:
+        return policy(value)
+    except PolicyError as exc:
+        raise AnsibleFilterError(str(exc))
+
+
+def remediation_plan(results, value=None, fail_on="fail"):
+    try:
+        return plan(results, value, fail_on)
+    except (PolicyError, GateError) as exc:
+        raise AnsibleFilterError("remediation_plan: %s" % exc)
+
+
+def gpu_reset_decision(listing):
+    """``listing``: the registered result of the nvidia-smi process query (stdout, rc, stderr)."""
+    if not isinstance(listing, dict):
+        raise AnsibleFilterError("gpu_reset_decision: expected the registered result of the nvidia-smi query, got %s"
+                                 % type(listing).__name__)
+    return reset_decision(listing.get("stdout") or "", listing.get("rc", 1) if "rc" in listing else 1,
+                          listing.get("stderr") or listing.get("msg") or "")
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"remediation_policy": remediation_policy, "remediation_plan": remediation_plan,
+                "gpu_reset_decision": gpu_reset_decision}

@@ -1,0 +1,192 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The remediation policy (docs/remediation.md): which action a failing check class gets, and
+whether a GPU reset may run. Pure logic, used by playbooks/remediate.yml through the filters
+``remediation_policy``, ``remediation_plan`` and ``gpu_reset_decision``.
+
+The policy is the tier variable ``gpufleet_remediation`` (opt-in, default off), overridable per
+inventory group through group_vars; what it does not set comes from ``DEFAULT_POLICY`` (the one
+place of these defaults). Actions, weakest first: ``isolate`` (today's behaviour: taint, reason,
+no more), ``drain`` (isolate and evict the pods, PodDisruptionBudgets respected), ``reset`` (drain,
+then a GPU reset, only when no process uses a GPU), ``reboot`` (drain, then reboot). Several
+failing classes on one node take the strongest of their actions; a failing check of no class
+takes ``isolate``.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import copy
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gate import failing_checks
+
+ACTIONS = ("isolate", "drain", "reset", "reboot")  # weakest first
+VARIABLE = "gpufleet_remediation"
+# check class -> the check ids (and id prefixes) it covers (docs/contracts.md, "Check ids")
+CLASSES = (
+    ("xid_fatal", ("gpu.xid", "gpu.recovery_action")),
+    ("gpu_lost", ("gpu.lost", "gpu.count", "gpu.nvml")),
+    ("row_remap", ("gpu.row_remap", "gpu.retired_pages")),
+    ("ecc", ("gpu.ecc.volatile_uncorrectable",)),
+    ("nvlink", ("gpu.nvlink", "gpu.fabric")),
+    ("rdma_port", ("rdma.port", "rdma.devices", "rdma.modules", "rdma.driver", "rdma.uverbs")),
+    ("tuning_drift", ("tuning",)),
+    ("burn_in", ("burnin", "k8s.nccl")),
+)
+CLASS_NAMES = tuple(name for name, _ids in CLASSES)
+DEFAULT_POLICY = {
+    "enabled": False,
+    "actions": {"xid_fatal": "reset", "gpu_lost": "reboot", "row_remap": "reset", "ecc": "drain",
+                "nvlink": "isolate", "rdma_port": "isolate", "tuning_drift": "isolate", "burn_in": "isolate"},
+    "group": "all",            # the breaker's group (an inventory group name, or any name)
+    "max_parallel": 1,         # nodes of the group in remediation at once: a number or "N%"
+    "max_attempts": 3,         # attempts per node ...
+    "window_hours": 24,        # ... in this many hours
+    "lease_namespace": "kube-system",
+    "lease_ttl_seconds": 7200,  # a holder that is never released frees its slot after this
+    "reboot_timeout": 1800,    # a node that does not come back within it stays isolated
+    "burn_in": {"enabled": True, "dcgm_level": 2, "dcgm_tests": [], "dcgm_parameters": "", "timeout": 1800,
+                "nccl_command": [], "nccl_min_busbw_gbps": None},
+}
+
+
+class PolicyError(ValueError):
+    """A bad policy; the message names gpufleet_remediation.<key>."""
+
+
+def _merge(base, override):
+    out = copy.deepcopy(base)
+    for key, value in (override or {}).items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def _positive(value, key, integer=True):
+    kinds = (int,) if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds) or value <= 0:
+        raise PolicyError("%s.%s must be %s > 0, got %r" % (VARIABLE, key, "an integer" if integer else "a number",
+                                                               value))
+
+
+def policy(value=None):
+    """The effective policy: ``value`` (the tier variable; None: unset) over DEFAULT_POLICY,
+    checked. PolicyError naming the key."""
+    if value is None:
+        value = {}
+    if not isinstance(value, dict):
+        raise PolicyError("%s must be a mapping, got %s" % (VARIABLE, type(value).__name__))
+    unknown = sorted(set(value) - set(DEFAULT_POLICY))
+    if unknown:
+        raise PolicyError("%s: unknown key(s) %s (known: %s)" % (VARIABLE, ", ".join(unknown),
+                                                                 ", ".join(sorted(DEFAULT_POLICY))))
+    merged = _merge(DEFAULT_POLICY, value)
+    if not isinstance(merged["enabled"], bool):
+        raise PolicyError("%s.enabled must be true or false, got %r" % (VARIABLE, merged["enabled"]))
+    actions = merged["actions"]
+    if not isinstance(actions, dict):
+        raise PolicyError("%s.actions must map a check class to an action" % VARIABLE)
+    for name, action in actions.items():
+        if name not in CLASS_NAMES:
+            raise PolicyError("%s.actions: unknown check class %r (known: %s)" % (VARIABLE, name, ", ".join(CLASS_NAMES)))
+        if action not in ACTIONS:
+            raise PolicyError("%s.actions.%s must be one of %s, got %r" % (VARIABLE, name, ", ".join(ACTIONS), action))
+    for key in ("max_attempts", "window_hours", "lease_ttl_seconds", "reboot_timeout"):
+        _positive(merged[key], key, integer=key == "max_attempts")
+    parallel = merged["max_parallel"]
+    if isinstance(parallel, bool) or not (isinstance(parallel, int) and parallel >= 0 or isinstance(parallel, str)
+                                          and (parallel.strip().isdigit() or parallel.strip().endswith("%"))):
+        raise PolicyError("%s.max_parallel must be a number of nodes or a percentage like '10%%', got %r"
+                          % (VARIABLE, parallel))
+    if not isinstance(merged["group"], str) or not merged["group"].strip():
+        raise PolicyError("%s.group must name the breaker's group" % VARIABLE)
+    burn_in = merged["burn_in"]
+    if burn_in["dcgm_level"] not in (1, 2, 3, 4):
+        raise PolicyError("%s.burn_in.dcgm_level must be 1, 2, 3 or 4, got %r" % (VARIABLE, burn_in["dcgm_level"]))
+    _positive(burn_in["timeout"], "burn_in.timeout", integer=False)
+    for key in ("dcgm_tests", "nccl_command"):
+        if not isinstance(burn_in[key], list) or not all(isinstance(item, str) and item for item in burn_in[key]):
+            raise PolicyError("%s.burn_in.%s must be a list of strings" % (VARIABLE, key))
+    minimum = burn_in["nccl_min_busbw_gbps"]
+    if minimum is not None:
+        _positive(minimum, "burn_in.nccl_min_busbw_gbps", integer=False)
+    return merged
+
+
+def check_class(check_id):
+    """The class of a check id (the longest listed prefix), or None."""
+    best, length = None, -1
+    text = str(check_id)
+    for name, ids in CLASSES:
+        for prefix in ids:
+            if (text == prefix or text.startswith(prefix + ".")) and len(prefix) > length:
+                best, length = name, len(prefix)
+    return best
+
+
+def plan(results, value=None, fail_on="fail"):
+    """What to do with a node from its check ``results`` (the gate's failing checks, fail closed:
+    no result at all is a failure): {action, classes, reason, failed_checks}; ``action`` is
+    ``none`` (nothing fails), ``isolate``, ``drain``, ``reset`` or ``reboot``."""
+    effective = policy(value)
+    failing = failing_checks(results, fail_on)
+    if not failing:
+        return {"action": "none", "classes": {}, "failed_checks": [], "reason": "every check passes"}
+    classes, ids = {}, []
+    for check in failing:
+        ident = "%s:%s" % (check.get("id"), check.get("target"))
+        if ident not in ids:
+            ids.append(ident)
+        name = check_class(check.get("id")) or "unclassified"
+        classes.setdefault(name, [])
+        if ident not in classes[name]:
+            classes[name].append(ident)
+    if not effective["enabled"]:
+        return {"action": "isolate", "classes": classes, "failed_checks": ids,
+                "reason": "remediation is off (%s.enabled false): isolated for %s" % (VARIABLE, ", ".join(ids))}
+    chosen = {name: ("isolate" if name == "unclassified" else effective["actions"].get(name, "isolate"))
+              for name in classes}
+    action = max(chosen.values(), key=ACTIONS.index)
+    why = "; ".join("%s -> %s (%s)" % (name, chosen[name], ", ".join(classes[name])) for name in sorted(classes))
+    return {"action": action, "classes": classes, "failed_checks": ids, "per_class": chosen,
+            "reason": "%s: %s" % (action, why)}
+
+
+def parse_compute_apps(text):
+    """Processes from ``nvidia-smi --query-compute-apps=pid,process_name,gpu_uuid --format=csv,noheader``
+    (one ``pid, name, uuid`` line each; nothing at all when no process runs). ValueError for a line
+    that is not of that form."""
+    processes = []
+    for line in (raw.strip() for raw in (text or "").splitlines()):
+        if not line or line.lower().startswith("no running processes"):
+            continue
+        parts = [part.strip() for part in line.split(",")]
+        if len(parts) < 3 or not parts[0].isdigit():
+            raise ValueError("not a pid, process_name, gpu_uuid line: %r" % line)
+        processes.append({"pid": int(parts[0]), "name": ", ".join(parts[1:-1]), "gpu_uuid": parts[-1]})
+    return processes
+
+
+def reset_decision(stdout, rc=0, stderr=""):
+    """Whether a GPU reset may run: only when the process listing worked and shows no process
+    (the driver refuses to reset a GPU in use). {allowed, reason, processes}."""
+    if rc != 0:
+        detail = (stderr or stdout or "").strip().splitlines()
+        return {"allowed": False, "processes": None,
+                "reason": "reset refused: the GPU processes could not be listed (nvidia-smi exited %s%s)"
+                          % (rc, (": " + detail[-1]) if detail else "")}
+    try:
+        processes = parse_compute_apps(stdout)
+    except ValueError as exc:
+        return {"allowed": False, "processes": None,
+                "reason": "reset refused: the GPU process listing is unreadable (%s)" % exc}
+    if processes:
+        shown = ", ".join("%d %s on %s" % (p["pid"], p["name"], p["gpu_uuid"]) for p in processes[:5])
+        more = " (+%d more)" % (len(processes) - 5) if len(processes) > 5 else ""
+        return {"allowed": False, "processes": processes,
+                "reason": "reset refused: %d process(es) use the GPUs: %s%s" % (len(processes), shown, more)}
+    return {"allowed": True, "processes": [], "reason": "no process uses the GPUs"}

@@ -1,0 +1,150 @@
+"""The remediation policy's decisions (module_utils/remediation.py, filters remediation_plan,
+gpu_reset_decision) and the remediation_breaker module's entry point against the API double."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from ansible.errors import AnsibleFilterError
+from conftest import REPO
+from fake_kube_api.server import FakeKubeAPI
+
+from ansible_collections.gpufleet.cluster.plugins.filter import remediation as filters
+from ansible_collections.gpufleet.cluster.plugins.module_utils import breaker, remediation
+
+
+def result(*checks):
+    return {"checks": [dict(id=i, target=t, status=s, message="m") for i, t, s in checks]}
+
+
+ON = {"enabled": True}
+
+
+@pytest.mark.parametrize("check_id, klass", [
+    ("gpu.xid", "xid_fatal"), ("gpu.recovery_action", "xid_fatal"), ("gpu.lost", "gpu_lost"),
+    ("gpu.row_remap", "row_remap"), ("gpu.ecc.volatile_uncorrectable", "ecc"), ("gpu.ecc.mode", None),
+    ("gpu.nvlink", "nvlink"), ("rdma.port.state", "rdma_port"), ("tuning.hugepages", "tuning_drift"),
+    ("burnin.dcgm", "burn_in"), ("k8s.nccl.busbw", "burn_in"), ("gpu.temperature", None), ("gpu.xidx", None),
+])
+def test_check_classes(check_id, klass):
+    assert remediation.check_class(check_id) == klass
+
+
+def test_plan_takes_the_strongest_action_of_the_failing_classes():
+    out = remediation.plan(result(("gpu.xid", "gpu3", "fail"), ("gpu.ecc.volatile_uncorrectable", "gpu1", "fail"),
+                                  ("rdma.port.state", "mlx5_0/1", "pass")), ON)
+    assert out["action"] == "reset" and out["per_class"] == {"xid_fatal": "reset", "ecc": "drain"}
+    assert out["reason"] == "reset: ecc -> drain (gpu.ecc.volatile_uncorrectable:gpu1); xid_fatal -> reset (gpu.xid:gpu3)"
+    lost = remediation.plan([result(("gpu.xid", "gpu3", "fail")), result(("gpu.lost", "gpu5", "fail"))], ON)
+    assert lost["action"] == "reboot"
+
+
+def test_unclassified_failures_are_isolated_and_warnings_count_only_with_fail_on_warn():
+    out = remediation.plan(result(("gpu.temperature", "gpu0", "fail")), ON)
+    assert out["action"] == "isolate" and out["classes"] == {"unclassified": ["gpu.temperature:gpu0"]}
+    warn = result(("gpu.xid", "gpu0", "warn"))
+    assert remediation.plan(warn, ON)["action"] == "none"
+    assert remediation.plan(warn, ON, fail_on="warn")["action"] == "reset"
+
+
+def test_off_by_default_isolates_and_no_result_is_a_failure():
+    out = remediation.plan(result(("gpu.lost", "gpu0", "fail")))
+    assert out["action"] == "isolate" and out["reason"].startswith("remediation is off (gpufleet_remediation.enabled")
+    nothing = remediation.plan([], ON)
+    assert nothing["action"] == "isolate" and nothing["failed_checks"] == ["gate.no_results:node"]
+    assert remediation.plan(result(("gpu.lost", "gpu0", "pass")), ON)["action"] == "none"
+
+
+def test_group_override_merges_over_defaults():
+    merged = remediation.policy({"enabled": True, "actions": {"gpu_lost": "drain"}, "burn_in": {"dcgm_level": 3}})
+    assert merged["actions"]["gpu_lost"] == "drain" and merged["actions"]["xid_fatal"] == "reset"
+    assert merged["burn_in"]["dcgm_level"] == 3 and merged["burn_in"]["timeout"] == 1800
+    assert remediation.policy(None) == remediation.DEFAULT_POLICY
+
+
+@pytest.mark.parametrize("value, words", [
+    ([], "gpufleet_remediation must be a mapping"),
+    ({"enable": True}, "unknown key(s) enable"),
+    ({"enabled": "yes"}, "gpufleet_remediation.enabled must be true or false"),
+    ({"actions": {"gpu_lost": "pray"}}, "gpufleet_remediation.actions.gpu_lost must be one of"),
+    ({"actions": {"fan": "reset"}}, "unknown check class 'fan'"),
+    ({"max_attempts": 0}, "gpufleet_remediation.max_attempts must be an integer > 0"),
+    ({"max_parallel": "many"}, "gpufleet_remediation.max_parallel"),
+    ({"burn_in": {"dcgm_level": 5}}, "gpufleet_remediation.burn_in.dcgm_level"),
+    ({"burn_in": {"nccl_command": "all_reduce_perf"}}, "burn_in.nccl_command must be a list"),
+    ({"group": ""}, "gpufleet_remediation.group"),
+])
+def test_bad_policy_names_the_key(value, words):
+    with pytest.raises(remediation.PolicyError) as error:
+        remediation.policy(value)
+    assert words in str(error.value)
+    with pytest.raises(AnsibleFilterError):
+        filters.remediation_policy(value)
+
+
+# -- GPU reset: only when no process uses the GPUs (nvidia-smi --query-compute-apps ... csv,noheader) ---
+def test_reset_refused_while_a_process_holds_a_gpu():
+    listing = {"rc": 0, "stdout": "48213, /usr/bin/python3, GPU-4c4aaa9c-e3af-30e7-e9e9-e3f630e0158b\n"
+                                  "48377, pt_main_thread, GPU-4c4aaa9c-e3af-30e7-e9e9-e3f630e0158b\n", "stderr": ""}
+    out = filters.gpu_reset_decision(listing)
+    assert out["allowed"] is False and [p["pid"] for p in out["processes"]] == [48213, 48377]
+    assert out["reason"] == ("reset refused: 2 process(es) use the GPUs: 48213 /usr/bin/python3 on "
+                             "GPU-4c4aaa9c-e3af-30e7-e9e9-e3f630e0158b, 48377 pt_main_thread on "
+                             "GPU-4c4aaa9c-e3af-30e7-e9e9-e3f630e0158b")
+
+
+def test_reset_allowed_only_on_an_empty_listing_that_worked():
+    assert filters.gpu_reset_decision({"rc": 0, "stdout": "", "stderr": ""})["allowed"] is True
+    failed = filters.gpu_reset_decision({"rc": 15, "stdout": "", "stderr": "Unable to determine the device handle "
+                                                                           "for GPU0000:3B:00.0: Unknown Error"})
+    assert failed["allowed"] is False and "exited 15: Unable to determine the device handle" in failed["reason"]
+    garbled = filters.gpu_reset_decision({"rc": 0, "stdout": "[Insufficient Permissions]\n"})
+    assert garbled["allowed"] is False and "unreadable" in garbled["reason"]
+    assert filters.gpu_reset_decision({"stdout": ""})["allowed"] is False  # no rc: the command did not run
+    with pytest.raises(AnsibleFilterError):
+        filters.gpu_reset_decision("nothing")
+
+
+# -- the module's entry point (as AnsiballZ runs it) --------------------------------------------------------
+@pytest.fixture(scope="module")
+def api(tmp_path_factory):
+    server = FakeKubeAPI().start()
+    for name in ("gpu-1", "gpu-2"):
+        server.add_node(name)
+    server.kubeconfig_path = server.kubeconfig(tmp_path_factory.mktemp("kube") / "kubeconfig")
+    yield server
+    server.stop()
+
+
+def module(tmp_path, args):
+    path = tmp_path / "args.json"
+    path.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
+    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, ".collections"), PYTHONDONTWRITEBYTECODE="1")
+    proc = subprocess.run([sys.executable, os.path.join(REPO, "plugins", "modules", "remediation_breaker.py"),
+                           str(path)], capture_output=True, text=True, env=env, timeout=60, check=False)
+    return json.loads(proc.stdout)
+
+
+def test_module_acquire_refuse_record_release(api, tmp_path):
+    base = {"kubeconfig": api.kubeconfig_path, "group": "rack7", "allow_plain_http": True, "max_parallel": "50%",
+            "group_size": 2}
+    first = module(tmp_path, dict(base, op="acquire", node="gpu-1"))
+    assert first["admitted"] is True and first["changed"] is True and first["holders"] == ["gpu-1"], first
+    second = module(tmp_path, dict(base, op="acquire", node="gpu-2"))
+    assert second["admitted"] is False and second.get("failed") is not True
+    assert second["reason"].startswith("breaker open: 1 of 1 node(s) of group rack7")
+    peek = module(tmp_path, dict(base, op="acquire", node="gpu-2", _ansible_check_mode=True))
+    assert peek["holders"] == ["gpu-1"] and peek["changed"] is False
+    recorded = module(tmp_path, dict(base, op="record", node="gpu-1", step="drain", status="done", reason="3 pods evicted"))
+    assert recorded["changed"] is True
+    state = json.loads(api.node("gpu-1")["metadata"]["annotations"][breaker.STATE_ANNOTATION])
+    assert (state["step"], state["status"], state["reason"]) == ("drain", "done", "3 pods evicted")
+    released = module(tmp_path, dict(base, op="release", node="gpu-1", reason="burn-in passed"))
+    assert released["released"] is True and released["changed"] is True
+    assert module(tmp_path, dict(base, op="acquire", node="gpu-2"))["admitted"] is True
+    bad = module(tmp_path, dict(base, op="record", node="gpu-1"))
+    assert bad["failed"] is True and bad["msg"] == "options step and status are required by op record"
+    pct = module(tmp_path, dict(base, op="acquire", node="gpu-1", group_size=None))
+    assert pct["failed"] is True and "needs the group's size (option group_size" in pct["msg"]
