@@ -58,8 +58,10 @@ ansible-playbook -i inventories/lab/hosts.yml playbooks/lab.yml ${ANSIBLE_ARGS:-
 echo
 echo "lab-up: SIMULATION lab (fixture sysfs + fake NVML; gpufleet-lab-3 is unhealthy on purpose)."
 echo "lab-up: fleet report: $GPUFLEET_REPORT_DIR/fleet-report.html"
-echo "lab-up: node health agent on every node (every 10 s): /var/lib/gpufleet/health.json,"
-echo "lab-up:   /var/lib/prometheus/node-exporter/gpufleet.prom; fault injection: playbooks/lab_agent.yml"
+echo "lab-up: node health agent on every GPU node, installed by site.yml after validation"
+echo "lab-up:   (playbooks/health_agent.yml; every 10 s here): /var/lib/gpufleet/health.json,"
+echo "lab-up:   /var/lib/prometheus/node-exporter/gpufleet.prom; validate.yml checks it (agent.health);"
+echo "lab-up:   fault injection: playbooks/lab_agent.yml"
 echo "lab-up: try: ansible-playbook -i inventories/lab/hosts.yml playbooks/fabric_test.yml"
 echo "lab-up:      ansible-playbook -i inventories/lab/hosts.yml playbooks/fleet_status.yml"
 echo "lab-up:      ansible-playbook -i inventories/lab/hosts.yml playbooks/rolling_upgrade.yml"

@@ -1,26 +1,39 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Fleet status from the Kubernetes API: the node health agents' NodeCondition GpufleetHealthy
-(published by plugins/module_utils/agent_kube.py) turned into check results per host, without
-running a check (playbooks/fleet_status.yml, gpufleet_status_source=kubernetes).
+"""What the node health agents publish, turned into check results without running a check:
 
-Documentation: agent_status_checks.yml; contract: docs/contracts.md, "Node health agent".
+- ``agent_status_checks``: the agents' NodeCondition GpufleetHealthy (published by
+  plugins/module_utils/agent_kube.py) per host (playbooks/fleet_status.yml,
+  gpufleet_status_source=kubernetes);
+- ``agent_health_check``: one node's health.json, read by playbooks/validate.yml, as the check
+  ``agent.health`` (fresh and healthy, unhealthy, stale, dated in the future, unreadable, absent).
+
+Documentation: agent_status_checks.yml, agent_health_check.yml; contract: docs/contracts.md,
+"Node health agent" and the check id agent.health.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import base64
+import binascii
+import json
 import re
 import time
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_cycle import result_max_age
+from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import FAIL_ON_CHOICES, offending
 from ansible_collections.gpufleet.cluster.plugins.module_utils.clock import FRESH, FUTURE, describe, freshness, parse_utc
-from ansible_collections.gpufleet.cluster.plugins.module_utils.gate import CONDITION_TYPE
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gate import CONDITION_TYPE, summary_message
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils.gpufleet_tier import tier_default
 
 CONDITION_CHECK = "agent.condition"
+HEALTH_CHECK = "agent.health"
+HEALTH_FILE = "/var/lib/gpufleet/health.json"
 _FIRST = re.compile(r"^([A-Za-z0-9_.]+)\[([^\]]*)\]: ")
 
 
@@ -49,7 +62,8 @@ def node_checks(node, now, max_age):
         age = "never" if heartbeat is None else "%d s ago" % (now - heartbeat)
         return [_check(CONDITION_CHECK, "node", "fail",
                        "%s condition is stale (last heartbeat %s, more than %d s): is "
-                       "gpufleet-health-agent.timer running?" % (CONDITION_TYPE, age, max_age))]
+                       "gpufleet-health-agent running? (systemctl status gpufleet-health-agent)"
+                       % (CONDITION_TYPE, age, max_age))]
     message = condition.get("message") or ""
     if condition.get("status") == "True":
         return [_check(CONDITION_CHECK, "node", "pass", message or "all gpufleet checks pass")]
@@ -78,6 +92,137 @@ def agent_status_checks(node_list, hosts, now=None, max_age=300):
     return dict((host, node_checks(nodes.get(host), now, int(max_age))) for host in hosts)
 
 
+def _health_result(read, path):
+    """(health.json as a dict, None) from a slurp result, or (None, why) when absent (why None) or
+    unreadable (why the reason)."""
+    if not isinstance(read, dict):
+        raise AnsibleFilterError("agent_health_check: expected the registered result of ansible.builtin.slurp "
+                                 "of %s, got %s" % (path, type(read).__name__))
+    if read.get("failed") or "content" not in read:
+        message = str(read.get("msg") or "not read")
+        if read.get("skipped") or "not found" in message.lower() or "no such file" in message.lower():
+            return None, None
+        return None, "cannot read %s: %s" % (path, message)
+    try:
+        text = base64.b64decode(read["content"]).decode("utf-8") if read.get("encoding", "base64") == "base64" \
+            else str(read["content"])
+        result = json.loads(text)
+    except (TypeError, ValueError, binascii.Error, UnicodeDecodeError) as exc:
+        return None, "%s is not the agent's JSON result: %s" % (path, exc)
+    if not isinstance(result, dict) or not isinstance(result.get("agent"), dict) \
+            or not isinstance(result["agent"].get("healthy"), bool):
+        return None, "%s has no agent verdict (agent.healthy): not written by the node health agent" % path
+    return result, None
+
+
+def agent_health_check(read, expected=True, reason=None, installing=False, interval=60, now=None,
+                       path=HEALTH_FILE):
+    """The check ``agent.health`` (target ``node``) of one node from the slurp result ``read`` of its
+    health.json (docs/contracts.md): fresh and healthy → pass; published unhealthy → fail; stale,
+    dated in the future, unreadable, or absent where the agent belongs → fail. ``installing`` (a
+    site.yml run, which installs and starts the agent after validation): absent → skip, stale, future
+    or unreadable → warn. No agent expected (``expected`` false: ``reason`` says why) → skip. A result
+    is current for 3 agent intervals, at least 300 s (the agent's own rule, agent_cycle.result_max_age)."""
+    def check(status, message):
+        return {"id": HEALTH_CHECK, "target": "node", "status": status, "message": message,
+                "expected": "a current, healthy result of the node health agent"}
+
+    def not_current(message):
+        if installing:
+            return check("warn", message + "; this site.yml run (re)starts the agent after validation")
+        return check("fail", message)
+
+    if not expected:
+        return check("skip", reason or "no node health agent expected on this node")
+    result, why = _health_result(read, path)
+    if why:
+        return not_current(why)
+    if result is None:
+        if installing:
+            return check("skip", "no %s yet: this site.yml run installs the node health agent after validation" % path)
+        return check("fail", "no %s: the node health agent is not installed or never published a result "
+                             "(install it: playbooks/health_agent.yml; site.yml does)" % path)
+    try:
+        max_age = result_max_age({"interval": float(interval)})
+    except (TypeError, ValueError):
+        raise AnsibleFilterError("agent_health_check: interval must be the agent's interval in seconds, got %r"
+                                 % (interval,))
+    now = time.time() if now is None else float(now)
+    verdict, age = freshness(result.get("generated_at"), now, max_age)
+    if verdict != FRESH:
+        return not_current("the agent's last result (%s) is %s: its verdict is not current; is it running? "
+                           "(systemctl status gpufleet-health-agent)" % (path, describe(verdict, age, max_age)))
+    cycle = result.get("cycle")
+    when = "%d s old, cycle %s" % (max(age, 0), cycle if cycle is not None else "?")
+    if result["agent"]["healthy"]:
+        return check("pass", "the agent publishes the node healthy (%s)" % when)
+    failing = [{"id": item.get("id") or "?", "target": item.get("target") or "node", "message": item.get("message") or ""}
+               for item in result["agent"].get("failing") or [] if isinstance(item, dict)]
+    return check("fail", "the agent publishes the node unhealthy (%s; its Kubernetes condition and Slurm "
+                         "drain follow it): %s" % (when, summary_message(failing) if failing else "no check named"))
+
+
+def _host_var(host_vars, name, default=None):
+    value = host_vars[name] if name in host_vars else None
+    return default if value is None else value
+
+
+def agent_health_checks(hosts, hostvars, agent_hosts, installing=False, now=None, read_var="__gpufleet_agent_read"):
+    """{host: [agent.health]} for the hosts of a play (playbooks/validate.yml: one controller task for
+    the play). The agent belongs on a host of ``agent_hosts`` (gpu_nodes) whose ``gpufleet_health_agent``
+    (tier, default true) is true; ``read_var`` is the host's registered slurp of health.json; its
+    interval is ``node_health_agent_interval`` (default 60); ``installing``: see agent_health_check."""
+    if isinstance(hosts, str) or not isinstance(hosts, (list, tuple)):
+        raise AnsibleFilterError("agent_health_checks: expected a list of host names (ansible_play_hosts), got %r"
+                                 % (hosts,))
+    if isinstance(agent_hosts, str) or not isinstance(agent_hosts, (list, tuple)):
+        raise AnsibleFilterError("agent_health_checks: agent_hosts must be a list of host names (groups['gpu_nodes']), "
+                                 "got %r" % (agent_hosts,))
+    default = tier_default("gpufleet_health_agent")
+    now = time.time() if now is None else float(now)
+    out = {}
+    for host in hosts:
+        try:
+            host_vars = hostvars[host]
+        except KeyError:
+            raise AnsibleFilterError("agent_health_checks: %r is not in hostvars" % (host,))
+        wanted = _host_var(host_vars, "gpufleet_health_agent", default)
+        if not isinstance(wanted, bool):
+            if str(wanted).lower() not in ("true", "false"):
+                raise AnsibleFilterError("agent_health_checks: host %s: gpufleet_health_agent must be true or false, "
+                                         "got %r" % (host, wanted))
+            wanted = str(wanted).lower() == "true"
+        if host not in agent_hosts:
+            expected, reason = False, "no node health agent on this node: not in group gpu_nodes"
+        elif not wanted:
+            expected, reason = False, "no node health agent: opted out (gpufleet_health_agent is false)"
+        else:
+            expected, reason = True, None
+        out[host] = [agent_health_check(_host_var(host_vars, read_var, {"skipped": True}), expected=expected,
+                                        reason=reason, installing=installing,
+                                        interval=_host_var(host_vars, "node_health_agent_interval", 60), now=now)]
+    return out
+
+
+def agent_health_failing(host_checks, hostvars, fail_on_var="gpufleet_validate_fail_on", fail_on="fail"):
+    """The hosts of ``host_checks`` ({host: [checks]}, agent_health_checks' output as record_checks
+    returns it) whose checks are at or above the host's own ``fail_on_var`` (default ``fail_on``): the
+    nodes validate.yml fails on agent.health, like failing_hosts for node_validate's result."""
+    if not isinstance(host_checks, dict):
+        raise AnsibleFilterError("agent_health_failing: expected {host: [checks]} (record_checks' host_checks), got %s"
+                                 % type(host_checks).__name__)
+    out = []
+    for host, checks in host_checks.items():
+        own = _host_var(hostvars[host], fail_on_var, fail_on) if host in hostvars else fail_on
+        if own not in FAIL_ON_CHOICES:
+            raise AnsibleFilterError("agent_health_failing: host %s: fail_on must be one of %s, got %r (%s)"
+                                     % (host, ", ".join(FAIL_ON_CHOICES), own, fail_on_var))
+        if own != "never" and offending([c for c in checks or [] if isinstance(c, dict) and "status" in c], own):
+            out.append(host)
+    return out
+
+
 class FilterModule(object):
     def filters(self):
-        return {"agent_status_checks": agent_status_checks}
+        return {"agent_status_checks": agent_status_checks, "agent_health_check": agent_health_check,
+                "agent_health_checks": agent_health_checks, "agent_health_failing": agent_health_failing}

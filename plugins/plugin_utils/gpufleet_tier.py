@@ -48,20 +48,24 @@ TIER = {
     "gpufleet_skip_converged": (
         True, "skip a node role (playbooks/node.yml, kubernetes_prereqs) whose stamp records that it converged "
         "with today's inputs; false runs every role in full"),
+    "gpufleet_health_agent": (
+        True, "install the node health agent on the node (GPU nodes: playbooks/health_agent.yml, run by "
+        "site.yml after validation and by node.yml) and have validate.yml check what it publishes "
+        "(agent.health); false: not installed, an agent installed before is stopped and disabled"),
     "gpufleet_kubernetes_version": (
         "1.36.4", "Kubernetes version X.Y.Z (or X.Y: newest patch) of the cluster: apt repository and pin "
         "of kubelet/kubeadm/kubectl, kubeadm's kubernetesVersion"),
     "gpufleet_cert_warn_days": (
         30, "days before a kubeadm certificate expires from which check k8s.certs_expiry warns "
         "(validate.yml on kube_control_plane, and before a rolling upgrade's kubeadm upgrade)"),
-}
-
-# Which node_validate option each node expectation feeds (family, option).
-NODE_VALIDATE_OPTIONS = {
     "gpufleet_gpu_allocation": (
         "device_plugin", "how pods get NVIDIA GPUs (nvidia.com/gpu): device_plugin (the NVIDIA device plugin "
         "of kubernetes_addons) or dra (a DRA driver, resource.k8s.io/v1; gpufleet does not deploy one: the "
         "compatibility matrix checks the Kubernetes version and that the device plugin is off)"),
+}
+
+# Which node_validate option each node expectation feeds (family, option).
+NODE_VALIDATE_OPTIONS = {
     "gpufleet_gpu_count": ("gpu", "expected_count"),
     "gpufleet_driver_branch": ("gpu", "expected_driver_version"),
     "gpufleet_expected_hcas": ("rdma", "expected_devices"),

@@ -67,7 +67,7 @@ def test_tarball_holds_only_the_collection(installed):
     for needed in ("plugins/modules/node_validate.py", "plugins/callback/fleet_report.py",
                    "plugins/plugin_utils/templates/fleet_report.html.j2", "playbooks/validate.yml",
                    "playbooks/site.yml", "playbooks/fabric_test.yml", "playbooks/k8s_validate.yml",
-                   "playbooks/rolling_upgrade.yml",
+                   "playbooks/rolling_upgrade.yml", "playbooks/health_agent.yml",
                    "roles/nvidia_driver/meta/argument_specs.yml"):
         assert needed in names, needed
 

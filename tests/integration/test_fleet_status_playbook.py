@@ -44,11 +44,15 @@ def test_fleet_status_reports_the_published_results(tmp_path):
     data["generated_at"] = time.time() + 3600
     future.write_text(json.dumps(data))
     inventory = tmp_path / "hosts.yml"
+    # the agents run on gpu_nodes (the default hosts); node-f opted out: left out of the report
     inventory.write_text(json.dumps({"all": {
         "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable},
-        "hosts": {"node-a": {"gpufleet_status_file": str(healthy)}, "node-b": {"gpufleet_status_file": str(broken)},
-                  "node-c": {"gpufleet_status_file": str(stale)}, "node-e": {"gpufleet_status_file": str(future)},
-                  "node-d": {"gpufleet_status_file": str(tmp_path / "missing.json")}}}}))
+        "children": {"gpu_nodes": {"hosts": {
+            "node-a": {"gpufleet_status_file": str(healthy)}, "node-b": {"gpufleet_status_file": str(broken)},
+            "node-c": {"gpufleet_status_file": str(stale)}, "node-e": {"gpufleet_status_file": str(future)},
+            "node-d": {"gpufleet_status_file": str(tmp_path / "missing.json")},
+            "node-f": {"gpufleet_health_agent": False}}}},
+        "hosts": {"cp-1": {}}}}))
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), GPUFLEET_REPORT_DIR=str(tmp_path / "reports"))
     proc = subprocess.run([ANSIBLE_PLAYBOOK, "-i", str(inventory), os.path.join(REPO, "playbooks", "fleet_status.yml")],
                           check=False, env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
@@ -64,6 +68,7 @@ def test_fleet_status_reports_the_published_results(tmp_path):
         assert hosts[name]["checks"][0]["id"] == "host.validation", hosts[name]
     assert "s old (more than 300 s)" in json.dumps(hosts["node-c"]["checks"])
     assert "s in the future (clock skew" in json.dumps(hosts["node-e"]["checks"])
+    assert sorted(hosts) == ["node-a", "node-b", "node-c", "node-d", "node-e"], sorted(hosts)  # not cp-1, node-f
     assert report["totals"]["hosts"] == 5 and report["totals"]["unhealthy"] == 4
 
 
@@ -87,8 +92,9 @@ def test_fleet_status_from_the_kubernetes_api(tmp_path):
         KubePublisher(client, "node-b").publish(False, failing)
         KubePublisher(client, "node-e", clock=lambda: time.time() - 3600).publish(True, [])
         inventory = tmp_path / "hosts.yml"
-        inventory.write_text(json.dumps({"all": {"hosts": {name: {} for name in
-                                                           ("node-a", "node-b", "node-c", "node-d", "node-e")}}}))
+        nodes = dict((name, {}) for name in ("node-a", "node-b", "node-c", "node-d", "node-e"))
+        nodes["node-f"] = {"gpufleet_health_agent": False}  # opted out: not reported
+        inventory.write_text(json.dumps({"all": {"hosts": {"cp-1": {}}, "children": {"gpu_nodes": {"hosts": nodes}}}}))
         env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"),
                    GPUFLEET_REPORT_DIR=str(tmp_path / "reports"))
         extra = json.dumps({"gpufleet_status_source": "kubernetes", "gpufleet_status_kube_server": api.url,

@@ -50,7 +50,8 @@ def _play_tags(playbook):
 
 def test_site_lists_a_tag_per_phase_and_role():
     tags = _all_tags("site.yml")
-    assert tags == sorted(["always", "node", "kubernetes", "validate", "report"] + NODE_ROLES + KUBERNETES_ROLES)
+    assert tags == sorted(["always", "node", "kubernetes", "validate", "report", "node_health_agent"]
+                          + NODE_ROLES + KUBERNETES_ROLES)
 
 
 def test_site_inventory_check_and_reachability_always_run():
@@ -59,11 +60,14 @@ def test_site_inventory_check_and_reachability_always_run():
     assert plays["Workers reachable (up to the failure threshold)"] == ["always"]
     assert plays["Node stack (GPU driver, RDMA, GPUDirect, container runtime)"] == sorted(["node"] + NODE_ROLES)
     assert plays["Validate GPU and RDMA readiness"] == ["validate"]
+    # after validation, phase validate (the play of node.yml's import has the same name: this is site.yml's)
+    assert plays["Node health agent on the GPU nodes"] == ["node_health_agent", "validate"]
 
 
 def test_node_and_kubernetes_playbooks_tag_each_role():
     assert _play_tags("node.yml") == {
-        "Node stack (GPU driver, RDMA, GPUDirect, container runtime)": sorted(["node"] + NODE_ROLES)}
+        "Node stack (GPU driver, RDMA, GPUDirect, container runtime)": sorted(["node"] + NODE_ROLES),
+        "Node health agent on the GPU nodes": ["node_health_agent"]}
     plays = _play_tags("kubernetes.yml")
     assert plays["Node prerequisites for kubeadm"] == ["kubernetes", "kubernetes_prereqs"]
     assert plays["Control plane"] == ["kubernetes", "kubernetes_control_plane"]
@@ -80,5 +84,15 @@ def test_selecting_a_role_tag_selects_only_that_role_and_the_always_plays():
     assert "Gather the facts the node roles use" in tasks
     assert "Check the inventory (groups, checksums, gpufleet_* variables, compatibility matrix)" in tasks
     for other in ("Install the RDMA stack", "Join the worker", "Install the add-ons",
+                  "Validate the node (GPU health and RDMA readiness in one module run)"):
+        assert other not in tasks, out
+
+
+def test_the_node_health_agent_tag_selects_the_agent_play_only():
+    out = _ansible("site.yml", "--list-tasks", "--tags", "node_health_agent")
+    tasks = re.findall(r"^\s{6}(\S.*?)\tTAGS: ", out, re.M)
+    assert "Install and start the node health agent" in tasks
+    assert "Check the inventory (groups, checksums, gpufleet_* variables, compatibility matrix)" in tasks
+    for other in ("Install the NVIDIA driver", "Join the worker",
                   "Validate the node (GPU health and RDMA readiness in one module run)"):
         assert other not in tasks, out
