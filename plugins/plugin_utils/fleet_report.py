@@ -400,9 +400,9 @@ def check_times(entry):
 def junit_xml(document, name=None):
     """JUnit XML of a report document: one testsuite per host, one testcase per check.
 
-    fail is a ``failure``; skip is ``skipped``; warn is ``skipped`` with ``message="warning: ..."``
-    (what Jenkins, GitLab and the GitHub JUnit actions show for a test that did not pass cleanly; a
-    passing testcase's output is not shown by GitLab) and the property ``gpufleet.status=warn``.
+    fail is a ``failure``; skip is ``skipped``; warn is ``skipped`` whose message and text start
+    with ``warning: `` (JUnit parsers know passed, failed, error and skipped only; GitLab reads the
+    element's text and no properties, see docs/reports.md) and the property ``gpufleet.status=warn``.
     ``time`` of a testsuite is the host's measured validation time, of a testcase its task's
     duration shared by that task's checks; absent when not measured."""
     ranked = list(document["hosts"].items())
@@ -438,12 +438,14 @@ def junit_xml(document, name=None):
                                                           "type": xml_text(check["id"])})
                 failure.text = xml_text(detail)
             elif check["status"] == SKIP:
-                ET.SubElement(case, "skipped", {"message": xml_text(check["message"])})
+                # the reason as the element's text too: GitLab reads the content, not the attribute
+                skipped = ET.SubElement(case, "skipped", {"message": xml_text(check["message"])})
+                skipped.text = xml_text(check["message"])
             elif check["status"] == WARN:
                 properties = ET.SubElement(case, "properties")
                 ET.SubElement(properties, "property", {"name": "gpufleet.status", "value": WARN})
                 skipped = ET.SubElement(case, "skipped", {"message": xml_text("warning: " + check["message"])})
-                skipped.text = xml_text(detail)
+                skipped.text = xml_text("warning: " + detail)
     if timed:
         suites.set("time", _seconds(total_time))
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"

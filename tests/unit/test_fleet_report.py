@@ -170,13 +170,14 @@ def test_junit_one_suite_per_host_one_case_per_check(tmp_path):
     assert failure.get("message") == "2 volatile uncorrectable ECC errors"
     assert "observed: 2" in failure.text
     assert cases["gpu.nvlink[gpu0]"].find("skipped").get("message") == "MIG enabled"
+    assert cases["gpu.nvlink[gpu0]"].find("skipped").text == "MIG enabled"  # GitLab shows the text
     assert cases["gpu.count[node]"].find("failure") is None
     assert cases["gpu.count[node]"].find("skipped") is None
     warn_case = [c for c in suites["node-01"].findall("testcase")
                  if c.get("name") == "gpu.clocks_event[gpu0]"][0]
     assert warn_case.find("failure") is None
     assert warn_case.find("skipped").get("message") == "warning: HW slowdown active"
-    assert warn_case.find("skipped").text.startswith("HW slowdown active")
+    assert warn_case.find("skipped").text.startswith("warning: HW slowdown active")
     assert [(p.get("name"), p.get("value")) for p in warn_case.iter("property")] == [("gpufleet.status", "warn")]
     assert suites["node-02"].get("failures") == "1" and suites["node-02"].get("skipped") == "1"
     assert suites["node-01"].get("skipped") == "2"
