@@ -962,12 +962,15 @@ class Capture(object):
                 lines.append("link 0 - %s -> %s" % (path, payload))
             else:
                 lines.append("dir 0 - %s" % path)
+
+        def shown(key):
+            return "/".join(pseudo.text(part) for part in key.split("/"))
+
         for title, table in (("skipped", walker.skipped), ("unreadable", walker.unreadable)):
             for key in sorted(table):
-                lines.append("%s - - root/%s: %s" % (title, "/".join(pseudo.text(p) for p in key.split("/")),
-                                                      pseudo.text(table[key])))
+                lines.append("%s - - root/%s: %s" % (title, shown(key), pseudo.text(table[key])))
         for key in walker.truncated:
-            lines.append("truncated %d - root/%s" % (walker.max_file_bytes, key))
+            lines.append("truncated %d - root/%s" % (walker.max_file_bytes, shown(key)))
         return ("\n".join(lines) + "\n").encode("utf-8", "surrogateescape")
 
 

@@ -38,7 +38,7 @@ description:
     skipped, device nodes get an empty stand-in. A capture exceeding O(max_entries) or
     O(max_total_bytes) fails naming the option.
   - >-
-    In check mode everything is read and nothing is written (RV(changed) says an archive would be).
+    In check mode everything is read and nothing is written (C(changed) says an archive would be).
 author:
   - gpufleet contributors (@gpufleet)
 options:

@@ -128,6 +128,29 @@ def test_a_capture_replays_to_the_same_results(tmp_path, name):
     assert len(checks) > 10 and any(c["id"].startswith("tuning.") for c in checks)
 
 
+# The lab's simulated nodes (inventories/lab): the dgx-h100 tree, h100-healthy (gpufleet-lab-1, -2) and
+# the ECC fault of gpufleet-lab-3, validated with the lab's tier (8 GPUs, driver 580, 9 HCAs, no XID scan).
+LAB = {"gpu": {"expected_count": 8, "expected_driver_version": "580", "xid_source": "none"},
+       "rdma": {"expected_devices": 9}, "tuning": {}}
+
+
+@pytest.mark.parametrize("scenario", ["h100-healthy", "h100-ecc-volatile-uncorrectable"])
+def test_the_lab_nodes_replay(tmp_path, scenario):
+    root = os.path.join(NODES, "dgx-h100")
+    result, unpacked, _dest = capture_to(tmp_path, root, fake_with(scenario))
+    params = dict(LAB, fail_on="never")
+    before, errors = validate_node(FAMILIES, dict(params, root=root), runner=ScriptedRunner(),
+                                   nvml=NvmlAdapter(fake_with(scenario)), now=NOW)
+    after, errors2 = validate_node(FAMILIES, dict(params, root=os.path.join(unpacked, "root")),
+                                   runner=ScriptedRunner(), nvml=replay_adapter(unpacked), now=NOW)
+    assert errors == errors2 == []
+    for payload in (before, after):
+        payload.pop("elapsed_ms")
+    assert json.loads(as_text(after, os.path.join(unpacked, "root"))) == json.loads(
+        result.pseudo.text(as_text(before, root)))
+    assert after["healthy"] is (scenario == "h100-healthy")
+
+
 @pytest.mark.parametrize("scenario", scenario_files())
 def test_every_nvml_scenario_is_recorded_so_that_it_replays(scenario):
     """The recorder over the GPU family, then the fake loaded with what it wrote: the same GPU
