@@ -83,6 +83,22 @@ def capture_to(tmp_path, root, binding, hostnames=("gpu-node-17.example.org", "g
     return result, str(tmp_path / "unpacked" / capture.ARCHIVE_TOP), dest
 
 
+_CAPTURES = {}
+
+
+@pytest.fixture(scope="module")
+def captured(tmp_path_factory):
+    """capture_to of (node, scenario), made once per module (the dgx-h100 capture serves the
+    round trip and the lab's healthy node)."""
+    def get(name, scenario):
+        if (name, scenario) not in _CAPTURES:
+            directory = tmp_path_factory.mktemp("capture")
+            _CAPTURES[(name, scenario)] = capture_to(directory, os.path.join(NODES, name), fake_with(scenario))
+        return _CAPTURES[(name, scenario)]
+    yield get
+    _CAPTURES.clear()
+
+
 def replay_adapter(unpacked):
     fake = load_fake()
     path = os.path.join(unpacked, capture.NVML_FILE)
@@ -115,10 +131,9 @@ def test_allowed_knows_what_is_not_in_the_list():
 
 # -- replay -------------------------------------------------------------------------------------
 @pytest.mark.parametrize("name", ALL_NODES)
-def test_a_capture_replays_to_the_same_results(tmp_path, name):
+def test_a_capture_replays_to_the_same_results(captured, name):
     root = os.path.join(NODES, name)
-    scenario = SCENARIO.get(name, "h100-healthy")
-    result, unpacked, _dest = capture_to(tmp_path, root, fake_with(scenario))
+    result, unpacked, _dest = captured(name, SCENARIO.get(name, "h100-healthy"))
     before = everything(root, adapter_for(name))
     after = everything(os.path.join(unpacked, "root"), replay_adapter(unpacked))
     # modulo pseudonyms: the original's values go through the capture's own mapping
@@ -135,9 +150,9 @@ LAB = {"gpu": {"expected_count": 8, "expected_driver_version": "580", "xid_sourc
 
 
 @pytest.mark.parametrize("scenario", ["h100-healthy", "h100-ecc-volatile-uncorrectable"])
-def test_the_lab_nodes_replay(tmp_path, scenario):
+def test_the_lab_nodes_replay(captured, scenario):
     root = os.path.join(NODES, "dgx-h100")
-    result, unpacked, _dest = capture_to(tmp_path, root, fake_with(scenario))
+    result, unpacked, _dest = captured("dgx-h100", scenario)
     params = dict(LAB, fail_on="never")
     before, errors = validate_node(FAMILIES, dict(params, root=root), runner=ScriptedRunner(),
                                    nvml=NvmlAdapter(fake_with(scenario)), now=NOW)
@@ -439,8 +454,8 @@ def test_each_file_read_once_and_capped(tmp_path, monkeypatch):
         capped.expand("sys/bus/pci/devices/*/vendor")
 
 
-def test_manifest_lists_every_member(tmp_path):
-    _result, unpacked, dest = capture_to(tmp_path, os.path.join(NODES, "hdr-degraded"), fake_with("h100-healthy"))
+def test_manifest_lists_every_member(captured):
+    _result, unpacked, dest = captured("hdr-degraded", "h100-healthy")
     with open(os.path.join(unpacked, "MANIFEST")) as handle:
         listed = set(line.rstrip("\n").split(" ", 3)[3].split(" -> ")[0] for line in handle
                      if not line.startswith("#") and line.split(" ")[0] in ("file", "dir", "link", "device"))
