@@ -81,7 +81,7 @@ RENAMED = {
 # kubernetes-sigs/kubespray) that a site coming from Kubespray keeps setting: here they are not read,
 # so each is refused with the variable that does the job (docs/inventory.md has the same table).
 KUBESPRAY_VARIABLES = {
-    "kube_version": "gpufleet_kubernetes_version (X.Y.Z, e.g. \"1.36.4\")",
+    "kube_version": "gpufleet_kubernetes_version (X.Y.Z, e.g. \"1.37.1\")",
     "kube_network_plugin": "kubernetes_cni_plugin",
     "kube_network_plugin_multus": "kubernetes_addons_multus",
     "kube_pods_subnet": "kubernetes_control_plane_pod_subnet",
@@ -112,11 +112,14 @@ PLAYBOOK_ROLE_VARIABLES = {
     "rolling_upgrade_max_fail_percentage": "failures per batch that stop playbooks/rolling_upgrade.yml",
 }
 
-# Tags of the plays and tasks of each phase of playbooks/site.yml (docs/tags.md): a phase runs when
-# --tags selects one of them and --skip-tags none of the ones its tasks carry.
+# Tags of the plays of the validate and report phases of playbooks/site.yml (docs/tags.md), one
+# tuple per play: a phase runs when one of its plays runs (--tags selects one of the play's tags,
+# --skip-tags none of them). The node and kubernetes phases are one tag per role (NODE_ROLES,
+# KUBERNETES_ROLES) plus the phase's tag.
 PHASE_TAGS = {
-    "validate": ("validate", "node_health_agent"),  # the agent's play is part of the validate phase
-    "report": ("report", "validate"),  # the Report play is tagged [report, validate]
+    # the sweep; the kubeadm certificate check of the control plane; the node health agent's play
+    "validate": (("validate",), ("validate", "certs"), ("validate", "node_health_agent")),
+    "report": (("report", "validate"),),  # the Report play is tagged [report, validate]
 }
 
 KUBESPRAY_SNIPPET = """  all:
@@ -234,7 +237,7 @@ def tier_problems(variables):
     version = val("gpufleet_kubernetes_version")
     if version is not None and not (isinstance(version, str) and re.match(r"^v?\d+\.\d+(\.\d+)?$", version)):
         out.append("gpufleet_kubernetes_version must be a Kubernetes version X.Y.Z or X.Y as a string "
-                   "(e.g. \"1.36.4\"), got %r" % (version,))
+                   "(e.g. \"1.37.1\"), got %r" % (version,))
     for name, choices in (("gpufleet_validate_fail_on", ("fail", "warn", "never")),
                           ("gpufleet_status_fail_on", ("fail", "warn", "never")),
                           ("gpufleet_status_source", ("files", "kubernetes"))):
@@ -329,7 +332,7 @@ def tag_selection(phases, node_roles=None, kubernetes_roles=None, run_tags=None,
         elif phase == "kubernetes":
             keep = isinstance(kubernetes_roles, list) and any(r in KUBERNETES_ROLES for r in out["kubernetes_roles"])
         elif phase in PHASE_TAGS:
-            keep = runs(PHASE_TAGS[phase])
+            keep = any(runs(tags) for tags in PHASE_TAGS[phase])
         else:
             keep = True  # not a phase: inventory_problems names it
         if keep:

@@ -54,7 +54,7 @@ def test_broken_inventory_stops_before_any_host_listing_every_problem(tmp_path):
     proc = _run(inventory)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 2, out
-    assert "The inventory has 5 problem(s); no host was changed. Fix them and re-run:" in out
+    assert "site.yml: the inventory has 5 problem(s).\nNo host was contacted or changed. Fix them and re-run:" in out
     expected = [
         "- kubernetes_cni_calico_manifest_checksum is required (the Calico manifest is downloaded) and must "
         "be sha256:<64 hex digits>, got ''",
@@ -77,7 +77,6 @@ def test_good_inventory_passes_the_check(tmp_path):
     inventory = _inventory(tmp_path, {
         "kubernetes_cni_calico_manifest_checksum": SHA,
         "kubernetes_addons_mpi_operator_manifest_checksum": SHA,
-        "gpufleet_gpu_count": 8,
         "gpufleet_phases": ["report"],
     })
     proc = _run(inventory)
@@ -85,3 +84,31 @@ def test_good_inventory_passes_the_check(tmp_path):
     assert proc.returncode == 0, out
     assert "gpufleet site run, phases: report" in out
     assert "PLAY [Workers reachable (up to the failure threshold)]" in out
+
+
+def test_gpu_expectation_for_all_hosts_is_refused_naming_the_control_plane(tmp_path):
+    """The old example inventory's mistake: gpufleet_gpu_count in group_vars/all expects 8 GPUs on the
+    control plane too; the check says where it belongs before validation fails cp1."""
+    inventory = _inventory(tmp_path, {
+        "kubernetes_cni_calico_manifest_checksum": SHA,
+        "kubernetes_addons_mpi_operator_manifest_checksum": SHA,
+        "gpufleet_gpu_count": 8,
+    })
+    proc = _run(inventory, "-e", '{"gpufleet_phases": ["validate", "report"]}')
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out
+    assert ("- expects 8 GPU(s) (gpufleet_gpu_count) but is not in group gpu_nodes, where the driver is installed "
+            "and checked: set gpufleet_gpu_count in group_vars/gpu_nodes (not group_vars/all), or add the host to "
+            "gpu_nodes [cp1]") in out, out
+
+
+def test_tags_narrow_the_check_to_the_phases_they_run(tmp_path):
+    """The Calico checksum is needed by the kubernetes phase only: --tags report neither refuses it nor
+    announces the other phases (--tags validate: tests/unit/test_inventory_check.py, no host run here)."""
+    inventory = _inventory(tmp_path, {"kubernetes_cni_calico_manifest_checksum": ""})
+    proc = _run(inventory)
+    assert proc.returncode == 2 and "kubernetes_cni_calico_manifest_checksum is required" in proc.stdout
+    proc = _run(inventory, "--tags", "report")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert "gpufleet site run, phases: report\n" in out or "gpufleet site run, phases: report'" in out, out

@@ -343,6 +343,8 @@ ALL = ["node", "kubernetes", "validate", "report"]
     (["kubernetes_addons", "node_gate"], [], ["kubernetes"]),
     (["all"], ["node"], ["kubernetes", "validate", "report"]),
     (["all"], ["validate"], ["node", "kubernetes"]),
+    (["validate"], ["node_health_agent"], ["validate", "report"]),
+    (["node_health_agent"], [], ["validate"]),
     (["tagged"], [], ALL),
     (["always"], [], []),
     (["untagged"], [], []),
