@@ -78,8 +78,9 @@ def test_html_written(fleet_run):
     assert '<table class="grid" id="hosts">' in page and '<table class="matrix">' in page
     assert page.count("<script") == 1 and "<script src" not in page  # the page's own sort/filter script
     assert "&lt;script&gt;alert(&#39;ecc&#39;)&lt;/script&gt;" in page
-    for group in ("gpu.count", "gpu.ecc", "gpu.clocks_event", "rdma.port", "rdma.bandwidth"):
-        assert "<span>%s</span>" % group in page
+    for group in ("gpu.count", "gpu.ecc", "gpu.clocks_event", "rdma.port", "rdma.bandwidth"):  # grouped by family
+        family, label = group.split(".", 1)
+        assert 'data-family="%s" title="%s"><span>%s</span>' % (family, group, label) in page
 
 
 def test_default_directory_is_reports_below_the_current_directory(tmp_path):
