@@ -44,7 +44,15 @@ def chromium(tmp_path, *args):
 
 
 def dom(tmp_path, html, fragment=""):
-    return chromium(tmp_path, "--dump-dom", "file://%s%s" % (html, fragment))
+    return chromium(tmp_path, "--window-size=1400,900", "--dump-dom", "file://%s%s" % (html, fragment))
+
+
+@pytest.fixture(scope="module")
+def page_dom(page):
+    """The page's DOM after its script ran, in a 1400x900 window (one Chromium run for the tests
+    that read the unfiltered page)."""
+    tmp_path, html = page
+    return dom(tmp_path, html)
 
 
 def visible_hosts(document):
@@ -54,9 +62,8 @@ def visible_hosts(document):
     return [(re.search(r'data-host="([^"]*)"', row).group(1), " hidden" in " " + row) for row in rows]
 
 
-def test_the_script_ran_and_hosts_are_ranked_by_severity(page):
-    tmp_path, html = page
-    document = dom(tmp_path, html)
+def test_the_script_ran_and_hosts_are_ranked_by_severity(page_dom):
+    document = page_dom
     assert '<html lang="en" data-js="ready">' in document  # set by the page's script once it ran
     hosts = visible_hosts(document)
     assert hosts == [("dgx-bus", False), ("dgx-fab", False), ("ib-degraded", False), ("cpu-01", False),
@@ -145,12 +152,11 @@ def test_screenshot_shows_the_critical_host_first(page):
     assert max(critical) > min(high)  # below the legend: a table cell, not only the legend
 
 
-def test_the_grid_fits_1400_px_and_reads_like_a_report(page):
+def test_the_grid_fits_1400_px_and_reads_like_a_report(page_dom):
     """At 1400 px the whole check grid is on screen (columns grouped by family under one header
     each, no horizontal scrollbar hiding the RDMA columns); a host without GPUs does not read
     "0x GPU"; observed values are words, not JSON; rdma.modules labels its value "missing"."""
-    tmp_path, html = page
-    document = chromium(tmp_path, "--window-size=1400,900", "--dump-dom", "file://%s" % html)
+    document = page_dom
     assert '<div class="scroll" id="grid" data-overflow="no">' in document
     assert '<span id="more" class="hint" hidden="">' in document
     families = re.findall(r'<th class="fam fam-first" id="family-(\w+)" data-family="\w+" colspan="(\d+)">', document)
