@@ -14,7 +14,9 @@ import pytest
 import yaml
 from conftest import FIXTURES, REPO
 
-K8S_VERSION = "1.36.0"
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils.gpufleet_tier import TIER
+
+K8S_VERSION = "1.37.0"  # the schemas of the newest minor gpufleet sets up (kubernetes-validate 1.37.0)
 RENDER_PLAYBOOK = os.path.join(REPO, "tests", "integration", "playbooks", "render_k8s.yml")
 NO_SCHEMA_KINDS = {"NetworkAttachmentDefinition", "MPIJob"}
 
@@ -29,6 +31,7 @@ def rendered(tmp_path_factory):
     proc = subprocess.run(
         [os.path.join(bindir, "ansible-playbook"), "-i", os.path.join(REPO, "inventories", "example", "hosts.yml"),
          RENDER_PLAYBOOK, "-e", "render_dest=%s" % dest,
+         "-e", "tier_default_version=%s" % TIER["gpufleet_kubernetes_version"][0],
          "-e", "fixture_root=%s" % os.path.abspath(os.path.join(FIXTURES, "nodes", "dgx-h100"))],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
@@ -125,7 +128,24 @@ def test_nccl_mpijob_structure(rendered):
     kubernetes_validate.validate(pod, K8S_VERSION, strict=True)
 
 
-@pytest.mark.parametrize("version,api", [("1.36.4", "kubeadm.k8s.io/v1beta4"), ("1.30.5", "kubeadm.k8s.io/v1beta3")])
+def test_package_repository_per_minor(rendered):
+    """pkgs.k8s.io is one repository per minor; X.Y.Z pins that patch, X.Y the newest of the minor."""
+    with open(os.path.join(str(rendered), "kubeadm", "repositories.json")) as handle:
+        repositories = json.load(handle)
+    base = "https://pkgs.k8s.io/core:/stable:"
+    assert repositories == {
+        "1.36.4": {"url": base + "/v1.36/deb/", "pin": "1.36.4-*", "minor": "1.36"},
+        "1.37.1": {"url": base + "/v1.37/deb/", "pin": "1.37.1-*", "minor": "1.37"},
+        "1.37": {"url": base + "/v1.37/deb/", "pin": "1.37.*", "minor": "1.37"},
+        "v1.33.5": {"url": base + "/v1.33/deb/", "pin": "1.33.5-*", "minor": "1.33"},
+    }
+
+
+# the example inventory selects 1.37 (gpufleet_kubernetes_version "1.37.1"); the tier default is 1.36;
+# kubeadm 1.37 refuses v1beta3 (docs/versions.md), so every supported minor renders v1beta4
+@pytest.mark.parametrize("version,api", [("1.37.1", "kubeadm.k8s.io/v1beta4"),
+                                         (TIER["gpufleet_kubernetes_version"][0], "kubeadm.k8s.io/v1beta4"),
+                                         ("1.30.5", "kubeadm.k8s.io/v1beta3")])
 def test_kubeadm_config(rendered, version, api):
     path = os.path.join(str(rendered), "kubeadm", "kubeadm-config-%s.yaml" % version)
     docs = {doc["kind"]: doc for doc in documents(path)}

@@ -140,7 +140,7 @@ def test_without_a_mirror_the_defaults_are_upstream(upstream):
     assert deb["kubernetes_prereqs_repository_base_url"] == "https://pkgs.k8s.io/core:/stable:"
     assert deb["nvidia_driver_debian_mirror"] == "http://deb.debian.org/debian"
     assert deb["kubernetes_control_plane_image_repository"] == "registry.k8s.io"
-    assert deb["kubernetes_addons_nvidia_device_plugin_image"] == "nvcr.io/nvidia/k8s-device-plugin:v0.20.0"
+    assert deb["kubernetes_addons_nvidia_device_plugin_image"] == "nvcr.io/nvidia/k8s-device-plugin:v0.20.1"
     assert deb["kubernetes_cni_calico_manifest_url"] == (
         "https://raw.githubusercontent.com/projectcalico/calico/v3.32.1/manifests/calico.yaml")
     assert deb["__nvidia_driver_cuda_repo_default_url"] == (
