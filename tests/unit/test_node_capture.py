@@ -485,7 +485,7 @@ def test_check_mode_writes_nothing(tmp_path):
     dest = str(tmp_path / "c.tar.gz")
     module = FakeModule(check_mode=True, dest=dest, root=os.path.join(NODES, "inbox-50"))
     result = capture.node_capture_work(module)
-    assert result["changed"] is False and result["entries"] > 100 and not os.path.exists(dest)
+    assert result["changed"] is True and result["entries"] > 100 and not os.path.exists(dest)
     module.check_mode = False
     assert capture.node_capture_work(module)["changed"] is True and os.path.isfile(dest)
     assert oct(os.stat(dest).st_mode & 0o777) == "0o600"
