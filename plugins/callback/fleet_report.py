@@ -61,7 +61,9 @@ description:
     a file) rendered from the Jinja2 template C(plugins/plugin_utils/templates/fleet_report.html.j2)
     with autoescape: run metadata, the kept runs, hosts ranked worst first with their facts, history
     and last run, a host x check-group grid (group = the id up to its second dot) coloured by the
-    worst status, sorting by column and filtering by text and health, failing and warning lines per
+    worst status with its columns grouped by check family (the id up to its first dot; a family
+    picker scrolls the grid to a family), values written for people (not JSON), sorting by column
+    and filtering by text and health, failing and warning lines per
     host with identical lines grouped (C(gpu.fabric[gpu0-7])) and check ids linking to their entries
     in C(docs/contracts.md) (O(contracts_url)), and any bandwidth matrix."
   - "The JSON report is strict JSON: NaN becomes the string C(nan), infinities C(inf) and C(-inf)

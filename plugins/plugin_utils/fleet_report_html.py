@@ -5,10 +5,12 @@
 
 The page is rendered from a report document (a run's, or the fleet picture of
 ``fleet_report_store.merge``): run metadata, hosts in the document's order (ranked worst first),
-their facts, last run and history over the kept runs, the host x check-group grid, grouped
+their facts, last run and history over the kept runs, the host x check-group grid (columns grouped
+by check family under one header each, so a DGX fleet's families fit 1400 px), grouped
 failing and warning lines with check ids linked to docs/contracts.md, and the heatmaps. One
 inline script sorts and filters the host table (plain JavaScript, works from a file; the state
-can be given in the address: ``#q=gpu.fabric&health=fail&sort=host&dir=asc``).
+can be given in the address: ``#q=gpu.fabric&health=fail&sort=host&dir=asc&family=rdma``; a family
+scrolls the grid to its columns).
 
 The template sits next to this file, so it is found the same way from a checkout (through the
 ``.collections`` symlink) and from an installed collection. Jinja2 autoescapes every value.
