@@ -1046,7 +1046,8 @@ def node_capture_work(module, binding=None):
     meta = capture.metadata(members)
     if not module.check_mode:
         members, meta = write_archive(capture, dest)
-    return {"changed": True, "dest": dest,  # in check mode: an archive would be written "entries": len(members),
+    # changed in check mode too: an archive would be written
+    return {"changed": True, "dest": dest, "entries": len(members),
             "files_read": meta["counts"]["files_read"], "bytes": meta["counts"]["bytes"],
             "pseudonymised": meta["pseudonymised"], "nvml": meta["nvml"], "kernel_log": meta["kernel_log"],
             "skipped_paths": meta["counts"]["skipped"], "unreadable": meta["counts"]["unreadable"],
