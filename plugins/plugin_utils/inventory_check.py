@@ -29,6 +29,8 @@ import re
 
 import yaml
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.remediation import PolicyError
+from ansible_collections.gpufleet.cluster.plugins.module_utils.remediation import policy as remediation_policy
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils import compatibility
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.gpufleet_tier import TIER
 
@@ -70,6 +72,10 @@ SITE_VARIABLES = {
     "gpufleet_status_kube_ca_file": "CA file of playbooks/fleet_status.yml (source kubernetes)",
     "gpufleet_status_kube_cert_file": "client certificate of playbooks/fleet_status.yml (source kubernetes)",
     "gpufleet_status_kube_key_file": "client key of playbooks/fleet_status.yml (source kubernetes)",
+    "gpufleet_remediate_hosts": "hosts of playbooks/remediate.yml",
+    "gpufleet_remediate_serial": "nodes playbooks/remediate.yml handles at once",
+    "gpufleet_remediate_environment": "environment of the validation module in playbooks/remediate.yml",
+    "gpufleet_remediate_allow_plain_http": "playbooks/remediate.yml: credentials to a plain http:// API server (test double)",
 }
 
 # Variables a release renamed: still setting the old name is a problem (the roles refuse it too).
@@ -110,6 +116,19 @@ PLAYBOOK_ROLE_VARIABLES = {
     "rolling_upgrade_hosts": "hosts of playbooks/rolling_upgrade.yml",
     "rolling_upgrade_serial": "batch size of playbooks/rolling_upgrade.yml",
     "rolling_upgrade_max_fail_percentage": "failures per batch that stop playbooks/rolling_upgrade.yml",
+}
+
+# Variables that hold node_validate family options (a dict, or false to turn the family off): their
+# keys and values are checked against the family's options and named by the inventory variable.
+MODULE_OPTION_VARIABLES = {
+    "gpufleet_validate_gpu": "gpu",
+    "gpufleet_validate_rdma": "rdma",
+    "gpufleet_validate_tuning": "tuning",
+    "rolling_upgrade_gpu_health": "gpu",
+    "rolling_upgrade_rdma_validate": "rdma",
+    "node_health_agent_gpu": "gpu",
+    "node_health_agent_rdma": "rdma",
+    "node_health_agent_tuning": "tuning",
 }
 
 # Tags of the plays of the validate and report phases of playbooks/site.yml (docs/tags.md), one
@@ -255,6 +274,12 @@ def tier_problems(variables):
     days = val("gpufleet_cert_warn_days")
     if days is not None and not (_is_int(days) and int(days) >= 0):
         out.append("gpufleet_cert_warn_days must be a whole number of days >= 0, got %r" % (days,))
+    remediation = val("gpufleet_remediation")
+    if remediation is not None:
+        try:
+            remediation_policy(remediation)
+        except PolicyError as exc:
+            out.append(str(exc))
     allocation = val("gpufleet_gpu_allocation")
     if allocation is not None and allocation not in ("device_plugin", "dra"):
         out.append("gpufleet_gpu_allocation must be device_plugin or dra, got %r" % (allocation,))
@@ -385,12 +410,11 @@ def _spec_type(spec):
     return kind
 
 
-def role_value_problem(role, name, spec, value):
-    """Why ``value`` of ``name`` is refused by its role's argument spec (one line naming the
-    inventory variable), or None. Ansible's own validator decides (the role would fail the same way,
-    deep in the run); cached per value."""
+def _value_problem(name, spec, value, owner):
+    """Why ``value`` of ``name`` is refused by ``spec`` (one line naming ``name``), or None. Ansible's own
+    validator decides (the role or module would fail the same way, deep in the run); cached per value."""
     try:
-        key = (role, name, repr(value))
+        key = (name, owner, repr(value))
     except Exception:  # pylint: disable=broad-except
         key = None
     if key is not None and key in _VALUE_PROBLEMS:
@@ -400,21 +424,65 @@ def role_value_problem(role, name, spec, value):
     spec = dict((k, v) for k, v in spec.items() if k not in ("required", "default", "description"))
     problem = None
     try:
-        result = ArgumentSpecValidator({name: spec}).validate({name: value})
-        errors = list(result.errors)
+        errors = list(ArgumentSpecValidator({"value": spec}).validate({"value": value}).errors)
     except Exception as exc:  # pylint: disable=broad-except
         errors = [exc]
     if errors:
         error = errors[0]
         if isinstance(error, ArgumentTypeError) and not spec.get("options"):
-            problem = "%s must be of type %s (argument spec of role %s), got %r" % (
-                name, _spec_type(spec), role, value)
+            problem = "%s must be of type %s (%s), got %r" % (name, _spec_type(spec), owner, value)
         else:
-            problem = "%s: %s (argument spec of role %s)" % (
-                name, str(error).replace("argument '%s' " % name, ""), role)
+            text = str(error).replace("argument 'value' ", "").replace("value of value ", "value ")
+            text = re.sub(r"\bvalue\.", name + ".", text).replace("'value'", name)
+            problem = "%s: %s (%s)" % (name, text, owner)
     if key is not None:
         _VALUE_PROBLEMS[key] = problem
     return problem
+
+
+def role_value_problem(role, name, spec, value):
+    """Why ``value`` of role variable ``name`` is refused by the role's argument spec, or None."""
+    return _value_problem(name, spec, value, "argument spec of role %s" % role)
+
+
+_FAMILY_OPTIONS = {}
+
+
+def family_options(family):
+    """node_validate's sub-options of ``family`` (gpu, rdma, tuning): the module's own spec."""
+    if not _FAMILY_OPTIONS:
+        from ansible_collections.gpufleet.cluster.plugins.module_utils.families import FAMILIES
+        from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import nested_options
+        for item in FAMILIES:
+            _FAMILY_OPTIONS[item.name] = nested_options(item)
+    return _FAMILY_OPTIONS[family]
+
+
+def module_option_problems(variables, keys):
+    """Keys and values of the variables that hold node_validate family options (MODULE_OPTION_VARIABLES),
+    named by the inventory variable (``gpufleet_validate_gpu.require_ecc``), not the module option."""
+    out = []
+    for name in sorted(set(keys) & set(MODULE_OPTION_VARIABLES)):
+        value = _get(variables, name)
+        if not isinstance(value, dict):
+            continue  # false / null, or a type the variable's own check reports
+        family = MODULE_OPTION_VARIABLES[name]
+        options = family_options(family)
+        for option in sorted(value):
+            label = "%s.%s" % (name, option)
+            if option not in options:
+                close = difflib.get_close_matches(str(option), sorted(options), n=1, cutoff=0.6)
+                out.append("unknown option %s%s" % (label, " (did you mean %s.%s?)" % (name, close[0]) if close else
+                                                    " (node_validate's %s options: ansible-doc "
+                                                    "gpufleet.cluster.node_validate)" % family))
+                continue
+            if value[option] is None:
+                continue
+            problem = _value_problem(label, options[option], value[option],
+                                     "node_validate option %s.%s" % (family, option))
+            if problem:
+                out.append(problem)
+    return out
 
 
 def _keys(variables):
@@ -591,6 +659,7 @@ def inventory_problems(hostvars, groups, phases=None, node_roles=None, kubernete
         keys = _keys(variables)
         found = (tier_problems(variables) + unknown_key_problems(variables) + renamed_problems(variables)
                  + role_variable_problems(variables, keys, root) + kubespray_problems(variables, keys)
+                 + module_option_problems(variables, keys)
                  + expectation_problems(variables, host, groups, strict))
         facts = compatibility.facts_from_vars(variables, matrix=matrix)
         found += ["compatibility %s" % p["message"] for p in compatibility.evaluate(facts, matrix=matrix)]

@@ -307,7 +307,7 @@ def test_unknown_role_variables_suggest_the_closest_name():
     ("nvidia_driver_reboot_timeout", "soon",
      "nvidia_driver_reboot_timeout must be of type int (argument spec of role nvidia_driver), got 'soon'"),
     ("rdma_stack_source", "ofed",
-     "rdma_stack_source: value of rdma_stack_source must be one of: "),
+     "rdma_stack_source: value must be one of: "),
 ])
 def test_role_variable_values_are_checked_against_the_argument_spec(name, value, expected):
     hostvars, groups = inventory({"gpu2": {name: value}})
@@ -402,3 +402,18 @@ def test_a_problem_of_every_host_says_all():
     hostvars, groups = inventory(dict((h, {"gpufleet_zzz": 1}) for h in hosts), hosts=hosts)
     (problem,) = inventory_check.inventory_problems(hostvars, groups)
     assert problem.endswith("[all 8 hosts: n00, n01, n02 ...]"), problem
+
+
+def test_family_options_are_named_by_the_inventory_variable():
+    hostvars, groups = inventory({"gpu1": {
+        "gpufleet_validate_gpu": {"require_persistence_mode": "maybe", "requre_ecc": True, "xid_source": "none"},
+        "gpufleet_validate_rdma": {"link_layer": "ib"},
+        "gpufleet_validate_tuning": False,
+    }})
+    problems = inventory_check.inventory_problems(hostvars, groups)
+    assert sorted(problems) == [
+        "gpufleet_validate_gpu.require_persistence_mode must be of type bool (node_validate option "
+        "gpu.require_persistence_mode), got 'maybe' [gpu1]",
+        "gpufleet_validate_rdma.link_layer: value must be one of: any, InfiniBand, Ethernet, got: ib "
+        "(node_validate option rdma.link_layer) [gpu1]",
+        "unknown option gpufleet_validate_gpu.requre_ecc (did you mean gpufleet_validate_gpu.require_ecc?) [gpu1]"]
