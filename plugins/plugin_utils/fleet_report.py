@@ -89,7 +89,7 @@ def human(value, limit=200):
         if isinstance(item, (int, float)):
             return _number_text(item)
         if isinstance(item, (list, tuple)):
-            inner = ", ".join(render(x, True) for x in item) if item else "none"
+            inner = ", ".join(render(x, len(item) > 1) for x in item) if item else "none"
             return "(%s)" % inner if nested and len(item) > 1 else inner
         if isinstance(item, dict):
             inner = ", ".join("%s: %s" % (k, render(v, True)) for k, v in item.items()) if item else "none"

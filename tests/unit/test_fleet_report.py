@@ -643,3 +643,51 @@ def test_heatmap_of_64_hosts_is_not_collapsed(tmp_path):
     assert first.count('class="lo3"') == 2 * 63
     assert first.count('class="ok"') == 64 * 63 - 2 * 63
     assert 'title="dgx-h100-017 as sender: 63 of 63 pair(s) below the minimum">63/63<' in first
+
+
+@pytest.mark.parametrize("value, shown", [
+    ({"nvml": 7, "pci": 8}, "nvml: 7, pci: 8"),
+    (["ib_core", "mlx5_ib"], "ib_core, mlx5_ib"),
+    ([], "none"),
+    ({"loaded": False, "pci_functions": 2}, "loaded: no, pci_functions: 2"),
+    ({"min": 150.0, "max": float("inf")}, "min: 150, max: inf"),
+    (float("nan"), "nan"),
+    (0.12500, "0.125"),
+    ([{"port": 1, "rate": [100, 200]}], "port: 1, rate: (100, 200)"),
+    ("DOWN", "DOWN"),
+    (None, "none"),
+])
+def test_values_are_written_for_people(value, shown):
+    assert model.human(value) == shown
+
+
+def test_rdma_modules_values_are_labelled_missing_and_required():
+    # rdma_checks returns the missing modules as observed: with all of them missing, "observed"
+    # would equal "expected" on the page
+    check = chk("rdma.modules", "node", "fail", "kernel modules not loaded: ib_core, mlx5_ib",
+                observed=["ib_core", "mlx5_ib"], expected=["ib_core", "mlx5_ib"])
+    assert model.value_detail(check) == "missing ib_core, mlx5_ib; required ib_core, mlx5_ib"
+    assert "\nmissing: ib_core, mlx5_ib\nrequired: ib_core, mlx5_ib" in model.check_detail(check)
+    other = chk("rdma.port.rate", "mlx5_3/1", "fail", "rate 100 Gb/s below 200 Gb/s", observed=100, expected=200)
+    assert model.value_detail(other) == "observed 100; expected 200"
+
+
+@pytest.mark.parametrize("facts, gpu", [
+    ({"gpu_count": 0, "gpu_pci": 0}, "no GPU"),
+    ({"gpu_count": 0, "gpu_pci": 8}, "no GPU in NVML (8 on the PCI bus)"),
+    ({"gpu_model": "NVIDIA H100 80GB HBM3", "gpu_count": 8, "gpu_pci": 8}, "8x H100 80GB HBM3"),
+    ({"gpu_model": "NVIDIA H100 80GB HBM3", "gpu_count": 7, "gpu_pci": 8}, "7x H100 80GB HBM3 (8 on the PCI bus)"),
+    ({"ofed": "absent", "hcas": 0}, ""),
+])
+def test_gpu_column_of_the_page(facts, gpu):
+    from ansible_collections.gpufleet.cluster.plugins.plugin_utils import fleet_report_html
+    assert fleet_report_html._facts_text(facts)["gpu"] == gpu
+
+
+def test_grid_columns_are_grouped_by_family():
+    from ansible_collections.gpufleet.cluster.plugins.plugin_utils import fleet_report_html
+    families = fleet_report_html._families(["agent.health", "gpu.count", "gpu.ecc", "rdma.port", "tuning.hugepages"])
+    assert [(f["name"], [g["label"] for g in f["groups"]]) for f in families] == [
+        ("agent", ["health"]), ("gpu", ["count", "ecc"]), ("rdma", ["port"]), ("tuning", ["hugepages"])]
+    assert [g["first"] for f in families for g in f["groups"]] == [True, True, False, True, True]
+    assert fleet_report_html._run_time("20261123T001000Z-validate") == "11-23 00:10"
