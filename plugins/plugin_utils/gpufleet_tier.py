@@ -62,6 +62,11 @@ TIER = {
         "device_plugin", "how pods get NVIDIA GPUs (nvidia.com/gpu): device_plugin (the NVIDIA device plugin "
         "of kubernetes_addons) or dra (a DRA driver, resource.k8s.io/v1; gpufleet does not deploy one: the "
         "compatibility matrix checks the Kubernetes version and that the device plugin is off)"),
+    "gpufleet_remediation": (
+        None, "remediation policy of playbooks/remediate.yml (docs/remediation.md): enabled, an action per "
+        "failing check class (isolate, drain, reset, reboot), the circuit breaker (group, max_parallel, "
+        "max_attempts, window_hours) and the burn-in before a node is admitted; unset: off, a failing node "
+        "is only isolated"),
 }
 
 # Which node_validate option each node expectation feeds (family, option).

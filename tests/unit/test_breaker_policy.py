@@ -148,3 +148,21 @@ def test_module_acquire_refuse_record_release(api, tmp_path):
     assert bad["failed"] is True and bad["msg"] == "options step and status are required by op record"
     pct = module(tmp_path, dict(base, op="acquire", node="gpu-1", group_size=None))
     assert pct["failed"] is True and "needs the group's size (option group_size" in pct["msg"]
+
+
+def test_the_inventory_check_names_a_bad_policy_before_any_host_is_contacted():
+    from ansible_collections.gpufleet.cluster.plugins.plugin_utils import inventory_check
+
+    hosts = ("cp1", "gpu1")
+    hostvars = {h: {"inventory_hostname": h, "gpufleet_kubernetes_version": "1.35.4",
+                    "kubernetes_cni_calico_manifest_checksum": "sha256:" + "ab" * 32,
+                    "kubernetes_addons_mpi_operator_manifest_checksum": "sha256:" + "ab" * 32} for h in hosts}
+    groups = {"all": list(hosts), "kube_control_plane": ["cp1"], "kube_node": ["gpu1"], "gpu_nodes": ["gpu1"],
+              "rdma_nodes": ["gpu1"]}
+    assert inventory_check.inventory_problems(hostvars, groups) == []
+    hostvars["gpu1"]["gpufleet_remediation"] = {"enabled": True, "actions": {"gpu_lost": "reflash"}}
+    problems = inventory_check.inventory_problems(hostvars, groups)
+    assert len(problems) == 1 and problems[0].startswith(
+        "gpufleet_remediation.actions.gpu_lost must be one of isolate, drain, reset, reboot, got 'reflash'"), problems
+    hostvars["gpu1"]["gpufleet_remediation"] = {"enabled": True, "group": "gpu_a100", "max_parallel": "10%"}
+    assert inventory_check.inventory_problems(hostvars, groups) == []

@@ -373,7 +373,8 @@ def test_every_tier_family_reaches_every_node_validate_built_from_the_tier():
             if node["gpufleet.cluster.node_validate"].get("from_tier"):
                 tasks.append((os.path.relpath(path, REPO), node))
     assert sorted(path for path, _ in tasks) == [
-        "playbooks/kubernetes.yml", "playbooks/validate.yml", "roles/rolling_upgrade/tasks/check.yml"]
+        "playbooks/kubernetes.yml", "playbooks/tasks/remediate-validate.yml", "playbooks/validate.yml",
+        "roles/rolling_upgrade/tasks/check.yml"]
     for path, node in tasks:
         assert node["gpufleet.cluster.node_validate"]["from_tier"] is True and "args" not in node, path
 

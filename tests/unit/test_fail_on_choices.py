@@ -17,7 +17,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import FAI
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gate import GATE_FAIL_ON
 
 MODULES = sorted(os.path.basename(path)[:-3] for path in glob.glob(os.path.join(REPO, "plugins", "modules", "*.py")))
-GATE_FILTERS = ("health_gate_patch",)
+GATE_FILTERS = ("health_gate_patch", "remediation_plan")
 GATE_MODULES = ("node_write",)
 
 
