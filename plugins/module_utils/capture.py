@@ -278,7 +278,16 @@ class TreeWalker(object):
                     continue
                 if last:
                     self._leaf(real)
+                elif not os.path.isdir(self._full(real)):
+                    self._stand_in(real)  # keeps the listing of its directory whole
                 frontier.append(logical)
+
+    def _stand_in(self, real):
+        """An entry where the pattern wants a directory (a file, a FIFO) is recorded unread, as an
+        empty file: what is below it reads as absent in the replay, as on the node."""
+        key = "/".join(real)
+        if key not in self.nodes and not stat.S_ISLNK(os.lstat(self._full(real)).st_mode):
+            self._add(real, ("device", "not a directory, not read: empty"))
 
     def _leaf(self, real):
         key = "/".join(real)
@@ -902,7 +911,8 @@ class Capture(object):
             if entry[0] == "file":
                 tree[name] = ("file", pseudo.data(entry[1]), "file")
             elif entry[0] == "device":
-                tree[name] = ("file", b"", "%s device (empty stand-in)" % entry[1])
+                tree[name] = ("file", b"", "%s device (empty stand-in)" % entry[1]
+                              if entry[1] in ("char", "block") else "placeholder (%s)" % entry[1])
             elif entry[0] == "link":
                 tree[name] = ("link", "/".join(pseudo.text(part) for part in entry[1].split("/")), "link")
             else:
@@ -956,7 +966,8 @@ class Capture(object):
                  "# <type> <bytes> <sha256 or -> <path> [-> link target]"]
         for path, kind, payload, what in members:
             if kind == "file":
-                lines.append("%s %d %s %s" % ("device" if "device" in what else "file", len(payload),
+                kind_shown = "device" if "device" in what else "placeholder" if "placeholder" in what else "file"
+                lines.append("%s %d %s %s" % (kind_shown, len(payload),
                                               hashlib.sha256(payload).hexdigest(), path))
             elif kind == "link":
                 lines.append("link 0 - %s -> %s" % (path, payload))

@@ -413,14 +413,17 @@ def test_links_out_of_the_trees_are_recorded_not_followed(tmp_path):
     (root / "etc").mkdir()
     (root / "etc" / "passwd").write_text("root:x:0:0\n")
     os.symlink("../../../../etc", str(devices / "0000:03:00.0"))  # inside root, outside the trees
-    os.mkfifo(str(root / "sys" / "bus" / "pci" / "devices" / "fifo"))
+    os.mkfifo(str(root / "sys" / "bus" / "pci" / "devices" / "fifo"))  # listed: an empty placeholder, unread
+    os.symlink("loop", str(root / "sys" / "bus" / "pci" / "devices" / "loop"))
     walker = capture.TreeWalker(str(root))
     for pattern in capture.capture_patterns():
         walker.expand(pattern)
     links = dict((k, v[1]) for k, v in walker.nodes.items() if v[0] == "link")
     assert sorted(links) == ["sys/bus/pci/devices/0000:01:00.0", "sys/bus/pci/devices/0000:02:00.0",
-                             "sys/bus/pci/devices/0000:03:00.0"]
+                             "sys/bus/pci/devices/0000:03:00.0", "sys/bus/pci/devices/loop"]
     assert not any(v[0] == "file" for v in walker.nodes.values())
+    assert walker.nodes["sys/bus/pci/devices/fifo"][0] == "device" and "links in a row" in walker.skipped[
+        "sys/bus/pci/devices/loop"]
     assert "outside root" in walker.skipped["sys/bus/pci/devices/0000:01:00.0"]
     assert "leaves root" in walker.skipped["sys/bus/pci/devices/0000:02:00.0"]
     assert "outside the captured trees" in walker.skipped["sys/bus/pci/devices/0000:03:00.0"]
@@ -458,7 +461,8 @@ def test_manifest_lists_every_member(captured):
     _result, unpacked, dest = captured("hdr-degraded", "h100-healthy")
     with open(os.path.join(unpacked, "MANIFEST")) as handle:
         listed = set(line.rstrip("\n").split(" ", 3)[3].split(" -> ")[0] for line in handle
-                     if not line.startswith("#") and line.split(" ")[0] in ("file", "dir", "link", "device"))
+                     if not line.startswith("#") and line.split(" ")[0] in ("file", "dir", "link", "device",
+                                                                            "placeholder"))
     with tarfile.open(dest) as tar:
         names = set(m.name[len(capture.ARCHIVE_TOP) + 1:] for m in tar.getmembers())
     assert names - {"", "MANIFEST"} == listed
@@ -502,3 +506,29 @@ def test_bad_options_are_named(tmp_path, params, option):
     module = FakeModule(**dict({"dest": str(tmp_path / "c.tar.gz"), "root": os.path.join(NODES, "empty")}, **params))
     with pytest.raises(capture.ModuleFailure, match="option %s" % option):
         capture.node_capture_work(module)
+
+
+def test_a_hostile_tree_replays_too(tmp_path):
+    """Link loops, a FIFO where a PCI function's directory should be, a FIFO attribute, a name of
+    undecodable bytes: captured without reading what is not a file, and replayed to equal results."""
+    root = tmp_path / "node"
+    ib = root / "sys" / "class" / "infiniband"
+    devices = root / "sys" / "bus" / "pci" / "devices"
+    ib.mkdir(parents=True)
+    devices.mkdir(parents=True)
+    os.symlink("loop1", str(ib / "loop1"))
+    os.symlink("loop3", str(ib / "loop2"))
+    os.symlink("loop2", str(ib / "loop3"))
+    odd = os.path.join(str(devices).encode(), b"0000:\xff:00.0")
+    os.mkdir(odd)
+    with open(os.path.join(odd, b"vendor"), "w") as handle:
+        handle.write("0x10de\n")
+    os.mkfifo(str(devices / "fifo"))
+    (devices / "0000:00:00.0").mkdir()
+    os.mkfifo(str(devices / "0000:00:00.0" / "vendor"))
+    result, unpacked, _dest = capture_to(tmp_path, str(root), None)
+    before = everything(str(root), None, options="defaults")
+    after = everything(os.path.join(unpacked, "root"), None, options="defaults")
+    assert json.loads(as_text(after, os.path.join(unpacked, "root"))) == json.loads(
+        result.pseudo.text(as_text(before, str(root))))
+    assert result.walker.reads == 1  # the one regular file; the FIFO is never opened
