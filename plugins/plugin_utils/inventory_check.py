@@ -504,8 +504,8 @@ def role_variable_problems(variables, keys=None, root=None):
         known = specs[role]
         if key not in known:
             prefix = role + "_"
-            close = difflib.get_close_matches(key[len(prefix):], sorted(k[len(prefix):] for k in known
-                                                                       if k.startswith(prefix)), n=1, cutoff=0.6)
+            suffixes = sorted(k[len(prefix):] for k in known if k.startswith(prefix))
+            close = difflib.get_close_matches(key[len(prefix):], suffixes, n=1, cutoff=0.6)
             out.append("unknown variable %s%s" % (key, " (did you mean %s%s?)" % (prefix, close[0]) if close else
                                                   " (role %s has no such variable: roles/%s/meta/argument_specs.yml "
                                                   "lists them)" % (role, role)))
@@ -608,8 +608,8 @@ def inventory_problems(hostvars, groups, phases=None, node_roles=None, kubernete
             "install no GPU or RDMA software on any host. Add them as children of kube_node (etcd and "
             "k8s_cluster are not used: kubeadm runs etcd on kube_control_plane), e.g. in hosts.yml:\n%s\n"
             "(docs/inventory.md, \"Coming from Kubespray\")"
-            % (" (a Kubespray-style inventory: %s)" % ", ".join(g for g in ("kube_control_plane", "kube_node", "etcd",
-                                                                          "k8s_cluster") if g in groups)
+            % (" (a Kubespray-style inventory: %s)" % ", ".join(
+                g for g in ("kube_control_plane", "kube_node", "etcd", "k8s_cluster") if g in groups)
                if "k8s_cluster" in groups or "etcd" in groups else "", KUBESPRAY_SNIPPET))
     for group in ("gpu_nodes", "rdma_nodes"):
         outside = [h for h in members(group) if h not in kube_node]
