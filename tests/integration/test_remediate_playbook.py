@@ -1,0 +1,212 @@
+"""playbooks/remediate.yml against the Kubernetes API double (tests/fake_kube_api), in one run.
+
+Every inventory host is a Node of the fake cluster and runs locally: node_validate reads the
+dgx-h100 fixture tree through the fake NVML (tests/fake_nvml, its scenario a symlink per host),
+nvidia-smi and dcgmi are the stand-ins of tests/standins/bin (the stand-in's GPU reset points the
+scenario at a healthy one, as a reset that clears the fault would). The hosts run in parallel
+(gpufleet_remediate_serial), so the two nodes of one breaker group really race for its one slot.
+
+  gpu-fixed     recovery action pending -> reset -> healthy -> burn-in passes -> released
+  gpu-burnfail  the same, but DCGM's memtest fails on GPU 0 -> stays isolated, keeps its slot
+  gpu-busy      recovery action pending, a process holds a GPU -> reset refused, isolated
+  gpu-lost-a/b  a GPU lost, policy drain only, one slot for both: one is drained and stays isolated
+                (validation still fails), the other is refused by the open breaker
+  gpu-ok        healthy: nothing is done, nothing written
+"""
+
+import json
+import os
+import subprocess
+
+import pytest
+
+try:
+    import kubernetes  # noqa: F401  (kubernetes.core's k8s_drain needs it on the API host: here, the venv)
+
+    HAS_K8S_CLIENT = True
+except ImportError:
+    HAS_K8S_CLIENT = False
+
+from fake_kube_api import FakeKubeAPI
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PLAYBOOK = os.path.join(REPO, "playbooks", "remediate.yml")
+ANSIBLE_PLAYBOOK = os.path.join(REPO, ".venv", "bin", "ansible-playbook")
+VENV_PYTHON = os.path.join(REPO, ".venv", "bin", "python")
+SCENARIOS = os.path.join(REPO, "tests", "fixtures", "nvml")
+DCGM = os.path.join(REPO, "tests", "fixtures", "dcgm")
+STANDINS = os.path.join(REPO, "tests", "standins", "bin")
+REASON_ANNOTATION = "gpufleet.io/unhealthy-reason"
+TAINT_KEY = "gpufleet.io/unhealthy"
+
+pytestmark = [
+    pytest.mark.skipif(not os.path.exists(ANSIBLE_PLAYBOOK), reason="run `make setup` first"),
+    pytest.mark.skipif(not HAS_K8S_CLIENT, reason="the Python kubernetes client is not installed (make setup)"),
+]
+
+DRAIN_ONLY = {"gpu_lost": "drain", "xid_fatal": "drain", "ecc": "drain", "row_remap": "drain"}
+NODES = {
+    "gpu-fixed": {"scenario": "h100-recovery-action.json", "group": "fixed", "dcgm": "dcgm4_level2_pass.json"},
+    "gpu-burnfail": {"scenario": "h100-recovery-action.json", "group": "burnfail",
+                     "dcgm": "dcgm4_memtest_temp_fail.json", "dcgm_rc": 226},
+    "gpu-busy": {"scenario": "h100-recovery-action.json", "group": "busy", "dcgm": "dcgm4_level2_pass.json",
+                 "apps": "48213, /usr/bin/python3, GPU-4c4aaa9c-e3af-30e7-e9e9-e3f630e0158b\n"},
+    # a lost GPU fails ECC and recovery checks too: every class of it drained only, so the repair
+    # cannot clear the fault and the node must stay out
+    "gpu-lost-a": {"scenario": "h100-gpu-is-lost.json", "group": "rackA", "dcgm": "dcgm4_level2_pass.json",
+                   "actions": DRAIN_ONLY},
+    "gpu-lost-b": {"scenario": "h100-gpu-is-lost.json", "group": "rackA", "dcgm": "dcgm4_level2_pass.json",
+                   "actions": DRAIN_ONLY},
+    "gpu-ok": {"scenario": "h100-healthy.json", "group": "ok", "dcgm": "dcgm4_level2_pass.json"},
+}
+
+
+def host_vars(tmp, name, spec, kubeconfig):
+    scenario = tmp / ("%s-nvml.json" % name)
+    os.symlink(os.path.join(SCENARIOS, spec["scenario"]), str(scenario))
+    apps = tmp / ("%s-apps.txt" % name)
+    apps.write_text(spec.get("apps", ""))
+    return {
+        "gpufleet_sysfs_root": os.path.join(REPO, "tests", "fixtures", "nodes", "dgx-h100"),
+        "gpufleet_gpu_count": 8,
+        "gpufleet_validate_gpu": {"xid_source": "none"},
+        "gpufleet_validate_rdma": False,
+        "gpufleet_kube_api_host": "localhost",
+        "gpufleet_kubeconfig": kubeconfig,
+        "node_gate_python": VENV_PYTHON,
+        "node_gate_allow_plain_http": True,
+        "node_gate_drain_timeout": 20,
+        "gpufleet_remediate_allow_plain_http": True,
+        "gpufleet_remediation": {
+            "enabled": True, "group": spec["group"], "max_parallel": 1,
+            # never a reboot of the machine running the test
+            "actions": dict({"gpu_lost": "drain"}, **spec.get("actions", {})),
+            "burn_in": {"dcgm_level": 2, "timeout": 60}},
+        "gpufleet_remediate_environment": {
+            "PATH": STANDINS + ":" + os.environ.get("PATH", "/usr/bin:/bin"),
+            "PYTHONPATH": os.path.join(REPO, "tests", "fake_nvml"),
+            "GPUFLEET_FAKE_NVML_SCENARIO": str(scenario),
+            "GPUFLEET_STANDIN_RESET_SCENARIO": os.path.join(SCENARIOS, "h100-healthy.json"),
+            "GPUFLEET_STANDIN_COMPUTE_APPS": str(apps),
+            "GPUFLEET_REPLAY_STDOUT": os.path.join(DCGM, spec["dcgm"]),
+            "GPUFLEET_REPLAY_RC": str(spec.get("dcgm_rc", 0)),
+            "GPUFLEET_REPLAY_ARGV": str(tmp / ("%s-argv.jsonl" % name)),
+        },
+    }
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("remediate")
+    api = FakeKubeAPI().start()
+    try:
+        for name in NODES:
+            api.add_node(name)
+        api.add_pod("train-0", "gpu-fixed", namespace="ml", owner_kind="StatefulSet", labels={"app": "train"})
+        api.add_pod("web-1", "gpu-lost-a", labels={"app": "web"})
+        api.add_pod("web-2", "gpu-lost-b", labels={"app": "web"})
+        kubeconfig = api.kubeconfig(tmp / "kubeconfig")
+        inventory = {"all": {
+            "vars": {"ansible_connection": "local", "ansible_python_interpreter": VENV_PYTHON},
+            "hosts": {"localhost": {}},
+            "children": {"gpu_nodes": {"hosts": {name: host_vars(tmp, name, spec, kubeconfig)
+                                                 for name, spec in NODES.items()}}},
+        }}
+        (tmp / "hosts.yml").write_text(json.dumps(inventory))
+        env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"),
+                   ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", GPUFLEET_REPORT_DIR=str(tmp / "reports"),
+                   TMPDIR=str(tmp), ANSIBLE_FORKS="8")
+        env.pop("PYTHONPATH", None)
+        proc = subprocess.run([ANSIBLE_PLAYBOOK, "-i", str(tmp / "hosts.yml"), PLAYBOOK,
+                               "-e", "gpufleet_remediate_hosts=gpu_nodes", "-e", "gpufleet_remediate_serial=10"],
+                              check=False, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+        start = proc.stdout.find("{")
+        assert start >= 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        data, _ = json.JSONDecoder().raw_decode(proc.stdout[start:])
+        yield {"api": api, "data": data, "tmp": tmp, "output": proc.stdout[-6000:] + proc.stderr[-3000:]}
+    finally:
+        api.stop()
+
+
+def annotations(run, node):
+    return run["api"].node(node)["metadata"].get("annotations") or {}
+
+
+def history(run, node):
+    return [(h["step"], h["status"]) for h in json.loads(annotations(run, node).get("gpufleet.io/remediation-history",
+                                                                                        "[]"))]
+
+
+def held(run, node):
+    obj = run["api"].node(node)
+    return bool(obj["spec"].get("unschedulable")) and any(
+        t["key"] == TAINT_KEY for t in obj["spec"].get("taints") or [])
+
+
+def lease_holders(run, group):
+    lease = run["api"].lease("kube-system", "gpufleet-remediation-" + group.lower())
+    return sorted(json.loads(lease["metadata"]["annotations"]["gpufleet.io/remediation-holders"])) if lease else []
+
+
+def argv(run, node):
+    path = run["tmp"] / ("%s-argv.jsonl" % node)
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def failed_hosts(run):
+    return sorted(host for host, stats in run["data"]["stats"].items() if stats["failures"])
+
+
+def test_the_run_fails_exactly_the_nodes_that_stay_isolated_by_a_failure(run):
+    assert set(failed_hosts(run)) - {"gpu-lost-a", "gpu-lost-b"} == {"gpu-burnfail", "gpu-busy"}, run["output"]
+    assert all(r["status"] != 401 for r in run["api"].requests)
+
+
+def test_reset_validate_burn_in_release(run):
+    assert not held(run, "gpu-fixed"), run["output"]
+    assert REASON_ANNOTATION not in annotations(run, "gpu-fixed")
+    assert history(run, "gpu-fixed") == [("breaker", "admitted"), ("drain", "done"), ("reset", "done"),
+                                         ("release", "done"), ("breaker", "released")], run["output"]
+    assert run["api"].pod_names("gpu-fixed") == []  # drained
+    calls = argv(run, "gpu-fixed")
+    assert [c[:2] for c in calls] == [["nvidia-smi", "--query-compute-apps=pid,process_name,gpu_uuid"],
+                                      ["nvidia-smi", "--gpu-reset"], ["dcgmi", "diag"]]
+    assert calls[-1] == ["dcgmi", "diag", "-r", "2", "-j"]
+    assert lease_holders(run, "fixed") == []
+    attempts = json.loads(annotations(run, "gpu-fixed")["gpufleet.io/remediation-attempts"])
+    assert len(attempts) == 1
+
+
+def test_a_failed_burn_in_is_never_released(run):
+    assert held(run, "gpu-burnfail")
+    reason = annotations(run, "gpu-burnfail")[REASON_ANNOTATION]
+    assert reason.startswith("remediation failed (reset): burn-in:") and "memtest" in reason, reason
+    assert history(run, "gpu-burnfail")[-1] == ("Stop when the burn-in fails", "failed")
+    assert lease_holders(run, "burnfail") == ["gpu-burnfail"]  # the slot is kept: the breaker trips
+
+
+def test_reset_refused_while_a_process_holds_a_gpu(run):
+    assert held(run, "gpu-busy")
+    reason = annotations(run, "gpu-busy")[REASON_ANNOTATION]
+    assert "reset refused: 1 process(es) use the GPUs: 48213 /usr/bin/python3" in reason, reason
+    assert ["nvidia-smi", "--gpu-reset"] not in argv(run, "gpu-busy")
+    last = json.loads(annotations(run, "gpu-busy")["gpufleet.io/remediation"])
+    assert last["status"] == "failed" and "reset refused" in last["reason"]
+
+
+def test_two_nodes_racing_for_one_slot(run):
+    reasons = {node: annotations(run, node).get(REASON_ANNOTATION) for node in ("gpu-lost-a", "gpu-lost-b")}
+    assert all(reasons.values()), (reasons, [annotations(run, n) for n in reasons], run["output"])
+    refused = [node for node, reason in reasons.items() if "breaker open: 1 of 1 node(s) of group rackA" in reason]
+    assert len(refused) == 1, reasons
+    (admitted,) = {"gpu-lost-a", "gpu-lost-b"} - set(refused)
+    assert held(run, admitted) and held(run, refused[0])
+    assert reasons[admitted].startswith("remediation failed (drain): validation after drain:"), reasons
+    assert history(run, refused[0]) == [("breaker", "refused")]
+    assert run["api"].pod_names(refused[0]) != []  # never drained
+    assert lease_holders(run, "rackA") == [admitted]
+
+
+def test_a_healthy_node_is_left_alone(run):
+    assert not held(run, "gpu-ok") and history(run, "gpu-ok") == []
+    assert argv(run, "gpu-ok") == []
