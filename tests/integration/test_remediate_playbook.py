@@ -12,6 +12,7 @@ scenario at a healthy one, as a reset that clears the fault would). The hosts ru
   gpu-lost-a/b  a GPU lost, policy drain only, one slot for both: one is drained and stays isolated
                 (validation still fails), the other is refused by the open breaker
   gpu-ok        healthy: nothing is done, nothing written
+  gpu-pdb       a PodDisruptionBudget refuses the eviction: the drain fails, no reset, isolated
 """
 
 import json
@@ -58,6 +59,9 @@ NODES = {
     "gpu-lost-b": {"scenario": "h100-gpu-is-lost.json", "group": "rackA", "dcgm": "dcgm4_level2_pass.json",
                    "actions": DRAIN_ONLY},
     "gpu-ok": {"scenario": "h100-healthy.json", "group": "ok", "dcgm": "dcgm4_level2_pass.json"},
+    # a PodDisruptionBudget refuses the eviction: the drain fails, the node stays out
+    "gpu-pdb": {"scenario": "h100-recovery-action.json", "group": "pdb", "dcgm": "dcgm4_level2_pass.json",
+                "drain_timeout": 2},
 }
 
 
@@ -75,7 +79,7 @@ def host_vars(tmp, name, spec, kubeconfig):
         "gpufleet_kubeconfig": kubeconfig,
         "node_gate_python": VENV_PYTHON,
         "node_gate_allow_plain_http": True,
-        "node_gate_drain_timeout": 20,
+        "node_gate_drain_timeout": spec.get("drain_timeout", 20),
         "gpufleet_remediate_allow_plain_http": True,
         "gpufleet_remediation": {
             "enabled": True, "group": spec["group"], "max_parallel": 1,
@@ -105,6 +109,8 @@ def run(tmp_path_factory):
         api.add_pod("train-0", "gpu-fixed", namespace="ml", owner_kind="StatefulSet", labels={"app": "train"})
         api.add_pod("web-1", "gpu-lost-a", labels={"app": "web"})
         api.add_pod("web-2", "gpu-lost-b", labels={"app": "web"})
+        api.add_pod("db-0", "gpu-pdb", namespace="data", owner_kind="StatefulSet", labels={"app": "db"})
+        api.add_pdb("db", {"app": "db"}, namespace="data", disruptions_allowed=0)
         kubeconfig = api.kubeconfig(tmp / "kubeconfig")
         inventory = {"all": {
             "vars": {"ansible_connection": "local", "ansible_python_interpreter": VENV_PYTHON},
@@ -158,7 +164,8 @@ def failed_hosts(run):
 
 
 def test_the_run_fails_exactly_the_nodes_that_stay_isolated_by_a_failure(run):
-    assert set(failed_hosts(run)) - {"gpu-lost-a", "gpu-lost-b"} == {"gpu-burnfail", "gpu-busy"}, run["output"]
+    assert set(failed_hosts(run)) - {"gpu-lost-a", "gpu-lost-b"} == {"gpu-burnfail", "gpu-busy", "gpu-pdb"}, \
+        run["output"]
     assert all(r["status"] != 401 for r in run["api"].requests)
 
 
@@ -210,3 +217,13 @@ def test_two_nodes_racing_for_one_slot(run):
 def test_a_healthy_node_is_left_alone(run):
     assert not held(run, "gpu-ok") and history(run, "gpu-ok") == []
     assert argv(run, "gpu-ok") == []
+
+
+def test_a_fault_during_drain_keeps_the_node_out_without_a_reset(run):
+    assert held(run, "gpu-pdb")
+    reason = annotations(run, "gpu-pdb")[REASON_ANNOTATION]
+    assert reason.startswith("remediation failed (reset): node_gate: drain of gpu-pdb did not complete"), reason
+    assert "disruption budget" in reason
+    assert argv(run, "gpu-pdb") == []  # neither the process listing nor the reset ran
+    assert run["api"].pod_names("gpu-pdb") == ["data/db-0"]
+    assert history(run, "gpu-pdb")[0] == ("breaker", "admitted") and history(run, "gpu-pdb")[-1][1] == "failed"
