@@ -13,6 +13,8 @@ scenario at a healthy one, as a reset that clears the fault would). The hosts ru
                 (validation still fails), the other is refused by the open breaker
   gpu-ok        healthy: nothing is done, nothing written
   gpu-pdb       a PodDisruptionBudget refuses the eviction: the drain fails, no reset, isolated
+  gpu-reboot    policy reboot, the reboot fails (Ansible refuses to reboot over a local connection):
+                isolated with the reason, never released
 """
 
 import json
@@ -59,6 +61,10 @@ NODES = {
     "gpu-lost-b": {"scenario": "h100-gpu-is-lost.json", "group": "rackA", "dcgm": "dcgm4_level2_pass.json",
                    "actions": DRAIN_ONLY},
     "gpu-ok": {"scenario": "h100-healthy.json", "group": "ok", "dcgm": "dcgm4_level2_pass.json"},
+    # policy reboot: ansible.builtin.reboot refuses a local connection (it would reboot the machine
+    # running the test), standing in for a node that does not come back within reboot_timeout
+    "gpu-reboot": {"scenario": "h100-gpu-is-lost.json", "group": "reboot", "dcgm": "dcgm4_level2_pass.json",
+                   "actions": {"gpu_lost": "reboot"}},
     # a PodDisruptionBudget refuses the eviction: the drain fails, the node stays out
     "gpu-pdb": {"scenario": "h100-recovery-action.json", "group": "pdb", "dcgm": "dcgm4_level2_pass.json",
                 "drain_timeout": 2},
@@ -109,6 +115,7 @@ def run(tmp_path_factory):
         api.add_pod("train-0", "gpu-fixed", namespace="ml", owner_kind="StatefulSet", labels={"app": "train"})
         api.add_pod("web-1", "gpu-lost-a", labels={"app": "web"})
         api.add_pod("web-2", "gpu-lost-b", labels={"app": "web"})
+        api.add_pod("job-9", "gpu-reboot", namespace="ml", owner_kind="Job")
         api.add_pod("db-0", "gpu-pdb", namespace="data", owner_kind="StatefulSet", labels={"app": "db"})
         api.add_pdb("db", {"app": "db"}, namespace="data", disruptions_allowed=0)
         kubeconfig = api.kubeconfig(tmp / "kubeconfig")
@@ -164,7 +171,8 @@ def failed_hosts(run):
 
 
 def test_the_run_fails_exactly_the_nodes_that_stay_isolated_by_a_failure(run):
-    assert set(failed_hosts(run)) - {"gpu-lost-a", "gpu-lost-b"} == {"gpu-burnfail", "gpu-busy", "gpu-pdb"}, \
+    assert set(failed_hosts(run)) - {"gpu-lost-a", "gpu-lost-b"} == {"gpu-burnfail", "gpu-busy", "gpu-pdb",
+                                                                          "gpu-reboot"}, \
         run["output"]
     assert all(r["status"] != 401 for r in run["api"].requests)
 
@@ -227,3 +235,11 @@ def test_a_fault_during_drain_keeps_the_node_out_without_a_reset(run):
     assert argv(run, "gpu-pdb") == []  # neither the process listing nor the reset ran
     assert run["api"].pod_names("gpu-pdb") == ["data/db-0"]
     assert history(run, "gpu-pdb")[0] == ("breaker", "admitted") and history(run, "gpu-pdb")[-1][1] == "failed"
+
+
+def test_a_reboot_that_fails_keeps_the_node_out(run):
+    assert held(run, "gpu-reboot")
+    reason = annotations(run, "gpu-reboot")[REASON_ANNOTATION]
+    assert reason.startswith("remediation failed (reboot): Running ") and "would reboot the control node" in reason
+    assert history(run, "gpu-reboot")[-1] == ("Reboot the node (it stays isolated if it does not come back)", "failed")
+    assert run["api"].pod_names("gpu-reboot") == []  # drained before the reboot
