@@ -15,13 +15,14 @@ description:
     this host, so an equal digest means the same role, with the same inputs, on the same system
     -- the role's own files and those of C(common_internal) (tasks, defaults, vars, templates), the
     collection's plugins and C(galaxy.yml) (code and version), the values of every variable named
-    C(<role>_*) (templated; role outputs set later in a run are not seen, because the digest is
-    taken once, before the roles run), every C(gpufleet_*) tier variable (the inventory's value,
+    C(<role>_*) but C(<role>_managed_state) (templated; role outputs set later in a run are not
+    seen, because the digest is taken once, before the roles run), every C(gpufleet_*) tier variable (the inventory's value,
     else the tier default), the host's groups, and the facts C(kernel), C(distribution),
     C(distribution_version) and C(architecture) (a reboot into another kernel or an OS upgrade
     changes the digest).
   - Used by C(common_internal)'s entry points C(state_read) and C(state_write)
-    (docs/performance.md, "Converged re-run"); not meant for other uses.
+    (docs/performance.md, "Converged-role skip"); not meant for other uses. An equal digest alone
+    never skips a role, the module C(role_state) also verifies on the node what the role manages.
 options:
   _terms:
     description: Role names (directories under C(roles/) of the collection).
@@ -95,8 +96,9 @@ def inputs_hash(templar, variables, role, collection=COLLECTION):
                                  % (role, os.path.join(collection, "roles")))
     variables = variables or {}
     prefix = role + "_"
+    # <role>_managed_state is the role's output (what it manages, for the stamp's snapshot), not an input
     role_vars = dict((name, _value(templar, variables, name)) for name in sorted(variables)
-                     if name.startswith(prefix))
+                     if name.startswith(prefix) and name != prefix + "managed_state")
     tier = {}
     inventory = functools.lru_cache(maxsize=None)(lambda: (  # templated once, and only if a default needs it
         _value(templar, variables, "groups") if "groups" in variables else {},

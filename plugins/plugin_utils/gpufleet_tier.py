@@ -47,7 +47,8 @@ TIER = {
     "gpufleet_hca_irq_affinity": (None, "the interrupts of the RDMA devices run on CPUs of their NUMA node"),
     "gpufleet_skip_converged": (
         True, "skip a node role (playbooks/node.yml, kubernetes_prereqs) whose stamp records that it converged "
-        "with today's inputs; false runs every role in full"),
+        "with today's inputs and whose managed files and packages are verified unchanged on the node (drift, "
+        "or anything not verifiable, runs the role; the run says why); false runs every role in full"),
     "gpufleet_health_agent": (
         True, "install the node health agent on the node (GPU nodes: playbooks/health_agent.yml, run by "
         "site.yml after validation and by node.yml) and have validate.yml check what it publishes "

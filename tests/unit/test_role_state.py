@@ -1,12 +1,16 @@
 """Converged-role skip (docs/performance.md): the digest of a role's inputs (lookup
-role_inputs_hash) and the roles a play skips (filter converged_roles)."""
+role_inputs_hash), the roles a play skips (filters converged_roles / converged_plan) and the
+verification of what a role manages on the node (module role_state, module_utils/role_stamps.py):
+fail closed, a role is skipped only when its snapshot was verified."""
 
+import json
 import os
 import shutil
 
 import pytest
 from ansible.errors import AnsibleFilterError, AnsibleLookupError
-from ansible_collections.gpufleet.cluster.plugins.filter.role_state import converged_roles
+from ansible_collections.gpufleet.cluster.plugins.filter.role_state import converged_plan, converged_roles
+from ansible_collections.gpufleet.cluster.plugins.module_utils import role_stamps
 from ansible_collections.gpufleet.cluster.plugins.lookup import role_inputs_hash
 from ansible_collections.gpufleet.cluster.plugins.lookup.role_inputs_hash import inputs_hash
 
@@ -98,7 +102,8 @@ def test_the_collection_roles_are_found():
 
 
 def stamps(**digests):
-    return dict((role, {"inputs": value}) for role, value in digests.items())
+    """Stamps as module role_state (action verify) returns them: verified, no drift."""
+    return dict((role, {"inputs": value, "verified": True, "drift": []}) for role, value in digests.items())
 
 
 def test_every_role_converged():
@@ -120,7 +125,10 @@ def test_a_role_never_stamped_runs_with_everything_after_it():
 
 
 @pytest.mark.parametrize("recorded", [None, "garbage", [], {"preflight": "PREFLIGHT"}, {"preflight": {}},
-                                      {"preflight": {"inputs": ""}}])
+                                      {"preflight": {"inputs": ""}},
+                                      # a stamp of gpufleet 0.3 (inputs only) or not verified: never trusted
+                                      {"preflight": {"inputs": "PREFLIGHT"}},
+                                      {"preflight": {"inputs": "PREFLIGHT", "verified": "yes", "drift": []}}])
 def test_no_or_malformed_stamps_converge_nothing(recorded):
     now = dict((role, role.upper()) for role in ROLES)
     assert converged_roles(recorded, ROLES, now) == []
@@ -129,3 +137,255 @@ def test_no_or_malformed_stamps_converge_nothing(recorded):
 def test_digests_must_be_a_dict():
     with pytest.raises(AnsibleFilterError, match="digests must be a dict"):
         converged_roles({}, ROLES, ["x"])
+
+
+def test_a_drifted_role_runs_with_everything_after_it_and_the_plan_says_why():
+    now = dict((role, role.upper()) for role in ROLES)
+    recorded = stamps(**now)
+    recorded["nvidia_driver"].update(verified=False, drift=["/etc/modprobe.d/blacklist-nouveau.conf missing"])
+    plan = converged_plan(recorded, ROLES, now)
+    assert plan["converged"] == ["preflight", "node_pinning"]
+    assert plan["run"] == {"nvidia_driver": "drift: /etc/modprobe.d/blacklist-nouveau.conf missing",
+                           "container_runtime": "after nvidia_driver"}
+    assert plan["message"] == (
+        "converged-role skip: skipped preflight, node_pinning (converged, verified on the node); "
+        "runs nvidia_driver (drift: /etc/modprobe.d/blacklist-nouveau.conf missing), container_runtime (after nvidia_driver)")
+
+
+def test_the_plan_names_a_missing_stamp_and_changed_inputs():
+    now = {"preflight": "A", "node_pinning": "B"}
+    assert converged_plan({}, ["preflight"], now)["run"] == {
+        "preflight": "no stamp (first run, or an earlier run did not finish it)"}
+    assert converged_plan(stamps(preflight="OLD", node_pinning="B"), ["preflight", "node_pinning"], now)["run"] == {
+        "preflight": "inputs changed", "node_pinning": "after preflight"}
+
+
+def test_drift_is_named_even_when_the_inputs_changed_too():
+    recorded = {"kubernetes_prereqs": {"inputs": "OLD", "verified": False,
+                                       "drift": ["/etc/sysctl.d/99-kubernetes.conf missing"]}}
+    assert converged_plan(recorded, ["kubernetes_prereqs"], {"kubernetes_prereqs": "NEW"})["run"] == {
+        "kubernetes_prereqs": "inputs changed; drift: /etc/sysctl.d/99-kubernetes.conf missing"}
+
+
+# --- verification on the node (module_utils/role_stamps.py) ---------------------------------
+
+# Real dpkg-query output (Debian 12, dpkg 1.21, this project's test machine: `dpkg-query -W -f
+# '${binary:Package}\t${db:Status-Abbrev}\t${Version}\n' bash libc6 nonexistentpkg`, rc 1 and
+# "dpkg-query: no packages found matching nonexistentpkg" on stderr); the "hi " line is the
+# status of a package held with `apt-mark hold` (desired h, installed i), "rc " one removed with
+# its configuration files left.
+DPKG_OUT = ("bash\tii \t5.2.15-2+b8\n"
+            "libc6:amd64\tii \t2.36-9+deb12u14\n"
+            "kubelet\thi \t1.36.4-1.1\n"
+            "nvidia-smi\trc \t535.261.03-1\n")
+DPKG_ERR = "dpkg-query: no packages found matching nonexistentpkg\n"
+
+
+def dpkg(rc=1, out=DPKG_OUT, err=DPKG_ERR):
+    calls = []
+
+    def run_command(argv):
+        calls.append(argv)
+        return rc, out, err
+    run_command.calls = calls
+    return run_command
+
+
+def which_dpkg(name):
+    return "/usr/bin/dpkg-query" if name == "dpkg-query" else None
+
+
+def test_dpkg_query_output_is_read_with_holds_and_removed_packages():
+    assert role_stamps.parse_dpkg(DPKG_OUT) == {"bash": "5.2.15-2+b8", "libc6": "2.36-9+deb12u14",
+                                                "kubelet": "1.36.4-1.1 (held)", "nvidia-smi": None}
+
+
+def test_rpm_output_is_read():
+    # rpm -q --qf '%{NAME}\t%{EPOCHNUM}:%{VERSION}-%{RELEASE}\n' bash nvidia-driver (rpm 4.16: a
+    # missing package prints "package <name> is not installed" on stdout, rc = their count)
+    out = "bash\t0:5.1.8-9.el9\npackage nvidia-driver is not installed\n"
+    assert role_stamps.parse_rpm(out) == {"bash": "0:5.1.8-9.el9", "nvidia-driver": None}
+
+
+def test_packages_are_read_in_one_call_and_an_unknown_one_is_absent():
+    run = dpkg()
+    assert role_stamps.package_versions(["bash", "nonexistentpkg", "bash"], run, which_dpkg) == {
+        "bash": "5.2.15-2+b8", "nonexistentpkg": None}
+    assert len(run.calls) == 1 and run.calls[0][-2:] == ["bash", "nonexistentpkg"]
+
+
+@pytest.mark.parametrize("run, which, message", [
+    (dpkg(rc=2, out="", err="dpkg-query: error: failed to open package info file"), which_dpkg,
+     r"dpkg-query failed \(rc 2\): dpkg-query: error"),
+    (dpkg(), lambda name: None, "no dpkg-query or rpm on this host"),
+])
+def test_a_package_database_that_does_not_answer_is_an_error(run, which, message):
+    with pytest.raises(role_stamps.SnapshotError, match=message):
+        role_stamps.package_versions(["bash"], run, which)
+
+
+def recorded_state(tmp_path, packages=("bash",)):
+    """A role converged: its files exist, the snapshot is taken."""
+    managed = tmp_path / "blacklist-nouveau.conf"
+    managed.write_text("blacklist nouveau\noptions nouveau modeset=0\n")
+    os.chmod(str(managed), 0o644)
+    absent = str(tmp_path / "never-there.conf")
+    taken, missing = role_stamps.snapshots(
+        {"nvidia_driver": {"files": [str(managed), absent], "packages": list(packages)}}, dpkg(), which_dpkg)
+    assert missing == {}
+    return managed, {"nvidia_driver": {"inputs": "D", "managed": taken["nvidia_driver"]}}
+
+
+def test_a_role_as_it_converged_is_verified(tmp_path):
+    _, stamp = recorded_state(tmp_path)
+    assert stamp["nvidia_driver"]["managed"]["packages"] == {"bash": "5.2.15-2+b8"}
+    assert role_stamps.drift(stamp, dpkg(), which_dpkg) == {"nvidia_driver": []}
+
+
+def test_a_missing_file_is_drift(tmp_path):
+    managed, stamp = recorded_state(tmp_path)
+    managed.unlink()
+    assert role_stamps.drift(stamp, dpkg(), which_dpkg) == {"nvidia_driver": ["%s missing" % managed]}
+
+
+def test_changed_content_and_mode_are_drift(tmp_path):
+    managed, stamp = recorded_state(tmp_path)
+    managed.write_text("# edited by hand\n")
+    assert role_stamps.drift(stamp, dpkg(), which_dpkg) == {
+        "nvidia_driver": ["%s changed (content differs from the converged run)" % managed]}
+    _, stamp = recorded_state(tmp_path)
+    os.chmod(str(managed), 0o600)
+    assert role_stamps.drift(stamp, dpkg(), which_dpkg) == {
+        "nvidia_driver": ["%s mode 0600 (0644 when the role converged)" % managed]}
+
+
+def test_a_file_that_appeared_is_drift(tmp_path):
+    _, stamp = recorded_state(tmp_path)
+    (tmp_path / "never-there.conf").write_text("x")
+    assert role_stamps.drift(stamp, dpkg(), which_dpkg)["nvidia_driver"] == [
+        "%s present (absent when the role converged)" % (tmp_path / "never-there.conf")]
+
+
+def test_an_unreadable_file_is_drift_never_verified(tmp_path, monkeypatch):
+    managed, stamp = recorded_state(tmp_path)
+
+    def denied(path, *args, **kwargs):
+        raise PermissionError(13, "Permission denied", path)
+    monkeypatch.setattr(role_stamps, "open", denied, raising=False)
+    assert role_stamps.drift(stamp, dpkg(), which_dpkg) == {
+        "nvidia_driver": ["%s cannot be read: Permission denied" % managed]}
+
+
+def test_a_directory_in_place_of_a_file_is_drift(tmp_path):
+    managed, stamp = recorded_state(tmp_path)
+    managed.unlink()
+    managed.mkdir()
+    assert role_stamps.drift(stamp, dpkg(), which_dpkg) == {"nvidia_driver": ["%s is not a regular file" % managed]}
+
+
+@pytest.mark.parametrize("out, message", [
+    (DPKG_OUT.replace("bash\tii \t5.2.15-2+b8\n", ""), "package bash removed (5.2.15-2+b8 when the role converged)"),
+    (DPKG_OUT.replace("5.2.15-2+b8", "5.2.15-2+b9"), "package bash now 5.2.15-2+b9 (5.2.15-2+b8 when the role converged)"),
+])
+def test_a_package_removed_or_changed_is_drift(tmp_path, out, message):
+    _, stamp = recorded_state(tmp_path)
+    assert role_stamps.drift(stamp, dpkg(out=out), which_dpkg) == {"nvidia_driver": [message]}
+
+
+def test_a_package_database_that_does_not_answer_is_drift(tmp_path):
+    _, stamp = recorded_state(tmp_path)
+    assert role_stamps.drift(stamp, dpkg(), lambda name: None) == {
+        "nvidia_driver": ["no dpkg-query or rpm on this host: packages cannot be checked"]}
+
+
+@pytest.mark.parametrize("managed", [None, "garbage", {"files": ["x"], "packages": {}},
+                                     {"files": {"/a": "sha"}, "packages": {}}])
+def test_a_stamp_without_a_usable_snapshot_is_drift(managed):
+    drifted = role_stamps.drift({"r": {"inputs": "D", "managed": managed}}, dpkg(), which_dpkg)["r"]
+    assert drifted and drifted[0].startswith(("nothing recorded to verify", "its record of the managed state is malformed"))
+
+
+@pytest.mark.parametrize("declared, reason", [
+    (None, "the role declares nothing to verify on the node"),
+    ({"files": ["relative/path"]}, "files must be absolute paths"),
+    ({"files": "/etc/x"}, "files must be a list"),
+    ({"services": ["x"]}, "unknown keys services"),
+])
+def test_a_role_without_a_usable_declaration_gets_no_snapshot(declared, reason):
+    taken, missing = role_stamps.snapshots({"r": declared}, dpkg(), which_dpkg)
+    assert taken == {} and reason in missing["r"]
+
+
+def test_a_role_whose_file_cannot_be_read_at_record_time_gets_no_snapshot(tmp_path):
+    (tmp_path / "d").mkdir()
+    taken, missing = role_stamps.snapshots({"r": {"files": [str(tmp_path / "d")]}}, dpkg(), which_dpkg)
+    assert taken == {} and missing == {"r": "%s is not a regular file" % (tmp_path / "d")}
+
+
+class FakeModule(object):
+    """Stands in for AnsibleModule: params, check mode, diff, run_command, get_bin_path."""
+
+    def __init__(self, check_mode=False, **params):
+        self.params = dict({"path": None, "roles": None, "stamps": None, "managed": {}, "forget": []}, **params)
+        self.check_mode = check_mode
+        self._diff = False
+
+    @staticmethod
+    def run_command(argv, environ_update=None):
+        return dpkg()(argv)
+
+    @staticmethod
+    def get_bin_path(name):
+        return which_dpkg(name)
+
+
+def test_record_then_verify_on_the_node(tmp_path):
+    state = str(tmp_path / "gpufleet" / "role-state.json")
+    managed = tmp_path / "99-kubernetes.conf"
+    managed.write_text("net.ipv4.ip_forward = 1\n")
+    result = role_stamps.role_state_work(FakeModule(
+        action="record", path=state, stamps={"kubernetes_prereqs": "D1", "node_tuning": "D2"},
+        managed={"kubernetes_prereqs": {"files": [str(managed)], "packages": ["bash"]}, "node_tuning": ""}))
+    assert result["changed"] and result["recorded"] == ["kubernetes_prereqs"]
+    assert result["unrecorded"] == {"node_tuning": "the role declares nothing to verify on the node"}
+    verified = role_stamps.role_state_work(FakeModule(action="verify", path=state))["roles"]
+    assert verified["kubernetes_prereqs"] == {"inputs": "D1", "verified": True, "drift": []}
+    assert verified["node_tuning"]["verified"] is False
+    managed.unlink()
+    verified = role_stamps.role_state_work(FakeModule(action="verify", path=state, roles=["kubernetes_prereqs"]))["roles"]
+    assert verified == {"kubernetes_prereqs": {"inputs": "D1", "verified": False, "drift": ["%s missing" % managed]}}
+    # the same record again changes nothing; forget removes one stamp and keeps the other
+    managed.write_text("net.ipv4.ip_forward = 1\n")
+    again = FakeModule(action="record", path=state, stamps={"kubernetes_prereqs": "D1", "node_tuning": "D2"},
+                       managed={"kubernetes_prereqs": {"files": [str(managed)], "packages": ["bash"]}})
+    assert role_stamps.role_state_work(again)["changed"] is False
+    forget = FakeModule(action="record", path=state, forget=["node_tuning"], check_mode=True)
+    assert role_stamps.role_state_work(forget)["changed"] is True
+    assert "node_tuning" in json.loads(open(state).read())["roles"]  # check mode writes nothing
+    forget.check_mode = False
+    role_stamps.role_state_work(forget)
+    assert list(json.loads(open(state).read())["roles"]) == ["kubernetes_prereqs"]
+
+
+@pytest.mark.parametrize("content, problem", [
+    (b"{not json", "is not JSON"),
+    (b"[]", "has no \"roles\" object"),
+])
+def test_a_damaged_state_file_verifies_nothing_and_says_so(tmp_path, content, problem):
+    state = tmp_path / "role-state.json"
+    state.write_bytes(content)
+    result = role_stamps.role_state_work(FakeModule(action="verify", path=str(state)))
+    assert result["roles"] == {} and problem in result["problem"]
+
+
+def test_no_state_file_is_no_stamp_and_nothing_is_created(tmp_path):
+    state = str(tmp_path / "role-state.json")
+    assert role_stamps.role_state_work(FakeModule(action="verify", path=state))["roles"] == {}
+    assert role_stamps.role_state_work(FakeModule(action="record", path=state, forget=["x"]))["changed"] is False
+    assert not os.path.exists(state)
+
+
+def test_record_needs_a_digest_per_role(tmp_path):
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import ModuleFailure
+    with pytest.raises(ModuleFailure, match="option stamps: r need an inputs digest"):
+        role_stamps.role_state_work(FakeModule(action="record", path=str(tmp_path / "s.json"), stamps={"r": ""}))
