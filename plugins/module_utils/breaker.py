@@ -92,22 +92,21 @@ def lease_holders(lease, now):
     record cannot be read (then nobody can say who is in remediation: refuse)."""
     if not lease:
         return {}
+    name = (lease.get("metadata") or {}).get("name")
     raw = ((lease.get("metadata") or {}).get("annotations") or {}).get(HOLDERS_ANNOTATION)
     if raw in (None, ""):
         return {}
     try:
         holders = json.loads(raw)
     except ValueError:
-        raise BreakerError("lease %s: annotation %s is not JSON" % ((lease.get("metadata") or {}).get("name"),
-                                                                     HOLDERS_ANNOTATION))
+        raise BreakerError("lease %s: annotation %s is not JSON" % (name, HOLDERS_ANNOTATION))
     if not isinstance(holders, dict) or not all(isinstance(v, dict) for v in holders.values()):
-        raise BreakerError("lease %s: annotation %s is not a map of node -> entry"
-                           % ((lease.get("metadata") or {}).get("name"), HOLDERS_ANNOTATION))
+        raise BreakerError("lease %s: annotation %s is not a map of node -> entry" % (name, HOLDERS_ANNOTATION))
     live = {}
     for node, entry in holders.items():
         expires = entry.get("expires")
         if isinstance(expires, bool) or not isinstance(expires, (int, float)):
-            raise BreakerError("lease %s: holder %s has no expiry" % ((lease.get("metadata") or {}).get("name"), node))
+            raise BreakerError("lease %s: holder %s has no expiry" % (name, node))
         if expires > now:
             live[node] = entry
     return live

@@ -128,8 +128,8 @@ def parse_diag(text):
     document, preamble = extract_document(text)
     key = next((k for k in DIAG_KEYS if k in document), None)
     if key is None:
-        raise DiagError("no %s object in the JSON (keys: %s)" % (" or ".join(repr(k) for k in DIAG_KEYS),
-                                                                  ", ".join(sorted(document)) or "none"))
+        wanted = " or ".join(repr(k) for k in DIAG_KEYS)
+        raise DiagError("no %s object in the JSON (keys: %s)" % (wanted, ", ".join(sorted(document)) or "none"))
     diag = document[key]
     if not isinstance(diag, dict):
         raise DiagError("%r is not an object" % key)

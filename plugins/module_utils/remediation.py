@@ -69,8 +69,8 @@ def _merge(base, override):
 def _positive(value, key, integer=True):
     kinds = (int,) if integer else (int, float)
     if isinstance(value, bool) or not isinstance(value, kinds) or value <= 0:
-        raise PolicyError("%s.%s must be %s > 0, got %r" % (VARIABLE, key, "an integer" if integer else "a number",
-                                                               value))
+        kind = "an integer" if integer else "a number"
+        raise PolicyError("%s.%s must be %s > 0, got %r" % (VARIABLE, key, kind, value))
 
 
 def policy(value=None):
