@@ -54,3 +54,30 @@ def test_the_node_is_not_admitted(host):
     result = _result(host)
     assert result["healthy"] is False
     assert "gpu.nvml" in [c["id"] for c in result["checks"] if c["status"] == "fail"]
+
+
+# side_effect.yml: the files deleted by hand are back, the run said why it ran the role, and the
+# new stamp holds a snapshot of what the role manages (docs/performance.md, converged-role skip).
+BLACKLIST = "/etc/modprobe.d/blacklist-nouveau.conf"
+
+
+def test_the_repair_run_restored_the_deleted_files(host):
+    blacklist = host.file(BLACKLIST)
+    assert blacklist.exists and blacklist.mode == 0o644
+    assert "blacklist nouveau" in blacklist.content_string
+    pth = host.check_output("/usr/bin/python3 -c \"import site; print(site.getsitepackages()[0])\"") + "/gpufleet-nvml.pth"
+    assert host.file(pth).content_string.strip() == BINDING_DIR
+
+
+def test_the_repair_run_named_the_drift(host):
+    plan = json.loads(host.file("/var/lib/gpufleet-test/repair-plan.json").content_string)
+    assert plan["converged"] == []
+    assert "drift: %s missing; " % BLACKLIST in plan["run"]["nvidia_driver"]
+
+
+def test_the_new_stamp_records_what_the_role_manages(host):
+    stamp = json.loads(host.file("/var/lib/gpufleet/role-state.json").content_string)["roles"]["nvidia_driver"]
+    files = stamp["managed"]["files"]
+    assert len(files[BLACKLIST]["sha256"]) == 64 and files[BLACKLIST]["mode"] == "0644"
+    assert any(path.endswith("/gpufleet-nvml.pth") for path in files)
+    assert stamp["managed"]["packages"]["libnvidia-ml1"].startswith("535.261.03")
