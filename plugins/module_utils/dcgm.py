@@ -224,23 +224,26 @@ def diag_checks(parsed=None, rc=0, timed_out=False, error=None, stderr="", reque
                     observed = {"test": test["name"], "category": test["category"], "dcgm_status": status}
                     if result["error_ids"]:
                         observed["error_ids"] = result["error_ids"]
-                    results.add(TEST_CHECK, target, status, _cut("%s: %s" % (label, text)), observed=observed)
+                    results.add(TEST_CHECK, "%s/%s" % (target, test["name"]), status, _cut("%s: %s" % (label, text)),
+                                observed=observed)
             elif status == PASS:
                 passed_targets.extend(result["targets"])
             else:
                 skipped.append(result)
         if test["summary"] == FAIL and not any(r["status"] == FAIL for r in test["results"]):
             failed_any = True  # a test that failed as a whole, none of its results saying why
-            results.fail(TEST_CHECK, "node", "%s: test summary Fail" % label, observed={"test": test["name"]})
+            results.fail(TEST_CHECK, test["name"], "%s: test summary Fail" % label, observed={"test": test["name"]})
         ran = [r for r in test["results"] if r["status"] != SKIP]
         if ran:
             executed += 1
         if passed_targets:
-            results.passed(TEST_CHECK, compress_targets(sorted(set(passed_targets), key=_target_key)),
-                           "%s: pass" % label, observed={"test": test["name"], "category": test["category"]})
+            where = compress_targets(sorted(set(passed_targets), key=_target_key))
+            results.passed(TEST_CHECK, test["name"], "%s: pass on %s" % (label, where),
+                           observed={"test": test["name"], "category": test["category"], "passed_on": where})
         if skipped and not ran:
             why = "; ".join(sum((r["info"] or r["warnings"] for r in skipped), [])) or "skipped by DCGM"
-            results.skip(TEST_CHECK, "node", _cut("%s: not run (%s)" % (label, why)), observed={"test": test["name"]})
+            results.skip(TEST_CHECK, test["name"], _cut("%s: not run (%s)" % (label, why)),
+                         observed={"test": test["name"]})
     for name in requested_tests or []:
         ran = [t for t in parsed["tests"] if _test_matches(name, t["name"])
                and any(r["status"] != SKIP for r in t["results"])]

@@ -243,3 +243,20 @@ def test_a_reboot_that_fails_keeps_the_node_out(run):
     assert reason.startswith("remediation failed (reboot): Running ") and "would reboot the control node" in reason
     assert history(run, "gpu-reboot")[-1] == ("Reboot the node (it stays isolated if it does not come back)", "failed")
     assert run["api"].pod_names("gpu-reboot") == []  # drained before the reboot
+
+
+def test_the_outcome_of_every_remediated_node_is_in_the_fleet_report(run):
+    with open(str(run["tmp"] / "reports" / "fleet-report.json")) as handle:
+        hosts = json.load(handle)["hosts"]
+
+    def outcome(host):
+        found = [c for c in hosts[host]["checks"] if c["id"] == "remediation.outcome"]
+        return (found[0]["status"], found[0]["message"]) if found else None
+
+    assert outcome("gpu-fixed")[0] == "pass" and outcome("gpu-fixed")[1].startswith(
+        "reset done, validation and burn-in passed: released")
+    for host in ("gpu-burnfail", "gpu-busy", "gpu-pdb", "gpu-reboot", "gpu-lost-a", "gpu-lost-b"):
+        assert outcome(host)[0] == "fail" and outcome(host)[1].startswith("isolated, "), (host, outcome(host))
+    assert outcome("gpu-ok") is None
+    memtest = [c for c in hosts["gpu-burnfail"]["checks"] if c["id"] == "burnin.dcgm" and c["status"] == "fail"]
+    assert [c["target"] for c in memtest] == ["gpu0/memtest"]

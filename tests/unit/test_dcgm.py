@@ -41,7 +41,9 @@ def test_level2_pass_4x():
     assert parsed["format"] == "4.x" and parsed["version"] == "4.2.3" and parsed["driver"] == "580.82.09"
     assert [t["name"] for t in parsed["tests"]] == ["software", "pcie", "memory"]
     checks = judged("dcgm4_level2_pass.json")
-    assert [c["target"] for c in by_status(checks, "pass")] == ["gpu0\u20131"] * 3
+    assert [(c["target"], c["message"]) for c in by_status(checks, "pass")] == [
+        ("software", "Deployment/software: pass on gpu0\u20131"), ("pcie", "Integration/pcie: pass on gpu0\u20131"),
+        ("memory", "Hardware/memory: pass on gpu0\u20131")]
     assert not by_status(checks, "fail") and run_check(checks)[0]["status"] == "pass"
     assert run_check(checks)[0]["observed"]["tests_run"] == 3
 
@@ -49,7 +51,7 @@ def test_level2_pass_4x():
 def test_every_failing_gpu_is_named_with_dcgms_message_4x():
     checks = judged("dcgm4_level1_persistence_fail.json", rc=226)
     failed = by_status(checks, "fail")
-    assert [c["target"] for c in failed] == ["gpu%d" % i for i in range(8)]
+    assert [c["target"] for c in failed] == ["gpu%d/software" % i for i in range(8)]
     assert failed[3]["message"] == "Deployment/software: Persistence Mode: Persistence mode for GPU 3 is disabled."
     assert failed[3]["observed"]["error_ids"] == [29]
     # the exit status 226 is explained by the failures: the run itself is not an extra failure
@@ -59,9 +61,9 @@ def test_every_failing_gpu_is_named_with_dcgms_message_4x():
 def test_one_gpu_fails_the_other_passes_4x():
     checks = judged("dcgm4_memtest_temp_fail.json", rc=226)
     failed = by_status(checks, "fail")
-    assert [(c["target"], c["observed"]["test"]) for c in failed] == [("gpu0", "memtest")]
+    assert [(c["target"], c["observed"]["test"]) for c in failed] == [("gpu0/memtest", "memtest")]
     assert "Temperature 1000 of GPU 0 exceeded" in failed[0]["message"]
-    assert ("gpu1", "Stress/memtest: pass") in [(c["target"], c["message"]) for c in by_status(checks, "pass")]
+    assert ("memtest", "Stress/memtest: pass on gpu1") in [(c["target"], c["message"]) for c in by_status(checks, "pass")]
 
 
 def test_3x_text_before_json_csv_gpu_ids_and_nulls():
@@ -76,7 +78,7 @@ def test_3x_text_before_json_csv_gpu_ids_and_nulls():
 def test_3x_sm_stress_failure():
     checks = judged("dcgm3_sm_stress_fail.json", rc=226)
     failed = by_status(checks, "fail")
-    assert [(c["target"], c["observed"]["error_ids"]) for c in failed] == [("gpu0", [40])]
+    assert [(c["target"], c["observed"]["error_ids"]) for c in failed] == [("gpu0/SM Stress", [40])]
     assert failed[0]["message"].startswith("Stress/SM Stress: Thermal violations totaling 13.4 seconds")
 
 
@@ -182,7 +184,7 @@ def test_runner_replays_a_failure_with_its_exit_status(replay):
     checks, info = dcgm.run_diag(SubprocessRunner(), os.path.join(STANDINS, "dcgmi"), level=3, timeout=30)
     assert calls() == [["dcgmi", "diag", "-r", "3", "-j"]]
     assert info["rc"] == 226 and info["timed_out"] is False and info["version"] == "4.2.3"
-    assert [c["target"] for c in checks.as_list() if c["status"] == "fail"] == ["gpu0"]
+    assert [c["target"] for c in checks.as_list() if c["status"] == "fail"] == ["gpu0/memtest"]
     assert not checks.healthy
 
 
@@ -230,3 +232,12 @@ def test_module_entry_point(replay, tmp_path):
                           capture_output=True, text=True, env=env, timeout=60, check=False)
     out = json.loads(proc.stdout)
     assert out["checks"][0]["status"] == "fail" and "exited 127" in out["checks"][0]["message"], out
+
+
+@pytest.mark.parametrize("name", sorted(n for n in os.listdir(DCGM) if n.startswith("dcgm") and "table" not in n))
+def test_every_check_of_a_run_has_its_own_id_and_target(name):
+    """The fleet report keeps one check per (id, target): a second failing test of the same GPU must not
+    hide the first."""
+    checks = judged(name, rc=226)
+    keys = [(c["id"], c["target"]) for c in checks]
+    assert len(keys) == len(set(keys)), keys
