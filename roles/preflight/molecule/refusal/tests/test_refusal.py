@@ -2,7 +2,7 @@
 
 import re
 
-HEADER = re.compile(r"^preflight found 7 problem\(s\) on \S+; fix them and re-run:$")
+HEADER = re.compile(r"^preflight found 8 problem\(s\) on \S+; fix them and re-run:$")
 
 
 def lines(host):
@@ -12,7 +12,7 @@ def lines(host):
 def test_one_message_lists_all_problems(host):
     found = lines(host)
     assert HEADER.match(found[0]), found[0]
-    assert len([line for line in found if line.startswith("- ")]) == 7
+    assert len([line for line in found if line.startswith("- ")]) == 8
 
 
 def test_gpu_count_names_the_input(host):
@@ -67,3 +67,15 @@ def test_compatibility_matrix_refusal(host):
         "an older branch has only the proprietary modules. (source: "
         "https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/kernel-modules.html)"
         in lines(host))
+
+
+def test_containerd_dropin_in_another_version_is_refused(host):
+    # prepare.yml: config.toml in version 2, conf.d/99-nvidia.toml in version 4
+    expected = (
+        "- compatibility containerd-dropin-root-version: containerd_config_version=2 (from "
+        "/etc/containerd/config.toml) requires containerd_dropin_versions (each) = containerd_config_version, "
+        "but containerd_dropin_versions=4 (from /etc/containerd/conf.d/99-nvidia.toml=4); "
+        "containerd_config_version=2 (from /etc/containerd/config.toml). ")
+    found = [line for line in lines(host) if line.startswith(expected)]
+    assert len(found) == 1, lines(host)
+    assert "Fix: rewrite the named drop-in" in found[0]
