@@ -45,11 +45,11 @@ client sent. Start it with `FakeKubeAPI().start()` (127.0.0.1, a random port), s
 
 import copy
 import datetime
+import functools
 import json
 import re
 import threading
 import uuid
-import functools
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -125,10 +125,6 @@ COORDINATION_V1_RESOURCES = {
     ],
 }
 
-TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-_QUALIFIED_NAME = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-                             r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 # resource.k8s.io/v1 (DRA, GA in 1.34): resource name -> (kind, namespaced, first minor served)
 DRA_V1_RESOURCES = {
     "deviceclasses": ("DeviceClass", False, 34),
@@ -169,6 +165,10 @@ def dra_resources(minor):
 
 API_GROUPS = api_groups(int(SERVER_VERSION["minor"]))
 
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_QUALIFIED_NAME = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+                             r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 PATCH_TYPES = (
     "application/json-patch+json",
     "application/merge-patch+json",
@@ -364,6 +364,9 @@ class FakeKubeAPI:
 
     def __init__(self, token="gpufleet-fake-token", server_version=DEFAULT_SERVER_VERSION):
         self.token = token
+        self.version = version_info(server_version)
+        self.minor = int(self.version["minor"])
+        self.dra = dict((name, {}) for name in DRA_V1_RESOURCES)
         self.lock = threading.RLock()
         self.nodes = {}
         self.pods = {}
@@ -371,9 +374,6 @@ class FakeKubeAPI:
         self.leases = {}
         self._lease_interleaved = {}
         self._lease_outage = None
-        self.version = version_info(server_version)
-        self.minor = int(self.version["minor"])
-        self.dra = dict((name, {}) for name in DRA_V1_RESOURCES)
         self.namespaces = {"default", "kube-system"}
         self.requests = []
         self._resource_version = 1000
@@ -508,13 +508,6 @@ class FakeKubeAPI:
             self.pdbs[(namespace, name)] = pdb
             return copy.deepcopy(pdb)
 
-    def interleave(self, node, writer, times=1, content_type=None):
-        """A concurrent writer: before each of the next `times` PATCH requests to `node`, call
-        `writer(api)` (e.g. another controller adding its taint). It lands between the client's read
-        and its write, so a patch that carries the resourceVersion it read gets 409 Conflict, and a
-        patch without one overwrites what the writer did (the lost update this double can show).
-        content_type: only before patches of that type (e.g. the merge patches of the taint write,
-        not the strategic-merge cordon of k8s_drain)."""
     def add_dra(self, resource, name, spec, namespace=None):
         """Store a resource.k8s.io/v1 object (e.g. a ResourceSlice a DRA driver publishes)."""
         with self.lock:
@@ -551,6 +544,13 @@ class FakeKubeAPI:
                 raise self._not_found(resource, rest[1], "resource.k8s.io")
             return copy.deepcopy(store[key])
 
+    def interleave(self, node, writer, times=1, content_type=None):
+        """A concurrent writer: before each of the next `times` PATCH requests to `node`, call
+        `writer(api)` (e.g. another controller adding its taint). It lands between the client's read
+        and its write, so a patch that carries the resourceVersion it read gets 409 Conflict, and a
+        patch without one overwrites what the writer did (the lost update this double can show).
+        content_type: only before patches of that type (e.g. the merge patches of the taint write,
+        not the strategic-merge cordon of k8s_drain)."""
         with self.lock:
             self._interleaved[node] = [writer, times, content_type]
 
@@ -1026,6 +1026,19 @@ class _Handler(BaseHTTPRequestHandler):
             return 200, dict(_group("policy"), kind="APIGroup", apiVersion="v1")
         if method == "GET" and path == "/apis/policy/v1":
             return 200, POLICY_V1_RESOURCES
+        if method == "GET" and path == "/apis/coordination.k8s.io":
+            return 200, dict(_group("coordination.k8s.io"), kind="APIGroup", apiVersion="v1")
+        if method == "GET" and path == "/apis/coordination.k8s.io/v1":
+            return 200, COORDINATION_V1_RESOURCES
+        if parts[:2] == ["apis", "resource.k8s.io"] and api.minor >= DRA_MINOR:
+            if method == "GET" and len(parts) == 2:
+                return 200, dict(_group("resource.k8s.io"), kind="APIGroup", apiVersion="v1")
+            if method == "GET" and len(parts) == 3 and parts[2] == "v1":
+                return 200, dra_resources(api.minor)
+            if parts[2:3] == ["v1"]:
+                answer = api._dra_get(method, parts[3:])
+                if answer is not None:
+                    return 200, answer
 
         if parts[:2] == ["api", "v1"]:
             rest = parts[2:]
@@ -1109,16 +1122,3 @@ class _Handler(BaseHTTPRequestHandler):
             raise ApiError(404, "NotFound", "the server could not find the requested resource",
                            {"causes": [{"reason": "UnexpectedServerResponse", "message": "404 page not found"}]})
         raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
-        if method == "GET" and path == "/apis/coordination.k8s.io":
-            return 200, dict(_group("coordination.k8s.io"), kind="APIGroup", apiVersion="v1")
-        if method == "GET" and path == "/apis/coordination.k8s.io/v1":
-            return 200, COORDINATION_V1_RESOURCES
-        if parts[:2] == ["apis", "resource.k8s.io"] and api.minor >= DRA_MINOR:
-            if method == "GET" and len(parts) == 2:
-                return 200, dict(_group("resource.k8s.io"), kind="APIGroup", apiVersion="v1")
-            if method == "GET" and len(parts) == 3 and parts[2] == "v1":
-                return 200, dra_resources(api.minor)
-            if parts[2:3] == ["v1"]:
-                answer = api._dra_get(method, parts[3:])
-                if answer is not None:
-                    return 200, answer
