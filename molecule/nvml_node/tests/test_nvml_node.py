@@ -59,6 +59,7 @@ def test_the_node_is_not_admitted(host):
 # side_effect.yml: the files deleted by hand are back, the run said why it ran the role, and the
 # new stamp holds a snapshot of what the role manages (docs/performance.md, converged-role skip).
 BLACKLIST = "/etc/modprobe.d/blacklist-nouveau.conf"
+SYSCTL = "/etc/sysctl.d/99-kubernetes.conf"
 
 
 def test_the_repair_run_restored_the_deleted_files(host):
@@ -69,15 +70,24 @@ def test_the_repair_run_restored_the_deleted_files(host):
     assert host.file(pth).content_string.strip() == BINDING_DIR
 
 
-def test_the_repair_run_named_the_drift(host):
-    plan = json.loads(host.file("/var/lib/gpufleet-test/repair-plan.json").content_string)
+def test_the_repair_run_restored_the_sysctl_file(host):
+    sysctl = host.file(SYSCTL)
+    assert sysctl.exists and "net.ipv4.ip_forward = 1" in sysctl.content_string
+
+
+def test_the_repair_runs_named_the_drift(host):
+    plan = json.loads(host.file("/var/lib/gpufleet-test/repair-plan-node.json").content_string)
     assert plan["converged"] == []
     assert "drift: %s missing; " % BLACKLIST in plan["run"]["nvidia_driver"]
+    plan = json.loads(host.file("/var/lib/gpufleet-test/repair-plan-kubernetes.json").content_string)
+    assert plan["run"] == {"kubernetes_prereqs": "drift: %s missing" % SYSCTL}
 
 
-def test_the_new_stamp_records_what_the_role_manages(host):
-    stamp = json.loads(host.file("/var/lib/gpufleet/role-state.json").content_string)["roles"]["nvidia_driver"]
-    files = stamp["managed"]["files"]
+def test_the_new_stamps_record_what_the_roles_manage(host):
+    stamps = json.loads(host.file("/var/lib/gpufleet/role-state.json").content_string)["roles"]
+    files = stamps["nvidia_driver"]["managed"]["files"]
     assert len(files[BLACKLIST]["sha256"]) == 64 and files[BLACKLIST]["mode"] == "0644"
     assert any(path.endswith("/gpufleet-nvml.pth") for path in files)
-    assert stamp["managed"]["packages"]["libnvidia-ml1"].startswith("535.261.03")
+    assert stamps["nvidia_driver"]["managed"]["packages"]["libnvidia-ml1"].startswith("535.261.03")
+    assert len(stamps["kubernetes_prereqs"]["managed"]["files"][SYSCTL]["sha256"]) == 64
+    assert stamps["kubernetes_prereqs"]["managed"]["packages"] == {}  # kubernetes_prereqs_install_packages: false
