@@ -13,13 +13,32 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils import compatibility, inventory_check
 
 
+def run_time_names(hostvars):
+    """{host: names set during this run} from the variable manager behind ``hostvars``: facts and
+    registered results (set_fact, register) and include_vars. Ansible has no public API that tells
+    an inventory variable from a variable set by an earlier play of the same run, and a playbook that
+    runs node.yml's roles before validate.yml (site.yml, the molecule scenarios) has both in hostvars:
+    without this, ``nvidia_driver_plan`` (a registered result) would be reported as an unknown role
+    variable. Private attributes, read defensively: when they are missing every name is checked."""
+    manager = getattr(hostvars, "_variable_manager", None)
+    names = {}
+    for cache in ("_nonpersistent_fact_cache", "_vars_cache"):
+        try:
+            for host, values in dict(getattr(manager, cache, None) or {}).items():
+                names.setdefault(host, set()).update(k for k in values if isinstance(k, str))
+        except (AttributeError, TypeError):
+            continue
+    return names
+
+
 def inventory_problems(hostvars, groups, phases=None, node_roles=None, kubernetes_roles=None, hosts=None):
     """Every problem of the inventory (a list of strings; empty: the run may start)."""
     if hosts is not None and not isinstance(hosts, list):
         raise AnsibleFilterError("inventory_problems: hosts must be a list of inventory host names, got %r" % (hosts,))
     try:
         return inventory_check.inventory_problems(hostvars, groups, phases=phases, node_roles=node_roles,
-                                                  kubernetes_roles=kubernetes_roles, hosts=hosts)
+                                                  kubernetes_roles=kubernetes_roles, hosts=hosts,
+                                                  run_time_names=run_time_names(hostvars))
     except compatibility.MatrixError as exc:
         raise AnsibleFilterError("inventory_problems: %s" % exc)
     except (OSError, ValueError) as exc:  # a role's argument spec cannot be read

@@ -294,13 +294,10 @@ def tier_problems(variables):
     return out
 
 
-def unknown_key_problems(variables):
+def unknown_key_problems(variables, keys=None):
     known = known_gpufleet_variables()
     out = []
-    try:
-        keys = sorted(k for k in variables.keys() if isinstance(k, str) and k.startswith("gpufleet_"))
-    except Exception:
-        keys = []
+    keys = sorted(k for k in (_keys(variables) if keys is None else keys) if k.startswith("gpufleet_"))
     for key in keys:
         if key in known:
             continue
@@ -567,14 +564,17 @@ def _foreign_group_hint(groups, group):
 
 
 def inventory_problems(hostvars, groups, phases=None, node_roles=None, kubernetes_roles=None, matrix=None,
-                       hosts=None, root=None):
+                       hosts=None, root=None, run_time_names=None):
     """Every problem of the inventory, as a list of strings (empty: the run may start).
 
     ``phases``, ``node_roles``, ``kubernetes_roles``: what the run does (after tag_selection); the
     groups and checksums they need are checked. ``hosts``: the hosts whose variables are checked
     (the entry point's hosts); default: every host of kube_control_plane, kube_node, gpu_nodes and
-    rdma_nodes."""
+    rdma_nodes. ``run_time_names``: {host: names set during this run} (set_fact, register,
+    include_vars: a playbook that imports node.yml before validate.yml has them in hostvars); they
+    are not inventory variables, so they are not checked as such."""
     problems = []
+    run_time_names = run_time_names or {}
     groups = groups or {}
     if phases is None:
         phases = list(PHASES)
@@ -656,8 +656,9 @@ def inventory_problems(hostvars, groups, phases=None, node_roles=None, kubernete
     per_problem = {}
     for host in hosts:
         variables = hostvars[host]
-        keys = _keys(variables)
-        found = (tier_problems(variables) + unknown_key_problems(variables) + renamed_problems(variables)
+        set_now = run_time_names.get(host) or ()
+        keys = [k for k in _keys(variables) if k not in set_now]
+        found = (tier_problems(variables) + unknown_key_problems(variables, keys) + renamed_problems(variables)
                  + role_variable_problems(variables, keys, root) + kubespray_problems(variables, keys)
                  + module_option_problems(variables, keys)
                  + expectation_problems(variables, host, groups, strict))

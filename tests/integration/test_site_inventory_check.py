@@ -112,3 +112,32 @@ def test_tags_narrow_the_check_to_the_phases_they_run(tmp_path):
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     assert "gpufleet site run, phases: report\n" in out or "gpufleet site run, phases: report'" in out, out
+
+
+def test_variables_set_earlier_in_the_run_are_not_inventory_variables(tmp_path):
+    """A playbook that runs roles before the check (node.yml then validate.yml, as the molecule
+    scenarios do) has their registered results and facts in hostvars (nvidia_driver_plan,
+    gpufleet_node_validation): not inventory variables, not reported; a misspelt inventory variable
+    beside them still is (with its did-you-mean)."""
+    inventory = _inventory(tmp_path, {"gpufleet_gpu_count": 0}, {"gpu1": {"nvidia_driver_brach": "580"}})
+    playbook = tmp_path / "run.yml"
+    playbook.write_text(yaml.safe_dump([
+        {"name": "Earlier play", "hosts": "gpu_nodes", "gather_facts": False, "tasks": [
+            {"name": "A registered result", "ansible.builtin.command": "true", "register": "nvidia_driver_plan",
+             "changed_when": False},
+            {"name": "A fact", "ansible.builtin.set_fact": {"gpufleet_node_validation": {"healthy": True},
+                                                           "kubernetes_prereqs_managed_state": {}}}]},
+        {"name": "Check", "hosts": "localhost", "gather_facts": False,
+         "vars": {"__gpufleet_check_entry": "run.yml", "__gpufleet_check_phases": ["validate"]},
+         "tasks": [{"name": "Check", "ansible.builtin.import_tasks": os.path.join(
+             REPO, "playbooks", "tasks", "check-inventory.yml")}]}]))
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_STDOUT_CALLBACK="default", GPUFLEET_REPORT_DIR=str(tmp_path))
+    proc = subprocess.run([ANSIBLE_PLAYBOOK, "-i", inventory, str(playbook)], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out
+    assert "run.yml: the inventory has 1 problem(s)." in out
+    assert "unknown variable nvidia_driver_brach (did you mean nvidia_driver_branch?) [gpu1]" in out
+    assert "nvidia_driver_plan" not in out.split("problem(s).")[1]
+    assert "gpufleet_node_validation" not in out.split("problem(s).")[1]

@@ -89,6 +89,10 @@ def called_nvml_functions():
     pynvml = pytest.importorskip("pynvml")
     names = set()
     for path in glob.glob(os.path.join(REPO, "plugins", "module_utils", "*.py")):
+        if os.path.basename(path) == "capture.py":
+            # node_capture records the calls the GPU family makes (a recording wrapper around the
+            # binding) and names some of them to file their answers: it takes no reading of its own
+            continue
         with open(path) as handle:
             names.update(re.findall(r"""(?:["']|\.)(nvml[A-Z]\w*)\b""", handle.read()))
     return {name for name in names if callable(getattr(pynvml, name, None))}
