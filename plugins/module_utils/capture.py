@@ -559,6 +559,8 @@ class NvmlRecorder(object):
                 info = getattr(args[1], "_obj", args[1])
                 record.extra = {"state": int(info.state), "status": int(info.status),
                                 "clique_id": int(getattr(info, "cliqueId", 0))}
+            if name == "nvmlDeviceGetGpuInstances" and len(args) > 3:
+                record.extra = int(getattr(args[3], "_obj", args[3]).value)  # the instances found
             return result
         return call
 
@@ -705,6 +707,28 @@ class NvmlRecorder(object):
                 errs[name] = error
             else:
                 device["mig"] = {"current": _number(result[0]), "pending": _number(result[1])}
+        elif name == "nvmlDeviceGetMemoryInfo":
+            if error is not None:
+                errs[name] = error
+            else:
+                device["memory_total_mib"] = int(result.total) // (1024 * 1024)
+        elif name.startswith("nvmlDeviceGetGpuInstanceProfileInfo"):
+            # one slot per NVML_GPU_INSTANCE_PROFILE_* index: [id, sliceCount, instanceCount,
+            # memorySizeMB, name] or the error that index answered (NotSupported: not on this GPU)
+            profiles = device.setdefault("mig_profiles", {})
+            if error is not None:
+                profiles[str(args[1])] = slot_error()
+            else:
+                label = _text(getattr(result, "name", b"")) or ""
+                profiles[str(args[1])] = [int(result.id), int(result.sliceCount), int(result.instanceCount),
+                                          int(result.memorySizeMB), label.replace("MIG ", "") or "profile%d" % int(result.id)]
+        elif name == "nvmlDeviceGetGpuInstances":
+            mig = device.setdefault("mig", {})
+            if error is not None:
+                errs[name] = error
+                return
+            names = [p[4] for p in device.get("mig_profiles", {}).values() if isinstance(p, list) and p[0] == int(args[1])]
+            mig.setdefault("instances", []).extend(names[:1] * int(call.extra or 0))
         elif name.startswith("nvmlDeviceGetGpuFabricInfo"):
             if error is not None:
                 errs[name] = error

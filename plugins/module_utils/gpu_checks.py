@@ -32,6 +32,12 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu import (
     pci_link,
     pci_read_problems,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import (
+    describe as describe_mig,
+    expected_for,
+    layout_errors,
+    profile_name,
+)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.nvml import (
     GpuLost,
     NvmlError,
@@ -69,6 +75,7 @@ GPU_OPTIONS = {
     "xid_fatal": {"type": "list", "elements": "int", "default": list(XID_FATAL_DEFAULT)},
     "xid_ignore": {"type": "list", "elements": "int", "default": list(XID_IGNORE_DEFAULT)},
     "nvml_binding_path": {"type": "path"},
+    "expected_mig": {"type": "list", "elements": "dict"},
 }
 
 NODE_CHECKS = ("gpu.nvml", "gpu.count", "gpu.driver_version")
@@ -124,6 +131,8 @@ def validate_options(params, prefix=""):
             version_matches("0", params["expected_driver_version"])
         except ValueError as exc:
             errors.append("option %sexpected_driver_version: %s" % (prefix, exc))
+    if params.get("expected_mig") is not None:
+        errors.extend(layout_errors(params["expected_mig"], "option %sexpected_mig" % prefix))
     binding_path = params.get("nvml_binding_path")
     if binding_path is not None and not os.path.isdir(binding_path):
         errors.append("option %snvml_binding_path: %s is not a directory" % (prefix, binding_path))
@@ -585,17 +594,51 @@ def _check_pcie(scope):
 
 
 def _check_mig(scope):
+    """MIG mode, and with ``expected_mig`` (a mig-parted layout, module_utils/mig.py) the live layout:
+    the GPU instances by profile name (gpu ``mig_layout``, read whenever MIG is on). A pending mode
+    change warns; a mode or layout other than the expected one fails, naming both; MIG not
+    supported fails when the layout wants it on; a failed reading fails (could not be measured)."""
     checks, target = scope.checks, scope.target
+    expected = None
+    if scope.options.get("expected_mig"):
+        expected = expected_for(scope.options["expected_mig"], scope.gpu["index"])
+    want = None if expected is None else {"mig_enabled": expected[0], "instances": expected[1]}
     mode = scope.adapter.call("nvmlDeviceGetMigMode", scope.handle)
     if is_unsupported(mode):
         scope.gpu["mig"] = None
+        scope.gpu["mig_layout"] = None
+        if expected is not None and expected[0]:
+            return checks.fail("gpu.mig", target, "MIG not supported by this GPU (%s) but the layout expects "
+                               "MIG enabled with %s" % (mode.reason, describe_mig(expected[1])),
+                               observed=None, expected=want)
+        if expected is not None:
+            return checks.passed("gpu.mig", target, "MIG not supported (%s): disabled as the layout expects"
+                                 % mode.reason, observed=None, expected=want)
         return _unsupported(scope, "gpu.mig", mode, "MIG")
     current, pending = bool(mode[0]), bool(mode[1])
     scope.gpu["mig"] = {"current": current, "pending": pending}
+    layout = None
+    if current:
+        instances, total = scope.adapter.gpu_instances(scope.handle)
+        layout = {}
+        for index, slices, memory_mb in instances:
+            name = profile_name(index, slices, memory_mb, total)
+            layout[name] = layout.get(name, 0) + 1
+    scope.gpu["mig_layout"] = layout
+    observed = dict(scope.gpu["mig"], instances=layout)
+    found = "MIG %s%s" % (_onoff(current), " (%s)" % describe_mig(layout) if current else "")
     if current != pending:
-        return checks.warn("gpu.mig", target, "MIG mode change pending (%s -> %s): GPU reset needed"
-                           % (_onoff(current), _onoff(pending)), observed=scope.gpu["mig"])
-    return checks.passed("gpu.mig", target, "MIG %s" % _onoff(current), observed=scope.gpu["mig"])
+        return checks.warn("gpu.mig", target, "MIG mode change pending (%s -> %s): GPU reset needed; %s"
+                           % (_onoff(current), _onoff(pending),
+                              "expected MIG %s" % _onoff(expected[0]) if expected else "no layout expected"),
+                           observed=observed, expected=want)
+    if expected is None:
+        return checks.passed("gpu.mig", target, found, observed=observed)
+    wanted = "MIG %s%s" % (_onoff(expected[0]), " (%s)" % describe_mig(expected[1]) if expected[0] else "")
+    if current != expected[0] or (current and layout != expected[1]):
+        return checks.fail("gpu.mig", target, "MIG layout differs: expected %s, found %s" % (wanted, found),
+                           observed=observed, expected=want)
+    return checks.passed("gpu.mig", target, "%s as expected" % found, observed=observed, expected=want)
 
 
 def _check_nvlink(scope):

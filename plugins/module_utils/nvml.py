@@ -297,8 +297,8 @@ class NvmlAdapter(object):
             self._handles[index] = self._required("nvmlDeviceGetHandleByIndex", index)
         return self._handles[index]
 
-    def _required(self, name, *args):
-        call = "%s(%s)" % (name, ", ".join(str(a) for a in args)) if args else name
+    def _required(self, name, *args, **kwargs):
+        call = kwargs.get("call") or ("%s(%s)" % (name, ", ".join(str(a) for a in args)) if args else name)
         func = getattr(self.binding, name, None)
         if func is None:
             raise NvmlCallError(call, "missing from this nvidia-ml-py binding")
@@ -332,6 +332,39 @@ class NvmlAdapter(object):
         return states
 
     # -- composite queries (structures differ between binding versions) -----------------
+    def gpu_instances(self, handle):
+        """The GPU instances of a GPU in MIG mode: [(profile index, sliceCount, memorySizeMB)], one
+        per instance, and the board's memory (nvmlDeviceGetMemoryInfo ``total``, bytes), read as
+        mig-parted reads a layout: every NVML_GPU_INSTANCE_PROFILE_* index through
+        nvmlDeviceGetGpuInstanceProfileInfo (NotSupported / Invalid Argument: not a profile of this
+        GPU, skipped), then nvmlDeviceGetGpuInstances for each profile. Every call is required (any
+        other error, NotSupported included, raises NvmlError); no profile at all raises too."""
+        total = int(self._required("nvmlDeviceGetMemoryInfo", handle, call="nvmlDeviceGetMemoryInfo").total)
+        count = self.const("NVML_GPU_INSTANCE_PROFILE_COUNT")
+        instance_type = self.const("c_nvmlGpuInstance_t")
+        if count is None or instance_type is None:
+            raise NvmlCallError("nvmlDeviceGetGpuInstances", "MIG structures missing from this nvidia-ml-py binding")
+        skipped = (self._code("NOT_SUPPORTED"), self._code("INVALID_ARGUMENT"), self._code("FUNCTION_NOT_FOUND"))
+        instances, last_error, profiles = [], None, 0
+        for index in range(int(count)):
+            try:
+                info = self._required("nvmlDeviceGetGpuInstanceProfileInfo", handle, index,
+                                      call="nvmlDeviceGetGpuInstanceProfileInfo(profile %d)" % index)
+            except NvmlCallError as exc:
+                if exc.code not in skipped:
+                    raise
+                last_error = exc
+                continue
+            profiles += 1
+            found = ctypes.c_uint(0)
+            room = (instance_type * max(1, int(info.instanceCount)))()
+            self._required("nvmlDeviceGetGpuInstances", handle, info.id, room, ctypes.byref(found),
+                           call="nvmlDeviceGetGpuInstances(profile %d)" % index)
+            instances.extend([(index, int(info.sliceCount), int(info.memorySizeMB))] * int(found.value))
+        if not profiles:
+            raise last_error or NvmlCallError("nvmlDeviceGetGpuInstanceProfileInfo", "no GPU-instance profile")
+        return instances, total
+
     def pci_bus_id(self, handle):
         info = self.call("nvmlDeviceGetPciInfo", handle)
         if is_unsupported(info):

@@ -27,7 +27,11 @@ name (``"NVML_ERROR_UNKNOWN"``) or the code (``999``); every code nvidia-ml-py d
 raised, as the NVMLError subclass the real binding raises (``NVMLError_Unknown``, ``.value``).
 ``ERROR_NAMES`` lists the suffixes. ``nvmlInit`` also covers ``nvmlInitWithFlags``; ``init_error``
 is the older spelling of ``errors: {"nvmlInit": ...}``. An entry of a device's ``nvlink`` list
-may be an error name too (that link's query raises it).
+may be an error name too (that link's query raises it). MIG: a device's ``mig`` is
+``{"current": 0|1, "pending": 0|1, "instances": ["3g.40gb", ...]}`` (the GPU instances, by
+profile name, nvmlDeviceGetGpuInstances answers), ``mig_profiles`` the board's GPU-instance
+profiles (default: an H100 80GB, see H100_80GB_MIG_PROFILES; an entry may be an error name that
+profile index answers), ``memory_total_mib`` its memory.
 ``gpufleet.cluster.node_capture`` writes its ``nvml.json`` in this format (docs/capture.md): such a
 file replays with ``GPUFLEET_FAKE_NVML_SCENARIO=<unpacked capture>/nvml.json``.
 Put ``tests/fake_nvml`` first on PYTHONPATH so a module's interpreter imports this file as
@@ -90,6 +94,18 @@ NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR = 1
 NVML_NVLINK_MAX_LINKS = 36
 NVML_DEVICE_MIG_DISABLE = 0
 NVML_DEVICE_MIG_ENABLE = 1
+NVML_GPU_INSTANCE_PROFILE_1_SLICE = 0x0
+NVML_GPU_INSTANCE_PROFILE_2_SLICE = 0x1
+NVML_GPU_INSTANCE_PROFILE_3_SLICE = 0x2
+NVML_GPU_INSTANCE_PROFILE_4_SLICE = 0x3
+NVML_GPU_INSTANCE_PROFILE_7_SLICE = 0x4
+NVML_GPU_INSTANCE_PROFILE_8_SLICE = 0x5
+NVML_GPU_INSTANCE_PROFILE_6_SLICE = 0x6
+NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1 = 0x7
+NVML_GPU_INSTANCE_PROFILE_2_SLICE_REV1 = 0x8
+NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV2 = 0x9
+NVML_GPU_INSTANCE_PROFILE_COUNT = 0x12
+nvmlGpuInstanceProfileInfo_v2 = 0x02000098
 NVML_GPU_FABRIC_UUID_LEN = 16
 NVML_GPU_FABRIC_STATE_NOT_SUPPORTED = 0
 NVML_GPU_FABRIC_STATE_NOT_STARTED = 1
@@ -617,6 +633,95 @@ def nvmlDeviceGetNvLinkState(device, link):
 def nvmlDeviceGetMigMode(device):
     mig = _value(_device(device, "nvmlDeviceGetMigMode"), "mig")
     return [_value(mig, "current"), _value(mig, "pending")]
+
+
+# -- MIG layout (the calls mig-parted reads a layout with) ---------------------------------
+# NVML_GPU_INSTANCE_PROFILE_* index -> (profile id, sliceCount, instanceCount, memorySizeMB, name):
+# an H100 SXM5 80GB, from NVIDIA go-nvml's mock (pkg/nvml/mock/shared/gpus/h100.go,
+# h100_80gb_GpuInstanceProfiles; there the profile id equals the index). The device's
+# ``mig_profiles`` (same shape, keyed by the index as a string) replaces it for other boards.
+H100_80GB_MIG_PROFILES = {
+    "0": [0, 1, 7, 10240, "1g.10gb"], "7": [7, 1, 1, 10240, "1g.10gb+me"], "9": [9, 1, 4, 20480, "1g.20gb"],
+    "1": [1, 2, 3, 20480, "2g.20gb"], "2": [2, 3, 2, 40960, "3g.40gb"], "3": [3, 4, 1, 40960, "4g.40gb"],
+    "4": [4, 7, 1, 81920, "7g.80gb"],
+}
+
+
+class c_nvmlMemory_t(Structure):
+    _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
+
+
+class c_nvmlGpuInstanceProfileInfo_v2_t(Structure):
+    _fields_ = [("version", c_uint), ("id", c_uint), ("isP2pSupported", c_uint), ("sliceCount", c_uint),
+                ("instanceCount", c_uint), ("multiprocessorCount", c_uint), ("copyEngineCount", c_uint),
+                ("decoderCount", c_uint), ("encoderCount", c_uint), ("jpegCount", c_uint),
+                ("ofaCount", c_uint), ("memorySizeMB", ctypes.c_ulonglong), ("name", c_char * 96)]
+
+    def __init__(self):
+        super().__init__(version=nvmlGpuInstanceProfileInfo_v2)
+
+
+class struct_c_nvmlGpuInstance_t(Structure):
+    pass  # opaque handle
+
+
+c_nvmlGpuInstance_t = ctypes.POINTER(struct_c_nvmlGpuInstance_t)
+
+
+def _mig_profiles(device):
+    return device["mig_profiles"] if "mig_profiles" in device else H100_80GB_MIG_PROFILES
+
+
+def nvmlDeviceGetMemoryInfo(handle, version=None):
+    """Scenario key ``memory_total_mib`` (default: 81920 on a device with a ``mig`` key, the H100 of
+    the profile table; NotSupported otherwise)."""
+    device = _device(handle, "nvmlDeviceGetMemoryInfo")
+    total = device.get("memory_total_mib", 81920 if isinstance(device.get("mig"), dict) else None)
+    memory = c_nvmlMemory_t()
+    memory.total = int(_value({"total": total}, "total")) * 1024 * 1024
+    memory.used = 0
+    memory.free = memory.total
+    return memory
+
+
+def nvmlDeviceGetGpuInstanceProfileInfo(device, profile, version=2):
+    """Invalid Argument past NVML_GPU_INSTANCE_PROFILE_COUNT, NotSupported for a profile the board
+    lacks (and for every profile of a GPU without MIG), as the library answers."""
+    dev = _device(device, "nvmlDeviceGetGpuInstanceProfileInfo")
+    if profile >= NVML_GPU_INSTANCE_PROFILE_COUNT:
+        _raise("INVALID_ARGUMENT")
+    entry = _mig_profiles(dev).get(str(profile)) if isinstance(dev.get("mig"), dict) else None
+    if entry is None:
+        _raise("NOT_SUPPORTED")
+    if isinstance(entry, (str, int)):  # an error this profile index answers (node_capture records them)
+        _raise(entry)
+    info = c_nvmlGpuInstanceProfileInfo_v2_t()
+    info.id, info.sliceCount, info.instanceCount, info.memorySizeMB = entry[0], entry[1], entry[2], entry[3]
+    info.isP2pSupported = 1
+    info.name = ("MIG " + entry[4]).encode()
+    return info
+
+
+nvmlDeviceGetGpuInstanceProfileInfoV = nvmlDeviceGetGpuInstanceProfileInfo
+
+
+def nvmlDeviceGetGpuInstances(device, profileId, gpuInstancesRef, countRef):
+    """Fills ``countRef`` (byref(c_uint)) with the GPU instances of ``profileId`` the device's
+    ``mig.instances`` (profile names) hold; Insufficient Size when the array is too small and
+    Invalid Argument for an unknown profile id, like the library."""
+    dev = _device(device, "nvmlDeviceGetGpuInstances")
+    mig = _value(dev, "mig")
+    if not _value(mig, "current"):
+        _raise("NOT_SUPPORTED")  # no MIG mode: no GPU instance can be listed
+    names = [entry[4] for entry in _mig_profiles(dev).values() if isinstance(entry, list) and entry[0] == profileId]
+    if not names:
+        _raise("INVALID_ARGUMENT")
+    found = sum(1 for name in mig.get("instances", []) if name == names[0])
+    if found > len(gpuInstancesRef):
+        _raise("INSUFFICIENT_SIZE")
+    count = getattr(countRef, "_obj", countRef)
+    count.value = found
+    return NVML_SUCCESS
 
 
 def _fill_fabric(device, gpuFabricInfo, func):

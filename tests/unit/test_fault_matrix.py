@@ -34,6 +34,7 @@ GPU_OPTIONS = {"expected_count": 8, "expected_driver_version": "580", "xid_sourc
 UNSUPPORTED = ("NOT_SUPPORTED", "FUNCTION_NOT_FOUND")
 LOST = ("GPU_IS_LOST", "RESET_REQUIRED")
 
+MIG_ON = {"mig": {"current": 1, "pending": 1, "instances": ["3g.40gb", "3g.40gb"]}}
 # Every NVML function the collection calls -> (check that fails, target, required, prerequisite).
 # required: any error, NotSupported included, fails. prerequisite: scenario keys that make the
 # code reach a fallback (the older name of a query is called only when the newer one is missing).
@@ -64,6 +65,10 @@ NVML_CALLS = {
     "nvmlDeviceGetNvLinkState": ("gpu.nvlink", "gpu3", False, {}),
     "nvmlDeviceGetPersistenceMode": ("gpu.persistence", "gpu3", False, {}),
     "nvmlDeviceGetMigMode": ("gpu.mig", "gpu3", False, {}),
+    # the MIG layout is read whenever MIG is on (gpu3 split 2x 3g.40gb): any error fails gpu.mig
+    "nvmlDeviceGetMemoryInfo": ("gpu.mig", "gpu3", True, {"device_overrides": {"3": MIG_ON}}),
+    "nvmlDeviceGetGpuInstanceProfileInfo": ("gpu.mig", "gpu3", True, {"device_overrides": {"3": MIG_ON}}),
+    "nvmlDeviceGetGpuInstances": ("gpu.mig", "gpu3", True, {"device_overrides": {"3": MIG_ON}}),
     "nvmlDeviceGetGpuFabricInfoV": ("gpu.fabric", "gpu3", False, {}),
     "nvmlDeviceGetGpuFabricInfo": (
         "gpu.fabric", "gpu3", False, {"missing_functions": ["nvmlDeviceGetGpuFabricInfoV"]}),
