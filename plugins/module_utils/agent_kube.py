@@ -13,6 +13,14 @@ Per cycle, for its own Node only:
   through the guarded write (kube_node.guarded_write: resourceVersion, redone on 409 Conflict),
   so another controller's taint written in between is never lost.
 
+- with ``gpu_allocation: dra`` (and ``taint: true``): per-device health (docs/contracts.md,
+  "Device taints"): a DeviceTaintRule (resource.k8s.io/v1) for each bad GPU (and RDMA device,
+  where ``device_taints.rdma_driver`` names the DRA driver that publishes it), from the same
+  checks after the same hysteresis; rules of devices no longer failing (recovered after the
+  recovery hysteresis) are deleted; the node taint only for node-level checks (count, driver,
+  fabric, ...) or, with ``device_failures_taint_node``, for any. Rules that cannot be written
+  (API error) fall back to the node taint, and the journal says so (fail closed).
+
 All requests go through kube_node.KubeClient (https only with credentials, no redirects, a hard
 deadline per request: the cycle's publish deadline).
 """
@@ -26,16 +34,61 @@ import time
 from ansible_collections.gpufleet.cluster.plugins.module_utils import gate
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gate import CONDITION_TYPE
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_node import (
-    DEFAULT_RETRIES, STRATEGIC_MERGE_PATCH, KubeClient, guarded_write)
+    DEFAULT_RETRIES, STRATEGIC_MERGE_PATCH, KubeClient, KubeError, guarded_write)
+
+try:
+    from urllib.parse import quote
+except ImportError:  # pragma: no cover - Python 2
+    from urllib import quote
 
 desired_condition = gate.condition
 
 
+def write_device_taints(client, node, rules, deadline=None, dry_run=False):
+    """Make ``node``'s DeviceTaintRules (resource.k8s.io/v1) the ``rules`` wanted
+    (gate.device_taint_rules): list ours (label gpufleet.io/node), then create, update (carrying the
+    resourceVersion listed) and delete what gate.device_rules_plan says (``dry_run``: list and
+    plan only). Returns ``{create, update, delete: [names], lines: [journal lines]}``; KubeError
+    (ApiStatusError) on the first request that fails, with what was done before it kept (the next
+    cycle converges). Shared by the agent and the module node_write."""
+    selector = "%s=%s" % (gate.DEVICE_NODE_LABEL, gate.k8s_label_value(node) or "unknown")
+    listed = client.request("GET", "%s?labelSelector=%s" % (gate.DEVICE_TAINT_API, quote(selector, safe="")),
+                            deadline=deadline)
+    plan = gate.device_rules_plan(node, rules, (listed or {}).get("items") or [])
+    done = {"create": [r["metadata"]["name"] for r in plan["create"]],
+            "update": [r["metadata"]["name"] for r in plan["update"]], "delete": list(plan["delete"]), "lines": []}
+    if dry_run:
+        return done
+    lines = done["lines"]
+    for rule in plan["create"]:
+        client.request("POST", gate.DEVICE_TAINT_API, rule, "application/json", deadline=deadline)
+        lines.append(_rule_line("added", rule))
+    for rule in plan["update"]:
+        client.request("PUT", "%s/%s" % (gate.DEVICE_TAINT_API, quote(rule["metadata"]["name"], safe="")), rule,
+                       "application/json", deadline=deadline)
+        lines.append(_rule_line("updated", rule))
+    for name in plan["delete"]:
+        client.request("DELETE", "%s/%s" % (gate.DEVICE_TAINT_API, quote(name, safe="")), deadline=deadline)
+        lines.append("device taint rule %s removed (device healthy again)" % name)
+    return done
+
+
+def _rule_line(verb, rule):
+    spec = rule["spec"]
+    return "device taint %s=%s:%s %s on %s/%s/%s (rule %s): %s" % (
+        spec["taint"]["key"], spec["taint"].get("value", ""), spec["taint"]["effect"], verb,
+        spec["deviceSelector"]["driver"], spec["deviceSelector"]["pool"], spec["deviceSelector"]["device"],
+        rule["metadata"]["name"], rule["metadata"]["annotations"].get(gate.DEVICE_MESSAGE_ANNOTATION, ""))
+
+
 class KubePublisher(object):
-    """Condition (always) and taint (opt-in) of the agent's own Node."""
+    """Condition (always), taint (opt-in) of the agent's own Node and, under DRA, device taints."""
 
     def __init__(self, client, node_name, taint=False, taint_key=None, taint_effect="NoSchedule",
-                 heartbeat_seconds=300, clock=time.time):
+                 heartbeat_seconds=300, clock=time.time, gpu_allocation="device_plugin",
+                 device_failures_taint_node=False, device_taints=None):
+        if gpu_allocation not in gate.ALLOCATIONS:
+            raise gate.GateError("kubernetes.gpu_allocation=%r must be device_plugin or dra" % (gpu_allocation,))
         self.client = client
         self.node = node_name
         self.taint = taint
@@ -43,6 +96,9 @@ class KubePublisher(object):
         self.taint_effect = taint_effect
         self.heartbeat = heartbeat_seconds
         self.clock = clock
+        self.allocation = gpu_allocation
+        self.taint_node_always = bool(device_failures_taint_node)
+        self.device_settings = gate.device_settings(device_taints)  # GateError naming a bad setting
 
     @classmethod
     def from_config(cls, config):
@@ -52,7 +108,10 @@ class KubePublisher(object):
                             timeout=kube.get("timeout", 10), allow_plain_http=bool(kube.get("allow_plain_http")))
         return cls(client, kube.get("node_name") or config.get("node_name"), taint=bool(kube.get("taint")),
                    taint_key=kube.get("taint_key"), taint_effect=kube.get("taint_effect") or "NoSchedule",
-                   heartbeat_seconds=kube.get("heartbeat_seconds", 300))
+                   heartbeat_seconds=kube.get("heartbeat_seconds", 300),
+                   gpu_allocation=kube.get("gpu_allocation") or "device_plugin",
+                   device_failures_taint_node=bool(kube.get("device_failures_taint_node")),
+                   device_taints=kube.get("device_taints"))
 
     def publish(self, healthy, failing, deadline=None):
         """Lines for the journal (what changed)."""
@@ -70,7 +129,26 @@ class KubePublisher(object):
         return lines
 
     def _taint(self, healthy, failing, node, deadline):
-        """The gate's taint with a resourceVersion-guarded merge patch (kube_node.guarded_write)."""
+        """The gate's taint with a resourceVersion-guarded merge patch (kube_node.guarded_write);
+        under DRA first the device taints, and the node taint for what holds the node back."""
+        lines = []
+        held = failing
+        if self.allocation == "dra":
+            split = gate.split_failing(failing, rdma=bool(self.device_settings["rdma_driver"]))
+            try:
+                rules = gate.device_taint_rules(self.node, split["devices"], key=self.taint_key,
+                                                settings=self.device_settings)
+                lines.extend(write_device_taints(self.client, self.node, rules, deadline)["lines"])
+                held = failing if self.taint_node_always else split["node"]
+            except (KubeError, gate.GateError) as exc:
+                held = failing  # fail closed: a bad device nobody can see tainted takes the node out
+                if split["devices"]:
+                    lines.append("device taints not written (%s): the node is tainted instead" % exc)
+                else:
+                    lines.append("device taint rules not reconciled (%s)" % exc)
+        return lines + self._node_taint(not held, held, node, deadline)
+
+    def _node_taint(self, healthy, failing, node, deadline):
         result = {"checks": failing, "healthy": healthy}
         decisions = []
 

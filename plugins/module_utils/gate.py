@@ -268,3 +268,185 @@ def condition_write(node, healthy, failing, now, heartbeat_seconds):
     if same and verdict == FRESH and _age < heartbeat_seconds:
         return None, False
     return {"status": {"conditions": [wanted]}}, not same
+
+
+# -- per-device health under DRA (docs/contracts.md, "Device taints") -------------------------------
+# Kubernetes 1.37 serves DeviceTaintRule (KEP 5055, GA in 1.37) as resource.k8s.io/v1; a rule is
+# cluster-scoped and taints the devices its spec.deviceSelector {driver, pool, device} selects.
+DEVICE_TAINT_API = "/apis/resource.k8s.io/v1/devicetaintrules"
+DEVICE_TAINT_EFFECTS = ("NoSchedule", "NoExecute", "None")  # DeviceTaint.effect (no PreferNoSchedule)
+DEVICE_NODE_LABEL = "gpufleet.io/node"  # label of our rules: the node (label-safe), for the list
+DEVICE_NODE_ANNOTATION = "gpufleet.io/node"  # the node's full name: which rules are this node's
+DEVICE_LABEL = "gpufleet.io/device"
+DEVICE_MESSAGE_ANNOTATION = "gpufleet.io/message"
+ALLOCATIONS = ("device_plugin", "dra")  # tier gpufleet_gpu_allocation
+# NVIDIA's DRA driver for GPUs (github.com/NVIDIA/k8s-dra-driver-gpu) publishes its GPUs as driver
+# gpu.nvidia.com, one pool per node named after the node, a full GPU as device "gpu-<minor>"
+# (cmd/gpu-kubelet-plugin/deviceinfo.go: GpuInfo.CanonicalName returns fmt.Sprintf("gpu-%d", d.minor),
+# the /dev/nvidia<minor> number; gpufleet's target gpuN is the NVML index, the same number on
+# the usual systems; where it is not, set the device name template).
+DEVICE_TAINT_DEFAULTS = {
+    "gpu_driver": "gpu.nvidia.com",
+    "gpu_device": "gpu-{index}",
+    "rdma_driver": None,  # no RDMA DRA driver: a failing RDMA device holds the node back
+    "rdma_device": "{name}",
+    "pool": "{node}",
+    "effect": "NoSchedule",
+}
+# Checks that are about the node whatever their target: no single device to blame.
+NODE_LEVEL_CHECKS = ("gpu.nvml", "gpu.count", "gpu.driver_version", "gpu.fabric", "rdma.devices",
+                     "rdma.modules", "rdma.driver", "rdma.peermem", "rdma.ofed_version")
+NODE_LEVEL_PREFIXES = ("tuning.", "gate.", "result.", "k8s.", "agent.")
+_GPU_TARGET = re.compile(r"^gpu(\d+)$")
+_RDMA_TARGET = re.compile(r"^([A-Za-z][A-Za-z0-9_]*_\d+)(?:/\d+)?$")  # mlx5_0, mlx5_0/1 (a port)
+_DNS_LABEL_INVALID = re.compile(r"[^a-z0-9.-]+")
+
+
+def device_of(check, rdma=False):
+    """The device a failing check blames, ``("gpu", "3")`` / ``("rdma", "mlx5_0")``, or None when
+    the check is about the node (count, driver, fabric, tuning, a target that is no device; an RDMA
+    device when no DRA driver publishes RDMA devices, ``rdma`` false)."""
+    check_id = str(check.get("id") or "")
+    if check_id in NODE_LEVEL_CHECKS or check_id.startswith(NODE_LEVEL_PREFIXES):
+        return None
+    target = str(check.get("target") or "")
+    match = _GPU_TARGET.match(target)
+    if match and check_id.startswith("gpu."):
+        return ("gpu", match.group(1))
+    match = _RDMA_TARGET.match(target)
+    if rdma and match and check_id.startswith("rdma."):
+        return ("rdma", match.group(1))
+    return None
+
+
+def split_failing(failing, rdma=False):
+    """Failing checks (gate.failing_checks, or the agent's after hysteresis) split into
+    ``{"node": [checks that hold the node back], "devices": {(kind, id): [checks]}}`` (report
+    order kept). Pure."""
+    node, devices = [], {}
+    for check in failing or []:
+        device = device_of(check, rdma=rdma)
+        if device is None:
+            node.append(check)
+        else:
+            devices.setdefault(device, []).append(check)
+    return {"node": node, "devices": devices}
+
+
+def device_settings(settings=None):
+    """DEVICE_TAINT_DEFAULTS with ``settings`` over them; GateError naming a bad setting."""
+    out = dict(DEVICE_TAINT_DEFAULTS)
+    for name, value in (settings or {}).items():
+        if name not in out:
+            raise GateError("device taint setting %r is unknown (known: %s)" % (name, ", ".join(sorted(out))))
+        if value is not None:
+            out[name] = value
+    if out["effect"] not in DEVICE_TAINT_EFFECTS:
+        raise GateError("device taint effect=%r must be NoSchedule, NoExecute or None" % (out["effect"],))
+    for name in ("gpu_driver", "gpu_device", "rdma_device", "pool"):
+        if not isinstance(out[name], str) or not out[name].strip():
+            raise GateError("device taint setting %s must be a non-empty string, got %r" % (name, out[name]))
+    return out
+
+
+def _template(text, setting, **values):
+    try:
+        return text.format(**values)
+    except (KeyError, IndexError, ValueError) as exc:
+        raise GateError("device taint setting %s=%r: %s (fields: %s)" % (setting, text, exc, ", ".join(sorted(values))))
+
+
+def rule_name(node, device):
+    """Deterministic DeviceTaintRule name of ``device`` (``gpu-3``, ``mlx5_0``) on ``node``:
+    ``gpufleet-<node>-<device>``, made a DNS subdomain (lower case, ``_`` -> ``-``, 253 at most)."""
+    text = _DNS_LABEL_INVALID.sub("-", ("gpufleet-%s-%s" % (node, device)).lower())
+    text = re.sub(r"-{2,}", "-", text).strip("-.")
+    return text[:253].rstrip("-.")
+
+
+def device_taint_rules(node, devices, key=None, settings=None):
+    """The DeviceTaintRule objects (resource.k8s.io/v1) for the bad ``devices`` of ``node``
+    (split_failing's ``devices``): one rule per device, name rule_name, labels gpufleet.io/node and
+    gpufleet.io/device, the node's full name and the message (``summary_message``) as annotations,
+    selector {driver, pool, device} from ``settings`` (device_settings), taint key ``key`` (the
+    gate's), value the first failing check id (label-safe), effect the setting (NoSchedule). Sorted
+    by name. Pure: spec.taint.timeAdded is left to the server."""
+    key = DEFAULT_TAINT_KEY if key is None else key
+    if not isinstance(key, str) or not key.strip():
+        raise GateError("option key must be a non-empty taint key, got %r" % (key,))
+    if not isinstance(node, str) or not node.strip():
+        raise GateError("device taints need the node's name, got %r" % (node,))
+    conf = device_settings(settings)
+    pool = _template(conf["pool"], "pool", node=node)
+    rules = []
+    for (kind, ident), checks in (devices or {}).items():
+        if kind == "gpu":
+            driver, device = conf["gpu_driver"], _template(conf["gpu_device"], "gpu_device", index=ident, node=node)
+        elif kind == "rdma" and conf["rdma_driver"]:
+            driver, device = conf["rdma_driver"], _template(conf["rdma_device"], "rdma_device", name=ident, node=node)
+        else:
+            raise GateError("no DRA driver set for %s device %s (device taint setting %s_driver)" % (kind, ident, kind))
+        rules.append({
+            "apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule",
+            "metadata": {"name": rule_name(node, device),
+                         "labels": {DEVICE_NODE_LABEL: k8s_label_value(node) or "unknown",
+                                    DEVICE_LABEL: k8s_label_value(device) or "unknown"},
+                         "annotations": {DEVICE_NODE_ANNOTATION: node,
+                                         DEVICE_MESSAGE_ANNOTATION: summary_message(checks)}},
+            "spec": {"deviceSelector": {"driver": driver, "pool": pool, "device": device},
+                     "taint": {"key": key, "value": k8s_label_value(checks[0].get("id")) or "unknown",
+                               "effect": conf["effect"]}},
+        })
+    return sorted(rules, key=lambda rule: rule["metadata"]["name"])
+
+
+def _rule_content(rule):
+    taint = dict((rule.get("spec") or {}).get("taint") or {})
+    taint.pop("timeAdded", None)
+    meta = rule.get("metadata") or {}
+    return ((rule.get("spec") or {}).get("deviceSelector"), taint, meta.get("labels") or {},
+            meta.get("annotations") or {})
+
+
+def device_rules_plan(node, wanted, current):
+    """What to send so that ``node``'s rules are ``wanted`` (device_taint_rules), from the rules
+    listed (``current``: items of a DeviceTaintRuleList; only those whose annotation names this
+    node count, a rule of another node with the same label-safe name is never touched):
+    ``{"create": [rules], "update": [rules carrying resourceVersion], "delete": [names]}``. An
+    update keeps spec.taint.timeAdded while the taint (key, value, effect) stays. Pure."""
+    mine = dict((r["metadata"]["name"], r) for r in current or []
+                if ((r.get("metadata") or {}).get("annotations") or {}).get(DEVICE_NODE_ANNOTATION) == node)
+    plan = {"create": [], "update": [], "delete": []}
+    for rule in wanted:
+        name = rule["metadata"]["name"]
+        old = mine.pop(name, None)
+        if old is None:
+            plan["create"].append(rule)
+            continue
+        if _rule_content(old) == _rule_content(rule):
+            continue
+        new = {"apiVersion": rule["apiVersion"], "kind": rule["kind"],
+               "metadata": dict(rule["metadata"], resourceVersion=old["metadata"].get("resourceVersion")),
+               "spec": {"deviceSelector": rule["spec"]["deviceSelector"], "taint": dict(rule["spec"]["taint"])}}
+        old_taint = (old.get("spec") or {}).get("taint") or {}
+        if old_taint.get("timeAdded") and all(old_taint.get(k, "") == rule["spec"]["taint"].get(k, "")
+                                              for k in ("key", "value", "effect")):
+            new["spec"]["taint"]["timeAdded"] = old_taint["timeAdded"]
+        plan["update"].append(new)
+    plan["delete"] = sorted(mine)
+    return plan
+
+
+def device_gate(results, allocation="device_plugin", fail_on="fail", taint_node=False, rdma=False):
+    """Which failing checks hold the node back and which taint devices: ``{"failing": all,
+    "node": [...], "devices": {...}}``. ``device_plugin`` allocation: every failing check holds the
+    node back, no device is tainted (as before DRA). ``dra``: device checks taint their device; the
+    node is held back by node-level checks, or by any failing check with ``taint_node``
+    (gpufleet_gate_device_failures_taint_node)."""
+    if allocation not in ALLOCATIONS:
+        raise GateError("option allocation=%r must be device_plugin or dra" % (allocation,))
+    failing = failing_checks(results, fail_on)
+    if allocation == "device_plugin":
+        return {"failing": failing, "node": failing, "devices": {}}
+    split = split_failing(failing, rdma=rdma)
+    return {"failing": failing, "node": failing if taint_node else split["node"], "devices": split["devices"]}

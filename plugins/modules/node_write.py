@@ -108,6 +108,62 @@ options:
         value removes one), for example from the filter C(gpufleet.cluster.gpufleet_node_labels).
         The gate's own labels win over a label of the same name.
     type: dict
+  gpu_allocation:
+    description:
+      - Mode C(health) only. How pods get GPUs (tier variable C(gpufleet_gpu_allocation)).
+      - C(device_plugin) holds the node back on any failing check (taint), as before DRA.
+      - C(dra) gives each bad device (a GPU check whose target is C(gpuN); an RDMA device check,
+        when O(device_taints.rdma_driver) is set) a DeviceTaintRule (C(resource.k8s.io/v1),
+        Kubernetes 1.37) carrying the check id (taint value) and message (annotation
+        C(gpufleet.io/message)), deletes the rules of this node's devices that no longer fail, and
+        holds the node back only for node-level checks (C(gpu.count), C(gpu.driver_version),
+        C(gpu.fabric), C(gpu.nvml), C(rdma.devices), RDMA driver and modules, C(tuning.*), any
+        check without a device target) or, with O(device_failures_taint_node), for any. When the
+        rules cannot be written (an API error), the node is held back for every failing check and
+        the reason annotation says so (fail closed).
+    type: str
+    choices: [device_plugin, dra]
+    default: device_plugin
+  device_failures_taint_node:
+    description:
+      - Mode C(health) with O(gpu_allocation=dra) only. Hold the node back for a bad device too
+        (tier variable C(gpufleet_gate_device_failures_taint_node)); the device taints are written
+        all the same.
+    type: bool
+    default: false
+  device_taints:
+    description:
+      - Mode C(health) with O(gpu_allocation=dra) only. How a bad device is named in the rule's
+        C(spec.deviceSelector) (docs/contracts.md, "Device taints"). Unset keys keep their default.
+    type: dict
+    suboptions:
+      gpu_driver:
+        description: DRA driver of the GPUs (C(spec.deviceSelector.driver)).
+        type: str
+        default: gpu.nvidia.com
+      gpu_device:
+        description:
+          - Device name of GPU C(gpuN) (C({index}) is N). NVIDIA's DRA driver names a full GPU
+            C(gpu-<minor>).
+        type: str
+        default: gpu-{index}
+      rdma_driver:
+        description:
+          - DRA driver publishing the RDMA devices; unset, a failing RDMA device holds the node back.
+        type: str
+      rdma_device:
+        description: Device name of RDMA device C({name}) (for example C(mlx5_0)).
+        type: str
+        default: "{name}"
+      pool:
+        description: Pool of the node's devices (C({node}) is the node's name).
+        type: str
+        default: "{node}"
+      effect:
+        description: Effect of the device taint.
+        type: str
+        choices: [NoSchedule, NoExecute, None]
+        default: NoSchedule
   retries:
     description: Attempts in all when the API server answers 409 Conflict; at least 1.
     type: int
@@ -198,6 +254,15 @@ decision:
            labels: {gpufleet.io/failed-check: gpu.ecc.volatile_uncorrectable, gpufleet.io/healthy: "false"},
            taints: [{key: gpufleet.io/unhealthy, value: gpu.ecc.volatile_uncorrectable, effect: NoSchedule}],
            changed_taints: true}
+device_taints:
+  description:
+    - Mode C(health) with O(gpu_allocation=dra). The DeviceTaintRules of this node wanted
+      (C(rules), names), created, updated and deleted (in check mode, what would be), and
+      C(error) (why they could not be written; the node is then held back instead) or null.
+  returned: when O(mode) is C(health) and O(gpu_allocation) is C(dra)
+  type: dict
+  sample: {rules: [gpufleet-gpu-node-17-gpu-3], create: [gpufleet-gpu-node-17-gpu-3], update: [], delete: [],
+           error: null}
 node_status:
   description:
     - The Node after the write (as read when nothing was sent, and in check mode), in the shape of
@@ -237,6 +302,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils import module_cac
 module_cache.activate()  # before the other module_utils: compiled once per node, not per run
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import gate
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_kube import write_device_taints
 from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import ModuleFailure, run_module
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_node import (
     ApiStatusError,
@@ -263,6 +329,16 @@ ARGUMENT_SPEC = dict(
     reason_annotation=dict(type="str"),
     annotations=dict(type="dict"),
     labels=dict(type="dict"),
+    gpu_allocation=dict(type="str", default="device_plugin", choices=list(gate.ALLOCATIONS)),
+    device_failures_taint_node=dict(type="bool", default=False),
+    device_taints=dict(type="dict", options=dict(
+        gpu_driver=dict(type="str", default=gate.DEVICE_TAINT_DEFAULTS["gpu_driver"]),
+        gpu_device=dict(type="str", default=gate.DEVICE_TAINT_DEFAULTS["gpu_device"]),
+        rdma_driver=dict(type="str"),
+        rdma_device=dict(type="str", default=gate.DEVICE_TAINT_DEFAULTS["rdma_device"]),
+        pool=dict(type="str", default=gate.DEVICE_TAINT_DEFAULTS["pool"]),
+        effect=dict(type="str", default=gate.DEVICE_TAINT_DEFAULTS["effect"], choices=list(gate.DEVICE_TAINT_EFFECTS)),
+    )),
     retries=dict(type="int", default=5),
     timeout=dict(type="float", default=10.0),
     allow_plain_http=dict(type="bool", default=False),
@@ -300,11 +376,34 @@ def reason_annotation(params):
     return params["reason_annotation"] or params["taint_key"] + "-reason"
 
 
-def decide(params, node):
-    """The gate's decision from the Node as read (None for modes that decide nothing)."""
+def device_gate(params):
+    """Mode health under DRA: (gate.device_gate's split, the DeviceTaintRules wanted); else (None, None)."""
+    if params["mode"] != "health" or params.get("gpu_allocation", "device_plugin") != "dra":
+        return None, None
+    try:
+        settings = gate.device_settings(params.get("device_taints"))
+        split = gate.device_gate(params["results"], "dra", params["fail_on"],
+                                 taint_node=params.get("device_failures_taint_node"),
+                                 rdma=bool(settings["rdma_driver"]))
+        return split, gate.device_taint_rules(params["node"], split["devices"], key=params["taint_key"],
+                                              settings=settings)
+    except gate.GateError as exc:
+        raise WriteError("option results or device_taints: %s" % exc)
+
+
+def decide(params, node, held=None, note=None):
+    """The gate's decision from the Node as read (None for modes that decide nothing). ``held``:
+    mode health under DRA, the failing checks that hold the node back (device_gate); ``note``:
+    appended to the reason (why the device taints were not written)."""
     mode = params["mode"]
     if mode not in DECIDING_MODES:
         return None
+    if held is not None:
+        decision = gate.decide({"checks": held, "healthy": not held}, current_taints=gate.node_view(node)["taints"],
+                               effect=params["taint_effect"], key=params["taint_key"], fail_on=params["fail_on"])
+        if note:
+            decision["reason"] = ("%s; %s" % (decision["reason"], note)) if decision["reason"] else note
+        return decision
     try:
         return gate.decide(params["results"] if mode == "health" else None,
                            current_taints=gate.node_view(node)["taints"], effect=params["taint_effect"],
@@ -353,10 +452,13 @@ def run(params, check_mode=False):
     check_params(params)
     mode, name = params["mode"], params["node"]
     decisions, reads = [], []
+    split, rules = device_gate(params)
+    devices = None
+    held, note = None, None
 
     def compute(node):
         reads.append(node)
-        decision = decide(params, node)
+        decision = decide(params, node, held, note)
         decisions.append(decision)
         try:
             return gate.node_write(node, mode, decision, reason_annotation=reason_annotation(params),
@@ -368,6 +470,18 @@ def run(params, check_mode=False):
     try:
         with KubeconfigClient(params["kubeconfig"], context=params["context"], timeout=params["timeout"],
                               allow_plain_http=params["allow_plain_http"]) as client:
+            if split is not None:  # DRA: the device taints first; the node's decision depends on them
+                devices = {"rules": [r["metadata"]["name"] for r in rules], "create": [], "update": [],
+                           "delete": [], "error": None}
+                held = split["node"]
+                try:
+                    done = write_device_taints(client, name, rules, dry_run=check_mode)
+                    devices.update((k, done[k]) for k in ("create", "update", "delete"))
+                except KubeError as exc:
+                    held = split["failing"]  # fail closed: the node is held back for the bad devices too
+                    devices["error"] = "%s" % exc
+                    if split["devices"]:
+                        note = "device taints not written (%s): the node is tainted instead" % exc
             if check_mode:  # no write at all: what would be sent, from the Node as read
                 node = client.get_node(name)
                 patch = compute(node)
@@ -394,6 +508,9 @@ def run(params, check_mode=False):
               "node_status": node_status(params, outcome["node"])}
     if mode in DECIDING_MODES:
         result["decision"] = decisions[-1]
+    if devices is not None:
+        result["device_taints"] = devices
+        result["changed"] = result["changed"] or any(devices[k] for k in ("create", "update", "delete"))
     return result
 
 

@@ -63,6 +63,11 @@ TIER = {
         "device_plugin", "how pods get NVIDIA GPUs (nvidia.com/gpu): device_plugin (the NVIDIA device plugin "
         "of kubernetes_addons) or dra (a DRA driver, resource.k8s.io/v1; gpufleet does not deploy one: the "
         "compatibility matrix checks the Kubernetes version and that the device plugin is off)"),
+    "gpufleet_gate_device_failures_taint_node": (
+        False, "with gpufleet_gpu_allocation dra: a bad device (a GPU, an RDMA device a DRA driver publishes) also "
+        "holds its node back (taint); false: only its DeviceTaintRule keeps pods off it, and the node is tainted only "
+        "for node-level checks (count, driver, fabric, ...). No effect with device_plugin allocation (the node is "
+        "tainted for any failing check)"),
     "gpufleet_remediation": (
         None, "remediation policy of playbooks/remediate.yml (docs/remediation.md): enabled, an action per "
         "failing check class (isolate, drain, reset, reboot), the circuit breaker (group, max_parallel, "

@@ -12,6 +12,15 @@ to cordon, drain, taint and release a node, and nothing else:
   in the shape of a 1.33+ server (emulation and minimum compatibility versions included)
 - resource.k8s.io/v1 objects put in with `add_dra()`: list (cluster-wide, or one namespace for
   resourceclaims) and get; a group or resource the configured version does not serve is 404
+- resource.k8s.io/v1 devicetaintrules (cluster-scoped, KEP 5055, GA in Kubernetes 1.37: the group
+  version is v1 there; alpha v1alpha3 in 1.33-1.35, beta v1beta2 in 1.36): create (POST; 409
+  AlreadyExists), list (labelSelector), get, update (PUT; 409 Conflict on a stale
+  metadata.resourceVersion), delete. Validated as the real server does for the fields used:
+  metadata.name a DNS subdomain, spec.taint.key a qualified name, spec.taint.value a label value,
+  spec.taint.effect NoSchedule, NoExecute or None (PreferNoSchedule is not a device taint effect),
+  spec.taint.timeAdded set by the server when not sent; metadata.generation grows when the spec
+  changes. `device_taint_outage(code)` makes every devicetaintrules request answer `code` (403:
+  no RBAC for the group, 503 ...) until `end_device_taint_outage()`
 - nodes/<name>/status: get, patch (only status changes; strategic merge merges status.conditions
   by type, as the real server does for NodeStatus)
 - nodes: list, get, patch (application/strategic-merge-patch+json as CoreV1Api.patch_node sends
@@ -166,6 +175,8 @@ def dra_resources(minor):
 API_GROUPS = api_groups(int(SERVER_VERSION["minor"]))
 
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+DEVICE_TAINT_EFFECTS = ("NoSchedule", "NoExecute", "None")  # DeviceTaint.effect, resource.k8s.io/v1
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _QUALIFIED_NAME = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
                              r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
@@ -367,6 +378,7 @@ class FakeKubeAPI:
         self.version = version_info(server_version)
         self.minor = int(self.version["minor"])
         self.dra = dict((name, {}) for name in DRA_V1_RESOURCES)
+        self._device_taint_outage = None
         self.lock = threading.RLock()
         self.nodes = {}
         self.pods = {}
@@ -543,6 +555,169 @@ class FakeKubeAPI:
             if key not in store or (namespaced and namespace is None):
                 raise self._not_found(resource, rest[1], "resource.k8s.io")
             return copy.deepcopy(store[key])
+
+    # -- resource.k8s.io/v1 devicetaintrules (cluster-scoped; writes) ---------------------------------
+    def device_taint_outage(self, code=403):
+        """Every devicetaintrules request answers `code` (403 Forbidden: the writer has no RBAC for
+        the group; 503 ...) until `end_device_taint_outage()`."""
+        with self.lock:
+            self._device_taint_outage = code
+
+    def end_device_taint_outage(self):
+        with self.lock:
+            self._device_taint_outage = None
+
+    def device_taint_rules(self):
+        """name -> stored DeviceTaintRule (copies)."""
+        with self.lock:
+            return dict((name, copy.deepcopy(obj)) for (_ns, name), obj in self.dra["devicetaintrules"].items())
+
+    def _check_device_taint_outage(self, method):
+        with self.lock:
+            code = self._device_taint_outage
+        if code is None:
+            return
+        if code == 403:
+            verb = {"GET": "list", "POST": "create", "PUT": "update", "DELETE": "delete"}.get(method, method.lower())
+            raise ApiError(403, "Forbidden", 'devicetaintrules.resource.k8s.io is forbidden: User '
+                                             '"system:serviceaccount:gpufleet:agent" cannot %s resource '
+                                             '"devicetaintrules" in API group "resource.k8s.io" at the cluster scope'
+                           % verb)
+        reason = {500: "InternalError", 503: "ServiceUnavailable", 429: "TooManyRequests"}.get(code, "Failure")
+        raise ApiError(code, reason, "the server is currently unable to handle the request")
+
+    @staticmethod
+    def _invalid_rule(name, field, value, detail):
+        return ApiError(422, "Invalid", 'DeviceTaintRule.resource.k8s.io "%s" is invalid: %s: Invalid value: %s: %s'
+                        % (name, field, json.dumps(value), detail),
+                        {"name": name, "group": "resource.k8s.io", "kind": "DeviceTaintRule",
+                         "causes": [{"reason": "FieldValueInvalid", "message": detail, "field": field}]})
+
+    def _validate_device_taint_rule(self, rule, name):
+        if not isinstance(rule, dict):
+            raise ApiError(400, "BadRequest", "DeviceTaintRule must be a JSON object")
+        meta = rule.get("metadata") or {}
+        if not name or len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
+            raise self._invalid_rule(name, "metadata.name", name, "a lowercase RFC 1123 subdomain must consist of "
+                                     "lower case alphanumeric characters, '-' or '.'")
+        if meta.get("namespace"):
+            raise ApiError(400, "BadRequest", "DeviceTaintRule is cluster-scoped: metadata.namespace must be empty")
+        for field in ("labels", "annotations"):
+            value = meta.get(field) or {}
+            if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+                raise ApiError(400, "BadRequest", "metadata.%s: values must be strings" % field)
+        for key, value in (meta.get("labels") or {}).items():
+            if not _QUALIFIED_NAME.match(key) or len(value) > 63 or not _LABEL_VALUE.match(value):
+                raise self._invalid_rule(name, "metadata.labels", value, "a valid label must be 63 characters or less")
+        spec = rule.get("spec")
+        if not isinstance(spec, dict):
+            raise self._invalid_rule(name, "spec", spec, "Required value")
+        selector = spec.get("deviceSelector")
+        if selector is not None:
+            if not isinstance(selector, dict) or set(selector) - {"driver", "pool", "device"}:
+                raise ApiError(400, "BadRequest", 'strict decoding error: unknown field in spec.deviceSelector '
+                                                  '(known: driver, pool, device)')
+        taint = spec.get("taint")
+        if not isinstance(taint, dict):
+            raise self._invalid_rule(name, "spec.taint", taint, "Required value")
+        key, value, effect = taint.get("key"), taint.get("value", ""), taint.get("effect")
+        if not isinstance(key, str) or not _QUALIFIED_NAME.match(key):
+            raise self._invalid_rule(name, "spec.taint.key", key, "name part must consist of alphanumeric characters")
+        if not isinstance(value, str) or len(value) > 63 or not _LABEL_VALUE.match(value):
+            raise self._invalid_rule(name, "spec.taint.value", value, "a valid label must be an empty string or "
+                                     "consist of alphanumeric characters, '-', '_' or '.' (63 at most)")
+        if effect not in DEVICE_TAINT_EFFECTS:
+            raise ApiError(422, "Invalid", 'DeviceTaintRule.resource.k8s.io "%s" is invalid: spec.taint.effect: '
+                           'Unsupported value: %s: supported values: "NoExecute", "NoSchedule", "None"'
+                           % (name, json.dumps(effect)))
+
+    def _stored_device_taint_rule(self, rule, name, current=None):
+        stored = copy.deepcopy(rule)
+        stored["kind"], stored["apiVersion"] = "DeviceTaintRule", "resource.k8s.io/v1"
+        meta = stored.setdefault("metadata", {})
+        meta["name"] = name
+        for field in ("labels", "annotations"):
+            if not meta.get(field):
+                meta.pop(field, None)
+        taint = stored["spec"]["taint"]
+        if not taint.get("value"):
+            taint.pop("value", None)
+        if current is None:
+            meta.update({"uid": str(uuid.uuid4()), "creationTimestamp": _now(), "generation": 1})
+        else:
+            for key in ("uid", "creationTimestamp"):
+                meta[key] = current["metadata"][key]
+            changed = stored["spec"] != current["spec"]
+            meta["generation"] = current["metadata"].get("generation", 1) + (1 if changed else 0)
+        # "Added automatically during create or update if not set" (DeviceTaint.timeAdded)
+        taint.setdefault("timeAdded", _now())
+        stored.pop("status", None)
+        if current is not None and current.get("status"):
+            stored["status"] = copy.deepcopy(current["status"])
+        meta["resourceVersion"] = self._next_rv()
+        return stored
+
+    def create_device_taint_rule(self, body):
+        with self.lock:
+            name = ((body or {}).get("metadata") or {}).get("name") if isinstance(body, dict) else None
+            if not name:
+                raise ApiError(422, "Invalid", "DeviceTaintRule.resource.k8s.io is invalid: metadata.name: Required value")
+            self._validate_device_taint_rule(body, name)
+            if (None, name) in self.dra["devicetaintrules"]:
+                raise ApiError(409, "AlreadyExists", 'devicetaintrules.resource.k8s.io "%s" already exists' % name,
+                               {"name": name, "group": "resource.k8s.io", "kind": "devicetaintrules"})
+            if (body.get("metadata") or {}).get("resourceVersion"):
+                raise ApiError(500, "InternalError", "resourceVersion should not be set on objects to be created")
+            self.dra["devicetaintrules"][(None, name)] = self._stored_device_taint_rule(body, name)
+            return copy.deepcopy(self.dra["devicetaintrules"][(None, name)])
+
+    def update_device_taint_rule(self, name, body):
+        with self.lock:
+            current = self.dra["devicetaintrules"].get((None, name))
+            if current is None:
+                raise self._not_found("devicetaintrules", name, "resource.k8s.io")
+            if ((body or {}).get("metadata") or {}).get("name") != name:
+                raise ApiError(400, "BadRequest", "the name of the object (%s) does not match the name on the URL (%s)"
+                               % (((body or {}).get("metadata") or {}).get("name"), name))
+            self._validate_device_taint_rule(body, name)
+            wanted_rv = (body.get("metadata") or {}).get("resourceVersion")
+            if not wanted_rv:
+                raise self._invalid_rule(name, "metadata.resourceVersion", "", "must be specified for an update")
+            if wanted_rv != current["metadata"]["resourceVersion"]:
+                raise ApiError(409, "Conflict", 'Operation cannot be fulfilled on devicetaintrules.resource.k8s.io "%s": '
+                               "the object has been modified; please apply your changes to the latest version and "
+                               "try again" % name, {"name": name, "group": "resource.k8s.io", "kind": "devicetaintrules"})
+            self.dra["devicetaintrules"][(None, name)] = self._stored_device_taint_rule(body, name, current)
+            return copy.deepcopy(self.dra["devicetaintrules"][(None, name)])
+
+    def delete_device_taint_rule(self, name):
+        with self.lock:
+            current = self.dra["devicetaintrules"].pop((None, name), None)
+            if current is None:
+                raise self._not_found("devicetaintrules", name, "resource.k8s.io")
+            return current  # the real server answers a deleted object without finalizers with the object
+
+    def _device_taint_rules_route(self, method, rest, query, body):
+        """resource.k8s.io/v1 devicetaintrules[/<name>]: the writes and the label-selected list (plain
+        GETs go through _dra_get). None when the request is not one of these."""
+        if self.minor < DRA_V1_RESOURCES["devicetaintrules"][2] or not rest or rest[0] != "devicetaintrules" \
+                or len(rest) > 2:
+            return None
+        self._check_device_taint_outage(method)
+        if len(rest) == 1 and method == "POST":
+            return 201, self.create_device_taint_rule(body)
+        if len(rest) == 1 and method == "GET":
+            terms = _parse_label_selector(query.get("labelSelector", ""))
+            with self.lock:
+                items = [_list_item(obj) for (_ns, _n), obj in sorted(self.dra["devicetaintrules"].items(),
+                                                                     key=lambda kv: kv[0][1])
+                         if _label_selector_matches(terms, obj["metadata"].get("labels"))]
+                return 200, _list("DeviceTaintRuleList", "resource.k8s.io/v1", items, self._resource_version)
+        if len(rest) == 2 and method == "PUT":
+            return 200, self.update_device_taint_rule(rest[1], body)
+        if len(rest) == 2 and method == "DELETE":
+            return 200, self.delete_device_taint_rule(rest[1])
+        return None
 
     def interleave(self, node, writer, times=1, content_type=None):
         """A concurrent writer: before each of the next `times` PATCH requests to `node`, call
@@ -1036,6 +1211,9 @@ class _Handler(BaseHTTPRequestHandler):
             if method == "GET" and len(parts) == 3 and parts[2] == "v1":
                 return 200, dra_resources(api.minor)
             if parts[2:3] == ["v1"]:
+                written = api._device_taint_rules_route(method, parts[3:], query, body)
+                if written is not None:
+                    return written
                 answer = api._dra_get(method, parts[3:])
                 if answer is not None:
                     return 200, answer
