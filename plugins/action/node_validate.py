@@ -45,7 +45,7 @@ def tier_args(args, template, task_vars):
         return args
     try:
         options = tier_node_validate_options(template, task_vars, **dict((name, args.get(name)) for name in FAMILIES))
-    except TypeError as exc:
+    except (TypeError, ValueError) as exc:
         raise AnsibleActionFail("node_validate (from_tier): %s" % exc)
     args.update(options)
     if args.get("root") is None:

@@ -81,5 +81,5 @@ class LookupModule(LookupBase):
         try:
             return [tier_node_validate_options(self._templar.template, variables, gpu=self.get_option("gpu"),
                                                rdma=self.get_option("rdma"), tuning=self.get_option("tuning"))]
-        except TypeError as exc:
+        except (TypeError, ValueError) as exc:
             raise AnsibleLookupError("node_validate_options: %s" % exc)

@@ -92,6 +92,19 @@ options:
       - The module fails naming this option when it is not a directory. Unset, the interpreter's
         search path is used.
     type: path
+  expected_mig:
+    description:
+      - The MIG layout the GPUs must have, in the format of NVIDIA mig-parted's configuration: the
+        entries of one config, each with C(devices) (C(all) or a list of NVML indices),
+        C(mig-enabled) and C(mig-devices) (GPU-instance profile name such as C(1g.10gb) -> count).
+      - C(gpu.mig) compares each GPU named by an entry with the live MIG mode and GPU instances and
+        fails naming expected and found; a GPU no entry names is not compared. Unset, only the MIG
+        mode is reported (a pending change warns).
+      - Checked only; applying a layout (drain, reset, mig-parted) is not done by this module.
+      - node_validate with C(from_tier) fills it from the tier variable C(gpufleet_mig_layout)
+        (a config name of C(gpufleet_mig_configs) or an explicit list); see docs/contracts.md, MIG layout.
+    type: list
+    elements: dict
 extends_documentation_fragment:
   - gpufleet.cluster.validation
   - gpufleet.cluster.validation.fail_on

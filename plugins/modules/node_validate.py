@@ -99,6 +99,10 @@ options:
       nvml_binding_path:
         description: See O(gpufleet.cluster.gpu_health#module:nvml_binding_path).
         type: path
+      expected_mig:
+        description: See O(gpufleet.cluster.gpu_health#module:expected_mig).
+        type: list
+        elements: dict
   rdma:
     description:
       - The RDMA family (the checks of M(gpufleet.cluster.rdma_validate)), with its options other

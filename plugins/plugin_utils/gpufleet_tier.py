@@ -15,6 +15,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gate import DEFAULT_TAINT_KEY
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import resolve_layout
 
 # name -> (default, meaning). A default of None means "not stated": the checks that need the
 # value are not run (or, in a module, report `skip`).
@@ -33,6 +34,14 @@ TIER = {
     "gpufleet_gate_taint_key": (DEFAULT_TAINT_KEY, "taint key of a node held back by the gate"),
     "gpufleet_gpu_count": (None, "NVIDIA GPUs per node"),
     "gpufleet_driver_branch": (None, "NVIDIA driver branch (major version, e.g. \"580\")"),
+    "gpufleet_mig_layout": (
+        None, "MIG layout the GPUs of the node have (gpu.mig compares it): a config name of gpufleet_mig_configs "
+        "(all-disabled, all-1g.10gb, ...) or an explicit list of mig-parted entries (devices, mig-enabled, "
+        "mig-devices); unset: not checked. Checked only: gpufleet does not apply a layout"),
+    "gpufleet_mig_configs": (
+        None, "mig-parted configuration document (version: v1, mig-configs: {<name>: [entries]}) the names of "
+        "gpufleet_mig_layout are looked up in; unset: the built-in set of module_utils/mig.py (mig-parted's "
+        "example config, and its shapes for 80 GB boards)"),
     "gpufleet_expected_hcas": (None, "RDMA devices per node (mlx5_*, a bond counts once)"),
     "gpufleet_link_layer": (None, "link layer of the RDMA ports: InfiniBand, Ethernet or any"),
     "gpufleet_min_rate_gbps": (None, "minimum active rate of an RDMA port, Gb/s"),
@@ -79,6 +88,7 @@ TIER = {
 NODE_VALIDATE_OPTIONS = {
     "gpufleet_gpu_count": ("gpu", "expected_count"),
     "gpufleet_driver_branch": ("gpu", "expected_driver_version"),
+    "gpufleet_mig_layout": ("gpu", "expected_mig"),
     "gpufleet_expected_hcas": ("rdma", "expected_devices"),
     "gpufleet_link_layer": ("rdma", "link_layer"),
     "gpufleet_min_rate_gbps": ("rdma", "min_rate_gbps"),
@@ -139,6 +149,9 @@ def node_validate_options(values, gpu=None, rdma=None, tuning=None):
             continue
         if name == "gpufleet_driver_branch":
             value = str(value)
+        if name == "gpufleet_mig_layout":
+            # a config name becomes its entries; a bad layout or document raises ValueError naming it
+            value = resolve_layout(value, (values or {}).get("gpufleet_mig_configs"))
         if name == "gpufleet_kubelet_policy" and isinstance(value, dict):
             value = dict((key, value[key]) for key in KUBELET_POLICY_CHECKED if value.get(key) is not None)
             if not value:
@@ -160,4 +173,5 @@ def tier_node_validate_options(template, variables, gpu=None, rdma=None, tuning=
     (each through ``template``) and the explicit options (see node_validate_options): what the lookup
     node_validate_options returns and the action plugin of node_validate applies with ``from_tier``."""
     values = dict((name, tier_value(template, variables, name)) for name in NODE_VALIDATE_OPTIONS)
+    values["gpufleet_mig_configs"] = tier_value(template, variables, "gpufleet_mig_configs")
     return node_validate_options(values, gpu=gpu, rdma=rdma, tuning=tuning)
