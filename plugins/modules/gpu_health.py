@@ -94,7 +94,7 @@ options:
     type: path
   expected_mig:
     description:
-      - The MIG layout the GPUs must have, in the format of NVIDIA mig-parted's configuration: the
+      - The MIG layout the GPUs must have, in the format of NVIDIA mig-parted's configuration, as the
         entries of one config, each with C(devices) (C(all) or a list of NVML indices),
         C(mig-enabled) and C(mig-devices) (GPU-instance profile name such as C(1g.10gb) -> count).
       - C(gpu.mig) compares each GPU named by an entry with the live MIG mode and GPU instances and

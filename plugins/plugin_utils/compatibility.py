@@ -19,6 +19,7 @@ import re
 import yaml
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import versions
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import resolve_layout
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.gpufleet_tier import TIER, tier_default
 
 MATRIX_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "compatibility.yml")
@@ -188,6 +189,32 @@ def _derive_architectures(known, matrix):
         shown = ", ".join("%s=%s" % (item, name) for item, name in found if name)
         known["gpu_architectures"] = (names, "gpu_device_ids=%s%s: %s" % (
             ", ".join(str(item) for item in ids), " from %s" % origin if origin else "", shown))
+
+
+def _derive_mig_layout_kind(known):
+    """Add mig_layout_kind (off, uniform, mixed; ``invalid`` with the error as its origin) from
+    mig_layout, resolved through mig_configs (default: the built-in set), unless given."""
+    if "mig_layout_kind" in known or "mig_layout" not in known:
+        return
+    layout, origin = known["mig_layout"]
+    configs = known["mig_configs"][0] if "mig_configs" in known else None
+    try:
+        entries = resolve_layout(layout, configs)
+    except ValueError as exc:
+        known["mig_layout_kind"] = ("invalid", "mig_layout=%s%s: %s" % (
+            layout, " from %s" % origin if origin else "", exc))
+        return
+    enabled = [entry for entry in entries if entry.get("mig-enabled")]
+    profiles = set(name for entry in enabled for name, count in (entry.get("mig-devices") or {}).items() if count)
+    if not enabled:
+        kind = "off"
+    elif len(profiles) > 1 or len(enabled) < len(entries):
+        kind = "mixed"
+    else:
+        kind = "uniform"
+    known["mig_layout_kind"] = (kind, "mig_layout=%s%s: %s" % (
+        layout if isinstance(layout, str) else "explicit entries", " from %s" % origin if origin else "",
+        ", ".join(sorted(profiles)) or "no MIG profile"))
 
 
 def load_matrix(path=MATRIX_PATH):
@@ -362,6 +389,7 @@ def evaluate(facts, matrix=None):
     matrix = matrix or load_matrix()
     known = _normalise(facts)
     _derive_architectures(known, matrix)
+    _derive_mig_layout_kind(known)
     problems = []
     for rule in matrix["rules"]:
         clauses = list(rule["when"].items()) + list(rule["require"].items())

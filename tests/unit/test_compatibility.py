@@ -152,6 +152,14 @@ CASES = {
     "dra-without-device-plugin": (
         {"gpu_allocation": "dra", "nvidia_device_plugin": True},
         {"gpu_allocation": "dra", "nvidia_device_plugin": False}),
+    # MIG layout (gpufleet_mig_layout) and the device plugin's MIG strategy (more in test_mig.py)
+    "mig-layout-resolves": ({"mig_layout": "no-such-config"}, {"mig_layout": "all-1g.10gb"}),
+    "mig-strategy-single-uniform": (
+        {"nvidia_device_plugin": True, "mig_strategy": "single", "mig_layout": "all-balanced-80gb"},
+        {"nvidia_device_plugin": True, "mig_strategy": "single", "mig_layout": "all-3g.40gb"}),
+    "mig-strategy-for-mig": (
+        {"nvidia_device_plugin": True, "mig_strategy": "none", "mig_layout": "all-1g.10gb"},
+        {"nvidia_device_plugin": True, "mig_strategy": "mixed", "mig_layout": "all-1g.10gb"}),
 }
 
 

@@ -75,6 +75,14 @@ def test_manifests_validate_against_kubernetes_schemas(rendered):
     assert validated >= 12
 
 
+def test_device_plugin_and_gfd_get_the_mig_strategy(rendered):
+    """kubernetes_addons_nvidia_device_plugin_mig_strategy (default none) reaches both MIG_STRATEGY."""
+    for name in ("nvidia-device-plugin.yaml", "gpu-feature-discovery.yaml"):
+        (daemonset,) = [d for d in documents(os.path.join(str(rendered), "manifests", name)) if d["kind"] == "DaemonSet"]
+        env = {e["name"]: e["value"] for e in daemonset["spec"]["template"]["spec"]["containers"][0]["env"]}
+        assert env["MIG_STRATEGY"] == "none", name
+
+
 def test_rdma_device_plugin_config_generated_from_facts(rendered):
     docs = documents(os.path.join(str(rendered), "manifests", "rdma-shared-device-plugin.yaml"))
     config_map = next(d for d in docs if d["kind"] == "ConfigMap")

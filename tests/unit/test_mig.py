@@ -215,3 +215,52 @@ def test_bad_tier_values_are_named(layout, configs, words):
     with pytest.raises(ValueError) as exc:
         resolve_layout(layout, configs)
     assert words in str(exc.value)
+
+
+# -- compatibility matrix: the device plugin's MIG strategy -------------------------------------
+def mig_problems(**facts):
+    from ansible_collections.gpufleet.cluster.plugins.plugin_utils.compatibility import evaluate
+
+    facts.setdefault("nvidia_device_plugin", True)
+    return sorted(p["id"] for p in evaluate(facts) if p["id"].startswith("mig-"))
+
+
+@pytest.mark.parametrize("layout, strategy, refused", [
+    ("all-3g.40gb", "single", []),
+    ("all-3g.40gb", "mixed", []),
+    ("all-3g.40gb", "none", ["mig-strategy-for-mig"]),
+    ("all-balanced-80gb", "single", ["mig-strategy-single-uniform"]),  # several profiles on a node
+    ("all-balanced-80gb", "mixed", []),
+    ("all-balanced-80gb", "none", ["mig-strategy-for-mig"]),
+    ("all-disabled", "none", []),
+    ("all-disabled", "single", []),
+    ([{"devices": [0, 1], "mig-enabled": True, "mig-devices": {"1g.10gb": 7}},
+      {"devices": [2], "mig-enabled": False}], "single", ["mig-strategy-single-uniform"]),
+    ("no-such-config", "mixed", ["mig-layout-resolves"]),
+])
+def test_matrix_matches_the_layout_with_the_mig_strategy(layout, strategy, refused):
+    assert mig_problems(mig_layout=layout, mig_strategy=strategy) == refused
+
+
+def test_matrix_strategy_rules_need_the_device_plugin_and_a_layout():
+    assert mig_problems(mig_layout="all-balanced-80gb", mig_strategy="none", nvidia_device_plugin=False) == []
+    assert mig_problems(mig_strategy="single") == []  # no layout: nothing known to compare
+
+
+def test_matrix_names_the_bad_layout_and_reads_a_site_document():
+    from ansible_collections.gpufleet.cluster.plugins.plugin_utils.compatibility import evaluate
+
+    problems = evaluate({"mig_layout": "nope", "mig_strategy": "none", "nvidia_device_plugin": True})
+    message = [p for p in problems if p["id"] == "mig-layout-resolves"][0]["message"]
+    assert "no config 'nope'" in message and "mig_layout=nope" in message
+    document = {"version": "v1", "mig-configs": {"mine": [{"devices": "all", "mig-enabled": True,
+                                                            "mig-devices": {"1g.10gb": 3, "2g.20gb": 2}}]}}
+    assert mig_problems(mig_layout="mine", mig_configs=document, mig_strategy="single") == [
+        "mig-strategy-single-uniform"]
+
+
+def test_role_default_strategy_is_none():
+    from ansible_collections.gpufleet.cluster.plugins.plugin_utils.compatibility import facts_from_vars
+
+    facts = facts_from_vars({"gpufleet_mig_layout": "all-1g.10gb"})
+    assert facts["mig_strategy"]["value"] == "none" and facts["mig_layout"]["value"] == "all-1g.10gb"
