@@ -77,6 +77,10 @@ def profile_name(profile_index, slice_count, memory_size_mb, total_bytes):
     return "%dg.%dgb%s" % (slices, memory_gb(memory_size_mb, total_bytes), attribute)
 
 
+def _is_index(value):
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 def layout_errors(layout, what):
     """Errors (strings naming ``what``) of a layout: a non-empty list of mig-parted entries."""
     if not isinstance(layout, list) or not layout:
@@ -97,8 +101,7 @@ def layout_errors(layout, what):
         devices = entry.get("devices")
         if devices == "all":
             keys = ["all"]
-        elif isinstance(devices, list) and devices and all(isinstance(d, int) and not isinstance(d, bool)
-                                                          and d >= 0 for d in devices):
+        elif isinstance(devices, list) and devices and all(_is_index(d) for d in devices):
             keys = devices
         else:
             errors.append("%s.devices must be all or a list of GPU indices (>= 0), got %r" % (where, devices))
