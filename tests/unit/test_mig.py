@@ -264,3 +264,23 @@ def test_role_default_strategy_is_none():
 
     facts = facts_from_vars({"gpufleet_mig_layout": "all-1g.10gb"})
     assert facts["mig_strategy"]["value"] == "none" and facts["mig_layout"]["value"] == "all-1g.10gb"
+
+
+# -- node_validate from_tier (validate.yml's path) ----------------------------------------------
+def test_from_tier_passes_the_group_layout_and_names_a_bad_one():
+    from ansible.errors import AnsibleActionFail
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar
+    from ansible_collections.gpufleet.cluster.plugins.action.node_validate import tier_args
+
+    def build(variables):
+        templar = Templar(loader=DataLoader(), variables=variables)
+        return tier_args({"from_tier": True}, templar.template, variables)
+
+    document = {"version": "v1", "mig-configs": {"inference": [
+        {"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}]}}
+    args = build({"gpufleet_mig_layout": "inference", "gpufleet_mig_configs": document})
+    assert args["gpu"]["expected_mig"] == document["mig-configs"]["inference"]
+    assert "expected_mig" not in build({})["gpu"]
+    with pytest.raises(AnsibleActionFail, match="gpufleet_mig_layout: no config 'training'"):
+        build({"gpufleet_mig_layout": "training", "gpufleet_mig_configs": document})
