@@ -65,7 +65,8 @@ def populate(api, count, token_file):
 
 
 def fleet_status(api, names, token_file, workdir):
-    inventory = {"all": {"hosts": dict((name, {}) for name in names)}}
+    # fleet_status.yml reads the GPU nodes (gpu_nodes: where an agent belongs)
+    inventory = {"all": {"children": {"gpu_nodes": {"hosts": dict((name, {}) for name in names)}}}}
     path = os.path.join(workdir, "status-hosts.json")
     with open(path, "w") as handle:
         json.dump(inventory, handle)

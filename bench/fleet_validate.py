@@ -256,12 +256,13 @@ def configured_forks(env):
 
 
 # (key, label, play, accelerated, task results per host, task results per play), in the order they
-# run; validate.yml's one task per play picks the failing nodes (add_host runs once, not per host).
+# run; validate.yml's two tasks per play: agent.health of every node (record_checks, once, from what
+# node_validate read) and the pick of the failing nodes (add_host runs once, not per host).
 PLAYS = (
     ("a", "floor (ping)", "floor", False, 1, 0),
     ("d", "accel floor", "floor", True, 1, 0),
-    ("b", "validate.yml", "validate", False, 1, 1),
-    ("e", "accel validate", "validate", True, 1, 1),
+    ("b", "validate.yml", "validate", False, 1, 2),
+    ("e", "accel validate", "validate", True, 1, 2),
     ("c", "shell checks", "shell", False, 8, 0),
 )
 HEADER = "  %-3s%-16s %8s %8s %8s %8s %8s %8s %8s  %s" % (

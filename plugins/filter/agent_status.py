@@ -167,11 +167,24 @@ def _host_var(host_vars, name, default=None):
     return default if value is None else value
 
 
-def agent_health_checks(hosts, hostvars, agent_hosts, installing=False, now=None, read_var="__gpufleet_agent_read"):
+def _read_of(host_vars, read_var):
+    """The host's read of health.json at ``read_var``: a variable name, or a dotted path into one
+    (``gpufleet_node_validation.agent_health_file``: node_validate's return); skipped when absent."""
+    name, _dot, rest = read_var.partition(".")
+    value = _host_var(host_vars, name, None)
+    for key in rest.split(".") if rest else ():
+        value = value.get(key) if isinstance(value, dict) else None
+    return {"skipped": True} if value is None else value
+
+
+def agent_health_checks(hosts, hostvars, agent_hosts, installing=False, now=None,
+                        read_var="gpufleet_node_validation.agent_health_file"):
     """{host: [agent.health]} for the hosts of a play (playbooks/validate.yml: one controller task for
     the play). The agent belongs on a host of ``agent_hosts`` (gpu_nodes) whose ``gpufleet_health_agent``
-    (tier, default true) is true; ``read_var`` is the host's registered slurp of health.json; its
-    interval is ``node_health_agent_interval`` (default 60); ``installing``: see agent_health_check."""
+    (tier, default true) is true; ``read_var`` is where the host's read of health.json is (the shape
+    ansible.builtin.slurp registers): by default what node_validate returned for its
+    ``agent_health_file`` option, read in the validation's own module run; its interval is
+    ``node_health_agent_interval`` (default 60); ``installing``: see agent_health_check."""
     if isinstance(hosts, str) or not isinstance(hosts, (list, tuple)):
         raise AnsibleFilterError("agent_health_checks: expected a list of host names (ansible_play_hosts), got %r"
                                  % (hosts,))
@@ -198,7 +211,7 @@ def agent_health_checks(hosts, hostvars, agent_hosts, installing=False, now=None
             expected, reason = False, "no node health agent: opted out (gpufleet_health_agent is false)"
         else:
             expected, reason = True, None
-        out[host] = [agent_health_check(_host_var(host_vars, read_var, {"skipped": True}), expected=expected,
+        out[host] = [agent_health_check(_read_of(host_vars, read_var), expected=expected,
                                         reason=reason, installing=installing,
                                         interval=_host_var(host_vars, "node_health_agent_interval", 60), now=now)]
     return out

@@ -207,7 +207,32 @@ def node_module_argspec(families):
     so that its documentation and its spec agree."""
     spec = node_argspec(families)
     spec["from_tier"] = {"type": "bool", "default": False}
+    spec["agent_health_file"] = {"type": "path"}
     return spec
+
+
+AGENT_HEALTH_MAX_BYTES = 1 << 20  # health.json is a few KB; more is not the agent's file
+
+
+def read_agent_health(path):
+    """The node health agent's health.json, read in the same module run as the checks (validate.yml:
+    no task of its own per node), in the shape ``ansible.builtin.slurp`` registers, which the
+    controller's filter agent_health_checks reads: {content (base64), encoding, source}, or
+    {failed, msg} (absent: msg says "file not found"; anything else is the error, so the check fails
+    closed: an unreadable file is never read as healthy)."""
+    import base64
+    import errno
+
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(AGENT_HEALTH_MAX_BYTES + 1)
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            return {"failed": True, "msg": "file not found: %s" % path, "source": path}
+        return {"failed": True, "msg": "%s: %s" % (path, exc.strerror or exc), "source": path}
+    if len(data) > AGENT_HEALTH_MAX_BYTES:
+        return {"failed": True, "msg": "%s: larger than %d bytes" % (path, AGENT_HEALTH_MAX_BYTES), "source": path}
+    return {"content": base64.b64encode(data).decode("ascii"), "encoding": "base64", "source": path}
 
 
 def _raw_module_params():
@@ -385,6 +410,8 @@ def run_node(module, families, runner):
     checks = payload.pop("checks")
     payload.pop("summary")
     payload.pop("healthy")
+    if module.params.get("agent_health_file"):
+        payload["agent_health_file"] = read_agent_health(module.params["agent_health_file"])
     exit_with_checks(module, checks, module.params["fail_on"], **payload)
 
 

@@ -31,6 +31,14 @@ author:
 requirements:
   - nvidia-ml-py on the managed host (only needed when NVIDIA GPUs are present)
 options:
+  agent_health_file:
+    description:
+      - The node health agent's C(health.json) to read in the same run (no task of its own per node), returned as
+        RV(agent_health_file) for the check C(agent.health) that C(playbooks/validate.yml) makes on the controller
+        (filter P(gpufleet.cluster.agent_health_checks#filter)). Unset (the default) reads nothing. The file is not judged
+        here and does not change RV(checks).
+    type: path
+    version_added: 0.3.0
   from_tier:
     description:
       - V(true) fills O(root), O(gpu), O(rdma) and O(tuning) from the node's C(gpufleet_*) tier variables
@@ -358,6 +366,13 @@ nvml:
     C(driver_version), C(cuda_driver_version)); null when the GPU family is not run.
   returned: always
   type: dict
+agent_health_file:
+  description:
+    - With O(agent_health_file), the file in the shape C(ansible.builtin.slurp) returns; C(content) (base64) and
+      C(encoding), or C(failed) and C(msg) when it could not be read (C(file not found) and the path when absent).
+  returned: when O(agent_health_file) is set
+  type: dict
+  sample: {content: eyJhZ2VudCI6IHsiaGVhbHRoeSI6IHRydWV9fQ==, encoding: base64, source: /var/lib/gpufleet/health.json}
 elapsed_ms:
   description: Time spent in the module's logic (option checks, sysfs reads, NVML queries, checks) in
     milliseconds; interpreter start-up, imports and Ansible's argument parsing are not included.

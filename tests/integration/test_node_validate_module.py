@@ -121,42 +121,89 @@ HOSTS = {
 BAD_OPTIONS = ["badgpu", "badopt", "neggpu"]
 
 
-@pytest.fixture(scope="module")
-def fleet(tmp_path_factory):
-    tmp_path = tmp_path_factory.mktemp("node_validate")
+def _fleet_inventory(tmp_path):
     inventory = tmp_path / "hosts.json"
     inventory.write_text(json.dumps({"all": {
         "vars": {"ansible_connection": "local", "ansible_python_interpreter": VENV_PYTHON},
         "hosts": HOSTS}}))
+    return str(inventory)
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    """validate.yml over HOSTS with its inventory check skipped (--skip-tags always, the documented
+    way: docs/tags.md): the module's own option checks stay a second line of defence and are tested
+    here; test_the_inventory_check_refuses_bad_options_first tests the first line."""
+    tmp_path = tmp_path_factory.mktemp("node_validate")
+    inventory = _fleet_inventory(tmp_path)
     env = environment(tmp_path, ANSIBLE_STDOUT_CALLBACK="json")
-    proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", str(inventory), VALIDATE, "--check"],
+    proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", inventory, VALIDATE, "--check",
+                           "--skip-tags", "always"],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=False)
     report = json.loads((tmp_path / "reports" / "fleet-report.json").read_text())
     return proc, first_json(proc.stdout), report
+
+
+def _play(document, name):
+    """The play of validate.yml whose name starts with ``name`` (plays are found by name: the
+    inventory check and the certificate play come and go with tags)."""
+    return [play for play in document["plays"] if play["play"]["name"].startswith(name)][0]
+
+
+def _task(play, name):
+    return [task for task in play["tasks"] if task["task"]["name"].startswith(name)][0]
+
+
+SWEEP, FAILURES, REPORT = "Validate GPU and RDMA readiness", "Fail the nodes", "Fleet report"
+
+
+def test_the_inventory_check_refuses_bad_options_first(tmp_path):
+    """Without --skip-tags always, the bad nested options are refused before any host is contacted,
+    named by the inventory variable (gpufleet_validate_gpu.expected_count), not the module option;
+    a value the family's own rule refuses (expected_count -1) is left to the module (above)."""
+    inventory = _fleet_inventory(tmp_path)
+    proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", inventory, VALIDATE, "--check"],
+                          cwd=REPO, env=environment(tmp_path), capture_output=True, text=True, timeout=600,
+                          check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out[-3000:]
+    assert "validate.yml: the inventory has 2 problem(s).\nNo host was contacted or changed." in out
+    assert ("- gpufleet_validate_gpu.expected_count must be of type int (node_validate option gpu.expected_count), "
+            "got 'eight' [badgpu]") in out
+    assert ("- gpufleet_validate_rdma.min_rate_gbps must be of type float (node_validate option "
+            "rdma.min_rate_gbps), got 'fast' [badopt]") in out
+    assert "TASK [Validate the node" not in out
 
 
 def test_validate_yml_runs_one_task_per_host(fleet):
     proc, document, report = fleet
     assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr[-3000:]  # degraded and badopt fail
     # the sweep, the few-line failure of the failing nodes, and the report location (only said when
-    # the callback is off)
-    assert len(document["plays"]) == 3
-    assert [t["hosts"]["localhost"].get("skipped") for t in document["plays"][2]["tasks"]] == [True]
-    tasks = document["plays"][0]["tasks"]
-    assert len(tasks) == 2  # the module on every node (fail_on: never), then ONE task for the play
-    assert tasks[0]["task"]["name"] == "Validate the node (GPU health and RDMA readiness in one module run)"
+    # the callback is off); the inventory check (skipped: --skip-tags always) and the certificate
+    # play (no kube_control_plane here) have no task
+    assert [t["hosts"]["localhost"].get("skipped") for t in _play(document, REPORT)["tasks"]] == [True]
+    assert not _play(document, "Check the inventory")["tasks"]
+    sweep = _play(document, SWEEP)
+    # the module on every node (fail_on: never; it also reads the agent's health.json where one
+    # belongs), then ONE task each for the play: agent.health and the pick of failing nodes
+    assert [t["task"]["name"] for t in sweep["tasks"]] == [
+        "Validate the node (GPU health and RDMA readiness in one module run)",
+        "Report what the node health agents publish (agent.health; no check is run)",
+        "Pick the nodes with failing checks (one task for the play)"]
+    tasks = sweep["tasks"]
     assert set(tasks[0]["hosts"]) == set(HOSTS)
-    assert len(tasks[1]["hosts"]) == 1  # add_host runs once, not once per node
-    picked = [item["item"] for item in list(tasks[1]["hosts"].values())[0]["results"]]
+    assert len(tasks[1]["hosts"]) == 1 and len(tasks[2]["hosts"]) == 1  # once, not once per node
+    picked = [item["item"] for item in list(tasks[2]["hosts"].values())[0]["results"]]
     # the failing node, then one passing node so that the failure play does not end the playbook
     assert picked[0] == "degraded" and len(picked) == 2
     assert picked[1] in set(HOSTS) - set(BAD_OPTIONS) - {"degraded"}
-    failures = document["plays"][1]["tasks"]
+    failures = _play(document, FAILURES)["tasks"]
     assert len(failures) == 1 and set(failures[0]["hosts"]) == set(picked)
     assert failures[0]["hosts"][picked[1]].get("skipped") is True
     stats = document["stats"]
     assert sorted(h for h in HOSTS if stats[h]["failures"]) == sorted(BAD_OPTIONS + ["degraded"])
-    assert sum(stats[h]["ok"] for h in HOSTS) == len(HOSTS) - len(BAD_OPTIONS) + 1  # + the add_host task
+    # the module on each node that passed its options, + agent.health and add_host (one host each)
+    assert sum(stats[h]["ok"] for h in HOSTS) == len(HOSTS) - len(BAD_OPTIONS) + 2
     assert sum(stats[h]["skipped"] for h in HOSTS) == 1  # the passing node of the failure play
     # Every host is in the fleet report; the bad-option hosts failed before any check: host.validation
     # with the reason.
@@ -169,10 +216,13 @@ def test_validate_yml_runs_one_task_per_host(fleet):
 
 def test_validate_yml_host_results(fleet):
     _proc, document, report = fleet
-    results = document["plays"][0]["tasks"][0]["hosts"]
+    results = _play(document, SWEEP)["tasks"][0]["hosts"]
     dgx = results["dgx"]
     assert dgx["healthy"] is True and dgx["nvml"]["driver_version"] == "580.95.05"
-    assert report["hosts"]["dgx"]["summary"] == dgx["summary"]
+    # the report adds agent.health (skip: no agent belongs where gpu_nodes is empty) to the module's checks
+    agent = [c for c in report["hosts"]["dgx"]["checks"] if c["id"] == "agent.health"]
+    assert [c["status"] for c in agent] == ["skip"]
+    assert report["hosts"]["dgx"]["summary"] == dict(dgx["summary"], skip=dgx["summary"]["skip"] + 1)
 
     # from_tier: the action plugin built the options from the host's gpufleet_* variables; the module got them
     tier = results["tier"]
@@ -203,15 +253,15 @@ def test_validate_yml_host_results(fleet):
     assert degraded.get("failed") is not True and degraded["healthy"] is False  # the module: fail_on never
     assert not [c for c in degraded["checks"] if c["id"].startswith("gpu.")]
     # The host fails in the next play with its failing checks in a few lines, not its whole result.
-    failure = document["plays"][1]["tasks"][0]["hosts"]["degraded"]
+    failure = _play(document, FAILURES)["tasks"][0]["hosts"]["degraded"]
     lines = failure["msg"].splitlines()
     assert failure["failed"] is True and "checks" not in failure
     # one line at the default verbosity (ansible-core 2.19 prints a failed task's msg twice)
     assert lines[0].startswith("%d failing check(s): " % degraded["summary"]["fail"])
     assert "rdma.port.state[mlx5_2/1]: " in lines[0], lines
     assert len(lines) == 1 and len(failure["msg"]) < 400
-    assert "dgx-real-nvml" not in document["plays"][1]["tasks"][0]["hosts"] or \
-        document["plays"][1]["tasks"][0]["hosts"]["dgx-real-nvml"].get("skipped") is True  # fail_on: never
+    assert "dgx-real-nvml" not in _play(document, FAILURES)["tasks"][0]["hosts"] or \
+        _play(document, FAILURES)["tasks"][0]["hosts"]["dgx-real-nvml"].get("skipped") is True  # fail_on: never
 
     badopt = results["badopt"]
     assert badopt["failed"] is True and "checks" not in badopt
@@ -223,7 +273,7 @@ def test_bad_gpu_expected_count_is_named(fleet):
     """A bad gpu.expected_count fails the host with an error naming gpu.expected_count: Ansible
     names the option and the family for a wrong type, the family's rule for a bad value."""
     _proc, document, _report = fleet
-    results = document["plays"][0]["tasks"][0]["hosts"]
+    results = _play(document, SWEEP)["tasks"][0]["hosts"]
     badgpu = results["badgpu"]
     assert badgpu["failed"] is True and "checks" not in badgpu
     assert "'expected_count'" in badgpu["msg"] and "found in 'gpu'" in badgpu["msg"], badgpu["msg"]
@@ -238,8 +288,10 @@ def test_validate_yml_on_this_machine_prints_a_readiness_result(tmp_path):
                           env=environment(tmp_path), capture_output=True, text=True, timeout=300, check=False)
     out = proc.stdout
     assert proc.returncode == 0, out[-3000:] + proc.stderr[-3000:]
-    # validation, its failure task (skipped: healthy), the report notice (skipped: callback on)
-    assert out.count("TASK [") == 3 and "ok: [localhost]" in out
+    # the inventory check (3 tasks), validation, agent.health (skip: no agent belongs here), the pick
+    # of failing nodes (skipped: healthy), the report notice (skipped: callback on)
+    assert out.count("TASK [") == 7 and "ok: [localhost]" in out
+    assert "TASK [Validate the node (GPU health and RDMA readiness in one module run)]" in out
     summary = out.split("FLEET REPORT", 1)[1]
     assert "1 host(s): 0 unhealthy" in summary
     line = [row for row in summary.splitlines() if row.startswith("localhost")][0]

@@ -115,9 +115,9 @@ def test_inside_a_site_run_a_result_that_is_not_current_warns_and_an_unhealthy_o
 
 def test_the_play_gets_one_check_per_host_where_the_agent_belongs_or_why_not(results):
     hostvars = {
-        "dgx-1": {"__gpufleet_agent_read": results["healthy"]},
-        "dgx-2": {"__gpufleet_agent_read": MISSING, "node_health_agent_interval": 200},
-        "dgx-3": {"gpufleet_health_agent": False, "__gpufleet_agent_read": {"skipped": True}},
+        "dgx-1": {"gpufleet_node_validation": {"agent_health_file": results["healthy"]}},
+        "dgx-2": {"gpufleet_node_validation": {"agent_health_file": MISSING}, "node_health_agent_interval": 200},
+        "dgx-3": {"gpufleet_health_agent": False, "gpufleet_node_validation": {"agent_health_file": {"skipped": True}}},
         "dgx-4": {"gpufleet_health_agent": "false"},  # -e gpufleet_health_agent=false is a string
         "cp-1": {},
     }
@@ -144,10 +144,13 @@ def test_bad_play_input_is_named():
 
 
 def test_record_checks_takes_the_checks_and_the_play_fails_the_hosts_by_their_own_fail_on(results):
-    hostvars = {"dgx-1": {"__gpufleet_agent_read": results["off_bus"]},
-                "dgx-2": {"__gpufleet_agent_read": results["off_bus"], "gpufleet_validate_fail_on": "never"},
-                "dgx-3": {"__gpufleet_agent_read": results["healthy"]},
-                "dgx-4": {"__gpufleet_agent_read": results["healthy"], "gpufleet_validate_fail_on": "warn"}}
+    def read(result, **more):
+        return dict({"gpufleet_node_validation": {"agent_health_file": result}}, **more)
+
+    hostvars = {"dgx-1": read(results["off_bus"]),
+                "dgx-2": read(results["off_bus"], gpufleet_validate_fail_on="never"),
+                "dgx-3": read(results["healthy"]),
+                "dgx-4": read(results["healthy"], gpufleet_validate_fail_on="warn")}
     checks = agent_health_checks(sorted(hostvars), hostvars, sorted(hostvars), now=NOW + 5)
     for host, host_checks in checks.items():  # what record_checks (option hosts) validates
         _, error = build_results(host_checks, "hosts[%s]" % host)
@@ -163,3 +166,42 @@ def test_record_checks_takes_the_checks_and_the_play_fails_the_hosts_by_their_ow
         agent_health_failing(checks, {"dgx-1": {"gpufleet_validate_fail_on": "sometimes"}})
     with pytest.raises(AnsibleFilterError, match="expected {host: \\[checks\\]}"):
         agent_health_failing([], hostvars)
+
+
+def test_node_validate_reads_health_json_in_its_own_run_and_fails_closed(tmp_path, results):
+    """validate.yml reads health.json in node_validate's run (option agent_health_file, no task of
+    its own per node): what it returns is what agent_health_checks reads, and every way the read can
+    go wrong is a failing agent.health, never a pass."""
+    import base64
+    import os
+
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import (
+        AGENT_HEALTH_MAX_BYTES, read_agent_health)
+
+    path = tmp_path / "health.json"
+    path.write_bytes(base64.b64decode(results["healthy"]["content"]))
+
+    def check(read, **kwargs):
+        hostvars = {"dgx-1": {"gpufleet_node_validation": {"agent_health_file": read}}}
+        return agent_health_checks(["dgx-1"], hostvars, ["dgx-1"], now=NOW + 5, **kwargs)["dgx-1"][0]
+
+    assert check(read_agent_health(str(path)))["status"] == "pass"
+    absent = read_agent_health(str(tmp_path / "none.json"))
+    assert absent["failed"] and absent["msg"].startswith("file not found")
+    assert check(absent)["status"] == "fail" and "not installed" in check(absent)["message"]
+    assert check(absent, installing=True)["status"] == "skip"  # site.yml installs it after validation
+    directory = read_agent_health(str(tmp_path))  # EISDIR: unreadable, not absent
+    assert directory["failed"] and check(directory)["status"] == "fail"
+    assert "cannot read" in check(directory)["message"]
+    if os.geteuid() != 0:  # root reads a mode-0000 file
+        path.chmod(0)
+        assert check(read_agent_health(str(path)))["status"] == "fail"
+        path.chmod(0o600)
+    path.write_bytes(b"{" * (AGENT_HEALTH_MAX_BYTES + 1))
+    big = read_agent_health(str(path))
+    assert big["failed"] and "larger than" in big["msg"] and check(big)["status"] == "fail"
+    path.write_bytes(b"\xff\xfe not json")
+    assert check(read_agent_health(str(path)))["status"] == "fail"
+    # node_validate ran without the option (no agent belongs here, or an older playbook): skip/fail as before
+    assert agent_health_checks(["cp-1"], {"cp-1": {"gpufleet_node_validation": {}}}, [], now=NOW)["cp-1"][0][
+        "status"] == "skip"
