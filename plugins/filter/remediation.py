@@ -17,6 +17,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.remediation impor
     plan,
     policy,
     reset_decision,
+    step_checks,
 )
 
 
@@ -43,7 +44,15 @@ def gpu_reset_decision(listing):
                           listing.get("stderr") or listing.get("msg") or "")
 
 
+def remediation_step_checks(done, action, stopped=None, burn_in=True):
+    """``done``: the steps done (a list of names); see module_utils/remediation.py step_checks."""
+    try:
+        return step_checks(action, done, stopped, burn_in)
+    except PolicyError as exc:
+        raise AnsibleFilterError("remediation_step_checks: %s" % exc)
+
+
 class FilterModule(object):
     def filters(self):
         return {"remediation_policy": remediation_policy, "remediation_plan": remediation_plan,
-                "gpu_reset_decision": gpu_reset_decision}
+                "gpu_reset_decision": gpu_reset_decision, "remediation_step_checks": remediation_step_checks}

@@ -190,3 +190,40 @@ def reset_decision(stdout, rc=0, stderr=""):
         return {"allowed": False, "processes": processes,
                 "reason": "reset refused: %d process(es) use the GPUs: %s%s" % (len(processes), shown, more)}
     return {"allowed": True, "processes": [], "reason": "no process uses the GPUs"}
+
+
+STEPS = ("breaker", "taint", "drain", "repair", "validate", "burn_in", "release")  # in order; repair: reset/reboot
+
+
+def step_checks(action, done, stopped=None, burn_in=True):
+    """The remediation's steps as checks ``remediation.step`` (target ``<n>:<step>``, n from 1) for the fleet
+    report and its history: pass for a step done, fail for the step that stopped the remediation (the first
+    step not done, with the reason ``stopped``), skip for the steps not taken. ``action``: the planned action
+    (the repair step is named after it: reset, reboot; drain has no repair step); ``done``: the names of
+    the steps done, in any order."""
+    if action not in ACTIONS:
+        raise PolicyError("step_checks: unknown action %r (one of %s)" % (action, ", ".join(ACTIONS)))
+    done = set(done or ())
+    unknown = done - set(STEPS) - set(ACTIONS)
+    if unknown:
+        raise PolicyError("step_checks: unknown step(s) %s (steps: %s)" % (", ".join(sorted(unknown)),
+                                                                           ", ".join(STEPS)))
+    checks = []
+    failed = False
+    for index, step in enumerate(STEPS, 1):
+        name = action if step == "repair" and action in ("reset", "reboot") else step
+        check = {"id": "remediation.step", "target": "%d:%s" % (index, name), "observed": action}
+        if name == "repair":
+            check.update(status="skip", message="no repair step: the action is %s" % action)
+        elif name in done:
+            check.update(status="pass", message="%s done" % name)
+        elif step == "burn_in" and not burn_in:
+            check.update(status="skip", message="burn-in disabled (gpufleet_remediation.burn_in.enabled)")
+        elif stopped and not failed:
+            failed = True
+            check.update(status="fail", message="stopped at %s: %s" % (name, stopped))
+        else:
+            check.update(status="skip", message="not taken (%s)" % ("stopped earlier" if failed else
+                                                                   "action %s" % action))
+        checks.append(check)
+    return checks

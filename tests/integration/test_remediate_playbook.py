@@ -260,3 +260,25 @@ def test_the_outcome_of_every_remediated_node_is_in_the_fleet_report(run):
     assert outcome("gpu-ok") is None
     memtest = [c for c in hosts["gpu-burnfail"]["checks"] if c["id"] == "burnin.dcgm" and c["status"] == "fail"]
     assert [c["target"] for c in memtest] == ["gpu0/memtest"]
+
+
+def test_every_step_is_in_the_fleet_report(run):
+    with open(str(run["tmp"] / "reports" / "fleet-report.json")) as handle:
+        hosts = json.load(handle)["hosts"]
+
+    def steps(host):
+        return [(c["target"], c["status"]) for c in hosts[host]["checks"] if c["id"] == "remediation.step"]
+
+    assert steps("gpu-fixed") == [("1:breaker", "pass"), ("2:taint", "pass"), ("3:drain", "pass"), ("4:reset", "pass"),
+                                  ("5:validate", "pass"), ("6:burn_in", "pass"), ("7:release", "pass")]
+    assert steps("gpu-burnfail")[5:] == [("6:burn_in", "fail"), ("7:release", "skip")]
+    assert steps("gpu-pdb") == [("1:breaker", "pass"), ("2:taint", "pass"), ("3:drain", "fail"), ("4:reset", "skip"),
+                                ("5:validate", "skip"), ("6:burn_in", "skip"), ("7:release", "skip")]
+    assert steps("gpu-reboot")[3] == ("4:reboot", "fail")
+    refused = [h for h in ("gpu-lost-a", "gpu-lost-b") if steps(h)[0] == ("1:breaker", "fail")]
+    assert len(refused) == 1 and all(s == "skip" for _t, s in steps(refused[0])[1:])
+    (admitted,) = {"gpu-lost-a", "gpu-lost-b"} - set(refused)
+    assert steps(admitted)[2:5] == [("3:drain", "pass"), ("4:repair", "skip"), ("5:validate", "fail")]
+    message = [c["message"] for c in hosts["gpu-pdb"]["checks"] if c["target"] == "3:drain"][0]
+    assert message.startswith("stopped at drain: ") and "did not complete" in message, message
+    assert steps("gpu-ok") == []

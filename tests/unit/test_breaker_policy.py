@@ -166,3 +166,28 @@ def test_the_inventory_check_names_a_bad_policy_before_any_host_is_contacted():
         "gpufleet_remediation.actions.gpu_lost must be one of isolate, drain, reset, reboot, got 'reflash'"), problems
     hostvars["gpu1"]["gpufleet_remediation"] = {"enabled": True, "group": "gpu_a100", "max_parallel": "10%"}
     assert inventory_check.inventory_problems(hostvars, groups) == []
+
+
+def test_step_checks_pass_done_fail_the_stop_skip_the_rest():
+    checks = filters.remediation_step_checks(["breaker", "taint"], "reset", "drain failed: pods are still on the node")
+    assert [(c["target"], c["status"]) for c in checks] == [
+        ("1:breaker", "pass"), ("2:taint", "pass"), ("3:drain", "fail"), ("4:reset", "skip"), ("5:validate", "skip"),
+        ("6:burn_in", "skip"), ("7:release", "skip")]
+    assert checks[2]["message"] == "stopped at drain: drain failed: pods are still on the node"
+    assert {c["id"] for c in checks} == {"remediation.step"} and {c["observed"] for c in checks} == {"reset"}
+
+
+def test_step_checks_all_done_drain_has_no_repair_and_a_disabled_burn_in_is_skipped():
+    checks = remediation.step_checks("drain", ["breaker", "taint", "drain", "validate", "release"], burn_in=False)
+    assert [(c["target"], c["status"]) for c in checks] == [
+        ("1:breaker", "pass"), ("2:taint", "pass"), ("3:drain", "pass"), ("4:repair", "skip"), ("5:validate", "pass"),
+        ("6:burn_in", "skip"), ("7:release", "pass")]
+    refused = remediation.step_checks("reboot", [], "breaker open")
+    assert [c["status"] for c in refused] == ["fail"] + ["skip"] * 6 and refused[3]["target"] == "4:reboot"
+
+
+def test_step_checks_refuse_unknown_steps_and_actions():
+    with pytest.raises(AnsibleFilterError, match="unknown step.*drian"):
+        filters.remediation_step_checks(["drian"], "reset")
+    with pytest.raises(remediation.PolicyError, match="unknown action 'fix'"):
+        remediation.step_checks("fix", [])
