@@ -17,6 +17,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.remediation impor
     plan,
     policy,
     reset_decision,
+    slurm_state,
     step_checks,
 )
 
@@ -52,7 +53,20 @@ def remediation_step_checks(done, action, stopped=None, burn_in=True):
         raise AnsibleFilterError("remediation_step_checks: %s" % exc)
 
 
+def remediation_slurm_state(show, node):
+    """``show``: the registered result of ``scontrol show node <node> -o``; a failed command fails."""
+    if not isinstance(show, dict) or show.get("rc", 1) != 0:
+        raise AnsibleFilterError("remediation_slurm_state: scontrol show node %s failed: %s" % (
+            node, (show.get("stderr") or show.get("msg") or "rc %s" % show.get("rc")) if isinstance(show, dict)
+            else "not a registered command result"))
+    try:
+        return slurm_state(show.get("stdout") or "", node)
+    except PolicyError as exc:
+        raise AnsibleFilterError("remediation_slurm_state: %s" % exc)
+
+
 class FilterModule(object):
     def filters(self):
         return {"remediation_policy": remediation_policy, "remediation_plan": remediation_plan,
-                "gpu_reset_decision": gpu_reset_decision, "remediation_step_checks": remediation_step_checks}
+                "gpu_reset_decision": gpu_reset_decision, "remediation_step_checks": remediation_step_checks,
+                "remediation_slurm_state": remediation_slurm_state}

@@ -20,6 +20,7 @@ __metaclass__ = type
 
 import copy
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_slurm import parse_show_node
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gate import failing_checks
 
 ACTIONS = ("isolate", "drain", "reset", "reboot")  # weakest first
@@ -47,6 +48,8 @@ DEFAULT_POLICY = {
     "lease_namespace": "kube-system",
     "lease_ttl_seconds": 7200,  # a holder that is never released frees its slot after this
     "reboot_timeout": 1800,    # a node that does not come back within it stays isolated
+    "slurm_drain_timeout": 3600,  # on a node of the group slurm_nodes: the running jobs get this long to end
+    "slurm_poll_interval": 30,    # seconds between two `scontrol show node` while waiting
     "burn_in": {"enabled": True, "dcgm_level": 2, "dcgm_tests": [], "dcgm_parameters": "", "timeout": 1800,
                 "nccl_command": [], "nccl_min_busbw_gbps": None},
 }
@@ -95,8 +98,12 @@ def policy(value=None):
             raise PolicyError("%s.actions: unknown check class %r (known: %s)" % (VARIABLE, name, ", ".join(CLASS_NAMES)))
         if action not in ACTIONS:
             raise PolicyError("%s.actions.%s must be one of %s, got %r" % (VARIABLE, name, ", ".join(ACTIONS), action))
-    for key in ("max_attempts", "window_hours", "lease_ttl_seconds", "reboot_timeout"):
-        _positive(merged[key], key, integer=key == "max_attempts")
+    for key in ("max_attempts", "window_hours", "lease_ttl_seconds", "reboot_timeout", "slurm_drain_timeout",
+                "slurm_poll_interval"):
+        _positive(merged[key], key, integer=key in ("max_attempts", "slurm_drain_timeout", "slurm_poll_interval"))
+    if merged["slurm_poll_interval"] > merged["slurm_drain_timeout"]:
+        raise PolicyError("%s.slurm_poll_interval (%r) must not exceed %s.slurm_drain_timeout (%r)"
+                          % (VARIABLE, merged["slurm_poll_interval"], VARIABLE, merged["slurm_drain_timeout"]))
     parallel = merged["max_parallel"]
     if isinstance(parallel, bool) or not (isinstance(parallel, int) and parallel >= 0 or isinstance(parallel, str)
                                           and (parallel.strip().isdigit() or parallel.strip().endswith("%"))):
@@ -227,3 +234,27 @@ def step_checks(action, done, stopped=None, burn_in=True):
                                                                    "action %s" % action))
         checks.append(check)
     return checks
+
+
+SLURM_REASON = "gpufleet remediation:"  # the drain reason of playbooks/remediate.yml (the agent's is "gpufleet:")
+_SLURM_BUSY = ("ALLOCATED", "MIXED", "COMPLETING")
+
+
+def slurm_state(show_output, node):
+    """The remediation's view of ``scontrol show node <node> -o``: {state, reason, draining (DRAIN set),
+    ours (drained with SLURM_REASON: we may resume it), admin (drained or down for another reason: never
+    resumed by us), drained (DRAIN set and no job left: ALLOCATED, MIXED, COMPLETING), busy}. PolicyError
+    when the answer is not this node's (fail closed: no state is never drained)."""
+    fields = parse_show_node(show_output)
+    if fields.get("NodeName") != node or "State" not in fields:
+        raise PolicyError("scontrol show node %s: no NodeName=%s and State in the answer %r"
+                          % (node, node, (show_output or "")[:200]))
+    state = fields["State"].upper()
+    flags = set(state.replace("*", "").split("+"))
+    reason = fields.get("Reason", "")
+    draining = "DRAIN" in flags or "DRAINING" in flags or "DRAINED" in flags
+    ours = draining and reason.startswith(SLURM_REASON)
+    busy = sorted(flags & set(_SLURM_BUSY))
+    return {"state": state, "reason": reason, "draining": draining, "ours": ours,
+            "admin": (draining or "DOWN" in flags) and not ours, "busy": busy,
+            "drained": draining and not busy}

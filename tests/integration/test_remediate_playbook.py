@@ -15,6 +15,10 @@ scenario at a healthy one, as a reset that clears the fault would). The hosts ru
   gpu-pdb       a PodDisruptionBudget refuses the eviction: the drain fails, no reset, isolated
   gpu-reboot    policy reboot, the reboot fails (Ansible refuses to reboot over a local connection):
                 isolated with the reason, never released
+  gpu-slurm-*   in slurm_nodes, scontrol the stand-in of tests/standins (scontrol.sh): -ok's jobs end
+                after 2 polls (drained, reset, resumed), -stuck's never end within slurm_drain_timeout
+                (stays drained with our reason, isolated, no reset), -admin was drained by an admin
+                beforehand (remediated, released in Kubernetes, never resumed in Slurm)
 """
 
 import json
@@ -68,7 +72,15 @@ NODES = {
     # a PodDisruptionBudget refuses the eviction: the drain fails, the node stays out
     "gpu-pdb": {"scenario": "h100-recovery-action.json", "group": "pdb", "dcgm": "dcgm4_level2_pass.json",
                 "drain_timeout": 2},
+    "gpu-slurm-ok": {"scenario": "h100-recovery-action.json", "group": "slurm-ok", "dcgm": "dcgm4_level2_pass.json",
+                     "slurm": {"jobs_end_after": "2"}},
+    "gpu-slurm-stuck": {"scenario": "h100-recovery-action.json", "group": "slurm-stuck",
+                        "dcgm": "dcgm4_level2_pass.json", "slurm": {"jobs_end_after": "-1"}},
+    "gpu-slurm-admin": {"scenario": "h100-recovery-action.json", "group": "slurm-admin",
+                        "dcgm": "dcgm4_level2_pass.json",
+                        "slurm": {"state": "IDLE", "drained": "bad dimm [admin@2026-11-20T10:00:00]"}},
 }
+SLURM_ADMIN_REASON = "bad dimm [admin@2026-11-20T10:00:00]"
 
 
 def host_vars(tmp, name, spec, kubeconfig):
@@ -76,6 +88,10 @@ def host_vars(tmp, name, spec, kubeconfig):
     os.symlink(os.path.join(SCENARIOS, spec["scenario"]), str(scenario))
     apps = tmp / ("%s-apps.txt" % name)
     apps.write_text(spec.get("apps", ""))
+    slurm = tmp / ("%s-slurm" % name)
+    slurm.mkdir()
+    for key, value in spec.get("slurm", {}).items():
+        (slurm / key).write_text(value + "\n")
     return {
         "gpufleet_sysfs_root": os.path.join(REPO, "tests", "fixtures", "nodes", "dgx-h100"),
         "gpufleet_gpu_count": 8,
@@ -91,7 +107,7 @@ def host_vars(tmp, name, spec, kubeconfig):
             "enabled": True, "group": spec["group"], "max_parallel": 1,
             # never a reboot of the machine running the test
             "actions": dict({"gpu_lost": "drain"}, **spec.get("actions", {})),
-            "burn_in": {"dcgm_level": 2, "timeout": 60}},
+            "burn_in": {"dcgm_level": 2, "timeout": 60}, "slurm_drain_timeout": 3, "slurm_poll_interval": 1},
         "gpufleet_remediate_environment": {
             "PATH": STANDINS + ":" + os.environ.get("PATH", "/usr/bin:/bin"),
             "PYTHONPATH": os.path.join(REPO, "tests", "fake_nvml"),
@@ -101,6 +117,7 @@ def host_vars(tmp, name, spec, kubeconfig):
             "GPUFLEET_REPLAY_STDOUT": os.path.join(DCGM, spec["dcgm"]),
             "GPUFLEET_REPLAY_RC": str(spec.get("dcgm_rc", 0)),
             "GPUFLEET_REPLAY_ARGV": str(tmp / ("%s-argv.jsonl" % name)),
+            "GPUFLEET_STANDIN_SLURM_DIR": str(slurm),
         },
     }
 
@@ -123,7 +140,8 @@ def run(tmp_path_factory):
             "vars": {"ansible_connection": "local", "ansible_python_interpreter": VENV_PYTHON},
             "hosts": {"localhost": {}},
             "children": {"gpu_nodes": {"hosts": {name: host_vars(tmp, name, spec, kubeconfig)
-                                                 for name, spec in NODES.items()}}},
+                                                 for name, spec in NODES.items()}},
+                         "slurm_nodes": {"hosts": {name: {} for name, spec in NODES.items() if "slurm" in spec}}},
         }}
         (tmp / "hosts.yml").write_text(json.dumps(inventory))
         env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"),
@@ -172,7 +190,7 @@ def failed_hosts(run):
 
 def test_the_run_fails_exactly_the_nodes_that_stay_isolated_by_a_failure(run):
     assert set(failed_hosts(run)) - {"gpu-lost-a", "gpu-lost-b"} == {"gpu-burnfail", "gpu-busy", "gpu-pdb",
-                                                                          "gpu-reboot"}, \
+                                                                          "gpu-reboot", "gpu-slurm-stuck"}, \
         run["output"]
     assert all(r["status"] != 401 for r in run["api"].requests)
 
@@ -282,3 +300,40 @@ def test_every_step_is_in_the_fleet_report(run):
     message = [c["message"] for c in hosts["gpu-pdb"]["checks"] if c["target"] == "3:drain"][0]
     assert message.startswith("stopped at drain: ") and "did not complete" in message, message
     assert steps("gpu-ok") == []
+
+
+def slurm(run, node):
+    """(the scontrol calls, the Reason while DRAIN is set or None) of a node of slurm_nodes."""
+    path = run["tmp"] / ("%s-slurm" % node)
+    drained = path / "drained"
+    calls = (path / "calls").read_text().splitlines() if (path / "calls").exists() else []
+    return calls, drained.read_text().strip() if drained.exists() else None
+
+
+def test_a_slurm_node_is_drained_waited_for_and_resumed(run):
+    calls, reason = slurm(run, "gpu-slurm-ok")
+    assert not held(run, "gpu-slurm-ok") and reason is None, run["output"]
+    updates = [c for c in calls if c.startswith("update")]
+    assert updates[0].startswith("update NodeName=gpu-slurm-ok State=DRAIN Reason=gpufleet remediation: ")
+    assert updates[1:] == ["update NodeName=gpu-slurm-ok State=RESUME"]
+    polls = calls[calls.index(updates[0]) + 1:calls.index(updates[1])]
+    assert len(polls) == 4 and set(polls) == {"show node gpu-slurm-ok -o"}  # 2 busy, 1 drained, 1 before resume
+    assert ["nvidia-smi", "--gpu-reset"] in argv(run, "gpu-slurm-ok")
+
+
+def test_slurm_jobs_that_never_end_keep_the_node_drained_and_isolated(run):
+    calls, reason = slurm(run, "gpu-slurm-stuck")
+    assert reason.startswith("gpufleet remediation: "), reason
+    assert not any("State=RESUME" in c for c in calls)
+    assert held(run, "gpu-slurm-stuck")
+    why = annotations(run, "gpu-slurm-stuck")[REASON_ANNOTATION]
+    assert "Slurm jobs still running on gpu-slurm-stuck after gpufleet_remediation.slurm_drain_timeout (3 s)" in why
+    assert "State=MIXED+DRAIN" in why, why
+    assert ["nvidia-smi", "--gpu-reset"] not in argv(run, "gpu-slurm-stuck")  # no reset under running jobs
+
+
+def test_a_node_an_admin_drained_is_never_resumed(run):
+    calls, reason = slurm(run, "gpu-slurm-admin")
+    assert reason == SLURM_ADMIN_REASON, reason
+    assert [c for c in calls if c.startswith("update")] == []  # neither our reason nor a resume
+    assert not held(run, "gpu-slurm-admin"), run["output"]  # remediated and released in Kubernetes

@@ -75,6 +75,9 @@ def test_group_override_merges_over_defaults():
     ({"burn_in": {"dcgm_level": 5}}, "gpufleet_remediation.burn_in.dcgm_level"),
     ({"burn_in": {"nccl_command": "all_reduce_perf"}}, "burn_in.nccl_command must be a list"),
     ({"group": ""}, "gpufleet_remediation.group"),
+    ({"slurm_drain_timeout": "1h"}, "gpufleet_remediation.slurm_drain_timeout must be an integer > 0"),
+    ({"slurm_poll_interval": 0}, "gpufleet_remediation.slurm_poll_interval must be an integer > 0"),
+    ({"slurm_drain_timeout": 10, "slurm_poll_interval": 60}, "slurm_poll_interval (60) must not exceed"),
 ])
 def test_bad_policy_names_the_key(value, words):
     with pytest.raises(remediation.PolicyError) as error:
@@ -191,3 +194,35 @@ def test_step_checks_refuse_unknown_steps_and_actions():
         filters.remediation_step_checks(["drian"], "reset")
     with pytest.raises(remediation.PolicyError, match="unknown action 'fix'"):
         remediation.step_checks("fix", [])
+
+
+# -- Slurm: scontrol show node <n> -o (shape of Slurm 23.x; states per the scontrol man page) ----------
+SHOW = ("NodeName=gpu-17 Arch=x86_64 CoresPerSocket=56 CPUAlloc=%s CPUTot=224 Gres=gpu:h100:8 State=%s "
+        "ThreadsPerCore=2 Partitions=gpu%s")
+
+
+@pytest.mark.parametrize("state, reason, expect", [
+    ("MIXED", "", dict(draining=False, ours=False, admin=False, drained=False, busy=["MIXED"])),
+    ("MIXED+DRAIN", " Reason=gpufleet remediation: xid 79 [root@2026-11-26T04:00:00]",
+     dict(draining=True, ours=True, admin=False, drained=False, busy=["MIXED"])),
+    ("ALLOCATED+DRAIN+COMPLETING", " Reason=gpufleet remediation: x [root@t]",
+     dict(ours=True, drained=False, busy=["ALLOCATED", "COMPLETING"])),
+    ("IDLE+DRAIN", " Reason=gpufleet remediation: x [root@t]", dict(ours=True, admin=False, drained=True, busy=[])),
+    ("IDLE+DRAIN", " Reason=bad dimm [admin@2026-11-20T10:00:00]", dict(ours=False, admin=True, drained=True)),
+    ("IDLE+DRAIN", " Reason=gpufleet: gpu.xid[gpu0] [root@t]", dict(ours=False, admin=True)),  # the agent's
+    ("DOWN*", " Reason=Not responding", dict(draining=False, admin=True, drained=False)),
+])
+def test_slurm_state(state, reason, expect):
+    out = remediation.slurm_state(SHOW % (0, state, reason), "gpu-17")
+    assert {key: out[key] for key in expect} == expect
+    assert out["state"] == state
+
+
+def test_slurm_state_fails_closed_on_another_node_or_a_failed_command():
+    with pytest.raises(remediation.PolicyError, match="no NodeName=gpu-17"):
+        remediation.slurm_state("Node gpu-17 not found", "gpu-17")
+    with pytest.raises(AnsibleFilterError, match="scontrol show node gpu-17 failed: slurm_load_node error"):
+        filters.remediation_slurm_state({"rc": 1, "stdout": "", "stderr": "slurm_load_node error"}, "gpu-17")
+    with pytest.raises(AnsibleFilterError, match="no NodeName=gpu-17"):
+        filters.remediation_slurm_state({"rc": 0, "stdout": (SHOW % (0, "IDLE", "")).replace("gpu-17", "gpu-18")},
+                                        "gpu-17")
