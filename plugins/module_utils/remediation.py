@@ -243,7 +243,7 @@ _SLURM_BUSY = ("ALLOCATED", "MIXED", "COMPLETING")
 def slurm_state(show_output, node):
     """The remediation's view of ``scontrol show node <node> -o``: {state, reason, draining (DRAIN set),
     ours (drained with SLURM_REASON: we may resume it), admin (drained or down for another reason: never
-    resumed by us), drained (DRAIN set and no job left: ALLOCATED, MIXED, COMPLETING), busy}. PolicyError
+    resumed by us), drained (DRAIN set or DOWN, and no job left: ALLOCATED, MIXED, COMPLETING), busy}. PolicyError
     when the answer is not this node's (fail closed: no state is never drained)."""
     fields = parse_show_node(show_output)
     if fields.get("NodeName") != node or "State" not in fields:
@@ -255,6 +255,7 @@ def slurm_state(show_output, node):
     draining = "DRAIN" in flags or "DRAINING" in flags or "DRAINED" in flags
     ours = draining and reason.startswith(SLURM_REASON)
     busy = sorted(flags & set(_SLURM_BUSY))
+    down = "DOWN" in flags  # runs no job (Slurm requeues or kills them)
     return {"state": state, "reason": reason, "draining": draining, "ours": ours,
-            "admin": (draining or "DOWN" in flags) and not ours, "busy": busy,
-            "drained": draining and not busy}
+            "admin": (draining or down) and not ours, "busy": busy,
+            "drained": (draining or down) and not busy}

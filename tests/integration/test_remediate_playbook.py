@@ -330,6 +330,10 @@ def test_slurm_jobs_that_never_end_keep_the_node_drained_and_isolated(run):
     assert "Slurm jobs still running on gpu-slurm-stuck after gpufleet_remediation.slurm_drain_timeout (3 s)" in why
     assert "State=MIXED+DRAIN" in why, why
     assert ["nvidia-smi", "--gpu-reset"] not in argv(run, "gpu-slurm-stuck")  # no reset under running jobs
+    with open(str(run["tmp"] / "reports" / "fleet-report.json")) as handle:
+        checks = json.load(handle)["hosts"]["gpu-slurm-stuck"]["checks"]
+    drain = [c for c in checks if c["id"] == "remediation.step" and c["target"] == "3:drain"]
+    assert drain[0]["status"] == "fail" and "Slurm jobs still running" in drain[0]["message"], drain
 
 
 def test_a_node_an_admin_drained_is_never_resumed(run):

@@ -210,7 +210,8 @@ SHOW = ("NodeName=gpu-17 Arch=x86_64 CoresPerSocket=56 CPUAlloc=%s CPUTot=224 Gr
     ("IDLE+DRAIN", " Reason=gpufleet remediation: x [root@t]", dict(ours=True, admin=False, drained=True, busy=[])),
     ("IDLE+DRAIN", " Reason=bad dimm [admin@2026-11-20T10:00:00]", dict(ours=False, admin=True, drained=True)),
     ("IDLE+DRAIN", " Reason=gpufleet: gpu.xid[gpu0] [root@t]", dict(ours=False, admin=True)),  # the agent's
-    ("DOWN*", " Reason=Not responding", dict(draining=False, admin=True, drained=False)),
+    ("DOWN*", " Reason=Not responding", dict(draining=False, admin=True, drained=True)),  # no job runs
+    ("IDLE", "", dict(draining=False, admin=False, drained=False, busy=[])),  # not drained: jobs may start
 ])
 def test_slurm_state(state, reason, expect):
     out = remediation.slurm_state(SHOW % (0, state, reason), "gpu-17")
