@@ -230,8 +230,8 @@ def step_checks(action, done, stopped=None, burn_in=True):
             failed = True
             check.update(status="fail", message="stopped at %s: %s" % (name, stopped))
         else:
-            check.update(status="skip", message="not taken (%s)" % ("stopped earlier" if failed else
-                                                                   "action %s" % action))
+            why = "stopped earlier" if failed else "action %s" % action
+            check.update(status="skip", message="not taken (%s)" % why)
         checks.append(check)
     return checks
 
