@@ -15,6 +15,8 @@ __metaclass__ = type
 import json
 import sys
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils import gate
+
 AGENT_NAME = "gpufleet-health-agent"
 DEFAULT_CONFIG = "/etc/gpufleet/agent.json"
 DEFAULT_STATE_DIR = "/var/lib/gpufleet"
@@ -209,6 +211,35 @@ def _kubernetes_errors(kube):
     return errors
 
 
+def _device_taint_errors(kube):
+    """Problems of the kubernetes section's per-device health settings (docs/contracts.md,
+    "Device taints"): ``gpu_allocation``, ``device_failures_taint_node`` and ``device_taints``,
+    whose shape gate.device_settings checks (one place, as for module node_write); the device name
+    templates are tried on a sample GPU (and RDMA device, with a driver) by gate.device_taint_rules,
+    so a template naming an unknown field fails here, not in the first bad cycle."""
+    errors = []
+    allocation = kube.get("gpu_allocation")
+    if allocation is not None and allocation not in gate.ALLOCATIONS:
+        errors.append("kubernetes.gpu_allocation must be %s, got %r" % (" or ".join(gate.ALLOCATIONS), allocation))
+    taint_node = kube.get("device_failures_taint_node")
+    if taint_node is not None and not isinstance(taint_node, bool):
+        errors.append("kubernetes.device_failures_taint_node must be true or false, got %r" % (taint_node,))
+    settings = kube.get("device_taints")
+    if settings is not None and not isinstance(settings, dict):
+        return errors + ["kubernetes.device_taints must be a dict of device taint settings (%s), got %s"
+                         % (", ".join(sorted(gate.DEVICE_TAINT_DEFAULTS)), type(settings).__name__)]
+    try:
+        conf = gate.device_settings(settings)
+        sample = {("gpu", "0"): [{"id": "gpu.xid", "target": "gpu0", "status": "fail", "message": "sample"}]}
+        if conf["rdma_driver"]:
+            sample[("rdma", "mlx5_0")] = [{"id": "rdma.port.state", "target": "mlx5_0/1", "status": "fail",
+                                           "message": "sample"}]
+        gate.device_taint_rules(kube.get("node_name") or "node", sample, settings=conf)
+    except gate.GateError as exc:
+        errors.append("kubernetes.device_taints: %s" % exc)
+    return errors
+
+
 def config_errors(config):
     """Every problem of a configuration, without running a check (``--check-config``)."""
     from ansible_collections.gpufleet.cluster.plugins.module_utils.families import FAMILIES
@@ -225,7 +256,9 @@ def config_errors(config):
     for name in ("kubernetes", "slurm"):
         if not isinstance(config.get(name) or {}, dict):
             errors.append("%s must be a dict" % name)
-    errors.extend(_kubernetes_errors(config.get("kubernetes") or {} if isinstance(config.get("kubernetes"), dict) else {}))
+    kube = config.get("kubernetes") or {} if isinstance(config.get("kubernetes"), dict) else {}
+    errors.extend(_kubernetes_errors(kube))
+    errors.extend(_device_taint_errors(kube))
     python_path = config.get("python_path") or []
     if not isinstance(python_path, list) or not all(isinstance(item, str) for item in python_path):
         errors.append("python_path must be a list of directories, got %r" % (python_path,))

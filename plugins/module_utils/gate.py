@@ -346,6 +346,9 @@ def device_settings(settings=None):
     for name in ("gpu_driver", "gpu_device", "rdma_device", "pool"):
         if not isinstance(out[name], str) or not out[name].strip():
             raise GateError("device taint setting %s must be a non-empty string, got %r" % (name, out[name]))
+    if out["rdma_driver"] is not None and not isinstance(out["rdma_driver"], str):
+        raise GateError("device taint setting rdma_driver must be a DRA driver name or null, got %r"
+                        % (out["rdma_driver"],))
     return out
 
 
