@@ -10,11 +10,13 @@ import os
 
 import celpy
 import jinja2
+import kubernetes_validate
 import pytest
 import yaml
 from ansible.plugins.filter.core import FilterModule
 from conftest import REPO
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils import gate
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.gpufleet_tier import tier_default
 
 TEMPLATE = os.path.join(REPO, "roles", "kubernetes_addons", "templates", "gpufleet-agent-rbac.yaml.j2")
@@ -26,13 +28,16 @@ FOREIGN = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 OURS = {"key": KEY, "value": "gpu.ecc.volatile_uncorrectable", "effect": "NoSchedule"}
 
 
-def render(namespace=NAMESPACE):
+def render(namespace=NAMESPACE, allocation=None):
+    """The template's documents, the tier at its defaults (``allocation``: gpufleet_gpu_allocation)."""
     env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     filters = FilterModule().filters()
     env.filters.update({"comment": filters["comment"], "to_json": filters["to_json"]})
 
     def lookup(name, term):
         assert name == "gpufleet.cluster.gpufleet_tier"
+        if term == "gpufleet_gpu_allocation" and allocation is not None:
+            return allocation
         return tier_default(term)
 
     with open(TEMPLATE) as handle:
@@ -67,20 +72,24 @@ class Policy:
         return self.env.program(self.env.compile(expression))
 
     def admit(self, request):
-        """None when the request is not matched, else the list of denial messages (empty: allowed)."""
+        """None when the request is not matched, else the list of denial messages (empty: allowed).
+        ``object`` is null in a DELETE, ``oldObject`` in a CREATE, as the API server passes them."""
         activation = {"request": celpy.json_to_cel(request["request"]),
                       "object": celpy.json_to_cel(request["object"]),
                       "oldObject": celpy.json_to_cel(request["oldObject"])}
         rule = self.spec["matchConstraints"]["resourceRules"][0]
         resource = request["request"]["resource"] + (
             "/" + request["request"]["subResource"] if request["request"].get("subResource") else "")
-        if request["request"]["operation"] not in rule["operations"] or resource not in rule["resources"]:
+        if (request["request"]["operation"] not in rule["operations"] or resource not in rule["resources"]
+                or request["request"]["kind"]["group"] not in rule["apiGroups"]):
             return None
         for _name, program in self.match:
             if not bool(program.evaluate(activation)):
                 return None
         variables = {}
-        for name, program in self.variables:  # (no variable refers to another)
+        for name, program in self.variables:  # in order: a variable may use the ones before it
+            activation["variables"] = celpy.celtypes.MapType(
+                {celpy.celtypes.StringType(k): v for k, v in variables.items()})
             variables[name] = program.evaluate(activation)
         activation["variables"] = celpy.celtypes.MapType(
             {celpy.celtypes.StringType(k): v for k, v in variables.items()})
@@ -256,3 +265,158 @@ def test_only_node_updates_are_matched(policy):
     rules = policy["spec"]["matchConstraints"]["resourceRules"]
     assert rules == [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"],
                       "resources": ["nodes", "nodes/status"]}]
+
+
+# -- gpufleet_gpu_allocation dra: the agent's DeviceTaintRules (docs/contracts.md, "Device taints") --
+
+ECC = {"id": "gpu.ecc.volatile_uncorrectable", "target": "gpu3", "status": "fail", "message": "2 DBE"}
+
+
+@pytest.fixture(scope="module")
+def dra_documents():
+    return render(allocation="dra")
+
+
+@pytest.fixture(scope="module")
+def device_vap(dra_documents):
+    return Policy(next(d for d in dra_documents if d["metadata"]["name"] == "gpufleet-health-agent-device-taints")["spec"])
+
+
+def device_rule(node_name, index="3", checks=(ECC,), stored=True):
+    """The rule gate.device_taint_rules builds (the agent's and node_write's one builder), as the
+    agent sends it or (``stored``) as the API server keeps it."""
+    (rule,) = gate.device_taint_rules(node_name, {("gpu", index): list(checks)})
+    if stored:
+        rule["metadata"].update(uid="uid-" + rule["metadata"]["name"], resourceVersion="7",
+                                creationTimestamp="2026-11-26T05:00:00Z")
+        rule["spec"]["taint"]["timeAdded"] = "2026-11-26T05:00:00Z"
+    return rule
+
+
+def rule_request(operation, new=None, old=None, username=AGENT, bound_node="gpu-01", extra=None):
+    """An AdmissionRequest for a DeviceTaintRule (cluster-scoped; object null in a DELETE, oldObject
+    null in a CREATE)."""
+    request = update(old, new if new is not None else old, username=username, bound_node=bound_node, extra=extra)
+    request["request"].update(kind={"group": "resource.k8s.io", "version": "v1", "kind": "DeviceTaintRule"},
+                              resource="devicetaintrules", subResource=None, operation=operation,
+                              name=(new or old)["metadata"]["name"])
+    request["object"] = copy.deepcopy(new) if new is not None else None
+    request["oldObject"] = old
+    return request
+
+
+def test_dra_manifests_grant_device_taint_rules_and_validate_against_1_37(dra_documents):
+    kinds = [(d["kind"], d["metadata"]["name"]) for d in dra_documents]
+    assert kinds == [("ServiceAccount", "gpufleet-health-agent"), ("ClusterRole", "gpufleet:health-agent"),
+                     ("ClusterRoleBinding", "gpufleet:health-agent"),
+                     ("ValidatingAdmissionPolicy", "gpufleet-health-agent-node-writes"),
+                     ("ValidatingAdmissionPolicyBinding", "gpufleet-health-agent-node-writes"),
+                     ("ValidatingAdmissionPolicy", "gpufleet-health-agent-device-taints"),
+                     ("ValidatingAdmissionPolicyBinding", "gpufleet-health-agent-device-taints")]
+    role = dra_documents[1]
+    # what agent_kube.write_device_taints sends: list (labelSelector), POST, PUT, DELETE; get for kubectl
+    assert role["rules"][-1] == {"apiGroups": ["resource.k8s.io"], "resources": ["devicetaintrules"],
+                                 "verbs": ["get", "list", "create", "update", "delete"]}
+    policy, binding = dra_documents[5:]
+    assert policy["spec"]["matchConstraints"] == {
+        "matchPolicy": "Equivalent",
+        "resourceRules": [{"apiGroups": ["resource.k8s.io"], "apiVersions": ["v1"],
+                           "operations": ["CREATE", "UPDATE", "DELETE"], "resources": ["devicetaintrules"]}]}
+    assert binding["spec"] == {"policyName": policy["metadata"]["name"], "validationActions": ["Deny"]}
+    for doc in dra_documents:
+        kubernetes_validate.validate(doc, "1.37.0", strict=True)
+    # the node policy is the same with either allocation
+    assert dra_documents[3] == next(d for d in render() if d["kind"] == "ValidatingAdmissionPolicy")
+
+
+def test_device_plugin_allocation_grants_no_device_taint_rules(documents):
+    assert not [d for d in documents if "device-taints" in d["metadata"]["name"]]
+    assert all("resource.k8s.io" not in rule["apiGroups"] for rule in documents[1]["rules"])
+
+
+def test_own_nodes_rules_are_created_updated_and_deleted(device_vap):
+    assert device_vap.admit(rule_request("CREATE", new=device_rule("gpu-01", stored=False))) == []
+    worse = device_rule("gpu-01", checks=[dict(ECC, id="gpu.row_remap"), ECC])
+    assert device_vap.admit(rule_request("UPDATE", new=worse, old=device_rule("gpu-01"))) == []
+    assert device_vap.admit(rule_request("DELETE", old=device_rule("gpu-01"))) == []
+
+
+def test_the_rules_the_agent_builds_pass_with_any_gpu_and_effect(device_vap):
+    rules = gate.device_taint_rules("gpu-01", {("gpu", str(i)): [dict(ECC, target="gpu%d" % i)] for i in range(8)},
+                                    settings={"effect": "NoExecute"})
+    assert [device_vap.admit(rule_request("CREATE", new=rule)) for rule in rules] == [[]] * 8
+
+
+DENIED_OWN = ("the gpufleet health agent may write only DeviceTaintRules of its own Node (gpu-01): label and "
+              "annotation gpufleet.io/node=gpu-01, name gpufleet-gpu-01-<device>, spec.deviceSelector {driver, "
+              "pool gpu-01, device}, taint key %s" % KEY)
+
+
+def test_another_nodes_rule_is_refused(device_vap):
+    assert device_vap.admit(rule_request("CREATE", new=device_rule("gpu-02", stored=False))) == [DENIED_OWN]
+
+
+def test_deleting_or_updating_another_nodes_rule_is_refused(device_vap):
+    denied = "the gpufleet health agent may change only the DeviceTaintRules of its own Node (gpu-01), not %s"
+    other = device_rule("gpu-02")
+    assert device_vap.admit(rule_request("DELETE", old=other)) == [denied % other["metadata"]["name"]]
+    # taken over: relabelled, re-annotated and re-pointed at gpu-01's pool, it is still gpu-02's rule
+    taken = copy.deepcopy(other)
+    taken["metadata"]["labels"]["gpufleet.io/node"] = taken["metadata"]["annotations"]["gpufleet.io/node"] = "gpu-01"
+    taken["spec"]["deviceSelector"]["pool"] = "gpu-01"
+    assert device_vap.admit(rule_request("UPDATE", new=taken, old=other)) == [
+        denied % other["metadata"]["name"], DENIED_OWN]
+
+
+def relabel(rule, path, value):
+    rule = copy.deepcopy(rule)
+    target = rule
+    for key in path[:-1]:
+        target = target[key]
+    if value is None:
+        del target[path[-1]]
+    else:
+        target[path[-1]] = value
+    return rule
+
+
+@pytest.mark.parametrize("path,value", [
+    (("metadata", "labels", "gpufleet.io/node"), "gpu-02"),
+    (("metadata", "labels", "gpufleet.io/node"), None),
+    (("metadata", "annotations", "gpufleet.io/node"), "gpu-02"),
+    (("metadata", "annotations", "gpufleet.io/node"), None),
+    (("spec", "deviceSelector", "pool"), "gpu-02"),
+    (("spec", "deviceSelector", "pool"), None),  # every pool: the device of that name on every node
+    (("spec", "deviceSelector", "device"), None),  # every device of the pool
+    (("spec", "deviceSelector", "driver"), None),
+    (("spec", "deviceSelector"), {}),  # the empty selector: every device of the cluster
+    (("spec", "taint", "key"), "example.com/drain"),
+    (("metadata", "name"), "gpufleet-gpu-02-gpu-3"),
+], ids=["relabel", "unlabel", "reannotate", "unannotate", "other-pool", "no-pool", "no-device", "no-driver",
+        "empty-selector", "other-key", "other-nodes-name"])
+def test_an_own_rule_changed_to_select_more_or_other_devices_is_refused(device_vap, path, value):
+    own = device_rule("gpu-01")
+    changed = relabel(own, path, value)
+    assert device_vap.admit(rule_request("UPDATE", new=changed, old=own)) == [DENIED_OWN]
+    created = relabel(device_rule("gpu-01", stored=False), path, value)
+    assert device_vap.admit(rule_request("CREATE", new=created)) == [DENIED_OWN]
+
+
+@pytest.mark.parametrize("extra", [{}, {NODE_NAME_EXTRA: []}, {NODE_NAME_EXTRA: ["gpu-01", "gpu-02"]}],
+                         ids=["not-node-bound", "empty", "two-nodes"])
+def test_a_device_taint_write_without_a_token_bound_to_one_node_is_refused(device_vap, extra):
+    for request in (rule_request("CREATE", new=device_rule("gpu-01", stored=False), extra=extra),
+                    rule_request("DELETE", old=device_rule("gpu-01"), extra=extra)):
+        assert device_vap.admit(request) == [
+            "the gpufleet health agent may write DeviceTaintRules only with a token bound to one Node"]
+
+
+@pytest.mark.parametrize("username", ["kubernetes-admin", "system:node:gpu-01",
+                                      "system:serviceaccount:kube-system:nvidia-dra-driver-gpu"])
+def test_other_users_device_taint_rules_are_not_matched(device_vap, username):
+    assert device_vap.admit(rule_request("DELETE", old=device_rule("gpu-02"), username=username, bound_node=None)) is None
+
+
+def test_node_writes_are_not_the_device_policys_and_rules_not_the_node_policys(vap, device_vap):
+    assert device_vap.admit(update(node("gpu-01"), node("gpu-01", taints=[OURS]))) is None
+    assert vap.admit(rule_request("CREATE", new=device_rule("gpu-02", stored=False))) is None
