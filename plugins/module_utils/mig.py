@@ -17,8 +17,9 @@ profile the way NVIDIA's go-nvlib (used by mig-parted and the device plugin) doe
 
 Only GPU-instance profiles are compared (``3g.40gb``): a GPU instance counts once, with the full
 compute instance mig-parted creates for it; compute-instance profiles (``1c.3g.40gb``) and
-mig-parted's ``device-filter`` are refused with a clear error. Applying a layout (drain, MIG mode,
-GPU reset, mig-parted apply) is not done by gpufleet.
+mig-parted's ``device-filter`` are refused with a clear error. ``parted_config`` is the mig-parted
+configuration file gpufleet writes for a node (role gpu_mig applies it with ``nvidia-mig-parted
+apply``, inside the rolling upgrade's drain), ``assert_state`` reads ``nvidia-mig-parted assert``.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -170,3 +171,37 @@ def expected_for(layout, index):
 def describe(profiles):
     """``2x 1g.10gb, 1x 3g.40gb`` (``none`` for no instance)."""
     return ", ".join("%dx %s" % (profiles[name], name) for name in sorted(profiles)) or "no GPU instance"
+
+
+# The config name of an explicit (list) gpufleet_mig_layout in the file gpufleet writes.
+EXPLICIT_CONFIG_NAME = "gpufleet-explicit"
+# What nvidia-mig-parted prints (logrus, level fatal, exit 1) when the selected config is valid but
+# not the live one (cmd/nvidia-mig-parted/assert/assert.go: "assertion failure: selected configuration
+# not currently applied", capitalised by main.go's log.Fatal); and on success (exit 0).
+ASSERT_MISMATCH = "assertion failure: selected configuration not currently applied"
+ASSERT_APPLIED = "Selected MIG configuration currently applied"
+
+
+def parted_config(layout, configs, what="gpufleet_mig_layout", configs_what="gpufleet_mig_configs"):
+    """(config name, mig-parted document) for one node: ``{version: v1, mig-configs: {name: entries}}``
+    with only the layout to apply (a config name keeps its name; an explicit list is named
+    EXPLICIT_CONFIG_NAME). ValueError naming the variable when the layout is unset or bad."""
+    entries = resolve_layout(layout, configs, what, configs_what)
+    if entries is None:
+        raise ValueError("%s is not set: there is no MIG layout to apply (a config name of %s, or a list of "
+                         "mig-parted entries)" % (what, configs_what))
+    name = layout if isinstance(layout, str) else EXPLICIT_CONFIG_NAME
+    return name, {"version": "v1", "mig-configs": {name: [dict(entry) for entry in entries]}}
+
+
+def assert_state(rc, stdout="", stderr=""):
+    """``applied`` (exit 0), ``not-applied`` (exit 1 with mig-parted's assertion failure) of
+    ``nvidia-mig-parted assert -f <file> -c <name>``; anything else is ValueError with the tool's last
+    line (an unreadable file, NVML not loaded, ...): could not be measured, never taken as applied."""
+    text = "%s\n%s" % (stdout or "", stderr or "")
+    if rc == 0:
+        return "applied"
+    if rc == 1 and ASSERT_MISMATCH in text.lower():
+        return "not-applied"
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    raise ValueError("nvidia-mig-parted assert exited %s%s" % (rc, (": " + lines[-1]) if lines else ""))

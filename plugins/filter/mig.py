@@ -1,0 +1,41 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""mig_parted_config, mig_parted_assert: the mig-parted configuration file role gpu_mig writes and
+the reading of ``nvidia-mig-parted assert`` (documentation: mig_parted_config.yml,
+mig_parted_assert.yml). The logic is module_utils/mig.py's, the one place of the MIG format."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import assert_state, parted_config
+
+
+def mig_parted_config(layout, configs=None, what="gpufleet_mig_layout", configs_what="gpufleet_mig_configs"):
+    """``layout``: gpufleet_mig_layout (a config name or entries); ``configs``: gpufleet_mig_configs."""
+    try:
+        name, document = parted_config(layout, configs, what, configs_what)
+    except ValueError as exc:
+        raise AnsibleFilterError("mig_parted_config: %s" % exc)
+    return {"name": name, "document": document}
+
+
+def mig_parted_assert(result):
+    """``result``: the registered result of ``nvidia-mig-parted assert -f <file> -c <name>``."""
+    if not isinstance(result, dict):
+        raise AnsibleFilterError("mig_parted_assert: expected the registered result of nvidia-mig-parted assert, "
+                                 "got %s" % type(result).__name__)
+    try:
+        state = assert_state(result.get("rc"), result.get("stdout") or "",
+                             result.get("stderr") or result.get("msg") or "")
+    except ValueError as exc:
+        raise AnsibleFilterError("mig_parted_assert: the live MIG layout could not be read: %s" % exc)
+    return {"state": state, "applied": state == "applied"}
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"mig_parted_config": mig_parted_config, "mig_parted_assert": mig_parted_assert}
