@@ -40,10 +40,21 @@ to cordon, drain, taint and release a node, and nothing else:
   between a client's read and its patch; `outage()` makes it answer 503 for a node mid-run, or
   (unreachable=True) close the connection without an answer, as when the server is gone
 
+- the generic object store (objects.py, its docstring says what it models): the built-in kinds
+  Calico and the add-ons use (ServiceAccount, ConfigMap, Service, Secret, Namespace, DaemonSet,
+  Deployment, RBAC, CRDs, PodDisruptionBudget writes, admission policies and webhooks) and the
+  custom resources of written CRDs, with discovery; create/get/list/replace/patch/delete,
+  client-side apply (merge patch) and server-side apply (field managers, conflicts, force); writes
+  validated against the server version's OpenAPI schemas (kubernetes_validate), 422 Invalid like
+  the real server; a write that changes nothing keeps the resourceVersion; DaemonSets and
+  Deployments report ready (the double is no kubelet). `python -m fake_kube_api` serves it as a
+  process (__main__.py: molecule scenarios run it as a systemd service)
+
 The model is deliberately simple: a deleted or evicted pod disappears at once, unless it was
 added with stuck=True (it then only gets metadata.deletionTimestamp, like a pod held by a
-finalizer or a kubelet that never confirms). No admission, no watch, no protobuf, no apply, no
-server-side dry run (dryRun=All is not honoured; the check-mode test asserts that no write at all is sent).
+finalizer or a kubelet that never confirms). No admission, no watch, no protobuf; apply and
+server-side dry run (dryRun=All) only for the generic store's kinds (the node, pod, lease and DRA
+routes do not honour dryRun; the check-mode test asserts that no write at all is sent).
 Objects are serialised the way the real server does it: omitempty fields (spec.unschedulable
 false, empty taint lists, empty annotation maps) are dropped, metadata.resourceVersion grows on
 every write, errors are Status objects with code and reason.
@@ -63,6 +74,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.gpufleet_tier import TIER
+
+from .objects import APPLY, ObjectStore, parse_apply_body
 
 DEFAULT_SERVER_VERSION = TIER["gpufleet_kubernetes_version"][0]
 
@@ -387,6 +400,7 @@ class FakeKubeAPI:
         self._lease_interleaved = {}
         self._lease_outage = None
         self.namespaces = {"default", "kube-system"}
+        self.objects = ObjectStore(self)  # objects.py: built-in kinds, CRDs and their custom resources
         self.requests = []
         self._resource_version = 1000
         self._interleaved = {}
@@ -395,9 +409,9 @@ class FakeKubeAPI:
         self._thread = None
 
     # -- lifecycle -------------------------------------------------------------------------
-    def start(self):
+    def start(self, host="127.0.0.1", port=0):
         handler = type("FakeKubeAPIHandler", (_Handler,), {"api": self})
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._httpd = ThreadingHTTPServer((host, port), handler)
         self._httpd.daemon_threads = True
         # a short poll interval: stop() (shutdown) waits up to one interval
         self._thread = threading.Thread(target=functools.partial(self._httpd.serve_forever, poll_interval=0.02),
@@ -424,7 +438,7 @@ class FakeKubeAPI:
 
     @property
     def url(self):
-        return "http://127.0.0.1:%d" % self.port
+        return "http://%s:%d" % (self._httpd.server_address[0], self.port)
 
     def kubeconfig(self, path):
         """Write a kubeconfig for this server (plain http, bearer token) and return its path."""
@@ -1137,6 +1151,8 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         raw = self.rfile.read(length)
         try:
+            if (self.headers.get("Content-Type") or "").split(";")[0].strip().lower() == APPLY:
+                return parse_apply_body(raw)  # an apply patch is YAML (JSON is YAML)
             return json.loads(raw)
         except ValueError:
             raise ApiError(400, "BadRequest", "request body is not valid JSON")
@@ -1154,7 +1170,8 @@ class _Handler(BaseHTTPRequestHandler):
             if self.headers.get("Authorization") != "Bearer %s" % self.api.token:
                 raise ApiError(401, "Unauthorized", "Unauthorized")
             self.api._check_outage(method, path, query)
-            code, answer = self._route(method, path, query, content_type, body)
+            code, answer = self._route(method, path, query, content_type, body,
+                                       self.headers.get("User-Agent") or "")
         except Unreachable:
             record["status"] = None  # dropped: no answer
             with self.api.lock:
@@ -1185,7 +1202,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_PUT(self):
         self._handle("PUT")
 
-    def _route(self, method, path, query, content_type, body):
+    def _route(self, method, path, query, content_type, body, user_agent=""):
         api = self.api
         parts = path.strip("/").split("/") if path != "/" else []
         if method == "GET" and path == "/version":
@@ -1194,9 +1211,17 @@ class _Handler(BaseHTTPRequestHandler):
             return 200, {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
                 {"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1:%d" % api.port}]}
         if method == "GET" and path == "/api/v1":
-            return 200, CORE_V1_RESOURCES
+            listed = {r["name"] for r in CORE_V1_RESOURCES["resources"]}
+            return 200, dict(CORE_V1_RESOURCES, resources=CORE_V1_RESOURCES["resources"] + [
+                r for r in api.objects.resource_list("", "v1")["resources"] if r["name"] not in listed])
         if method == "GET" and path == "/apis":
-            return 200, api_groups(api.minor)
+            groups = api_groups(api.minor)
+            served = {g["name"] for g in groups["groups"]}
+            for name, versions in sorted(api.objects.group_versions().items()):
+                if name not in served:
+                    gvs = [{"groupVersion": "%s/%s" % (name, v), "version": v} for v in versions]
+                    groups["groups"].append({"name": name, "versions": gvs, "preferredVersion": gvs[0]})
+            return 200, groups
         if method == "GET" and path == "/apis/policy":
             return 200, dict(_group("policy"), kind="APIGroup", apiVersion="v1")
         if method == "GET" and path == "/apis/policy/v1":
@@ -1295,6 +1320,10 @@ class _Handler(BaseHTTPRequestHandler):
                     if (namespace, rest[1]) not in api.pdbs:
                         raise api._not_found("poddisruptionbudgets", rest[1], "policy")
                     return 200, copy.deepcopy(api.pdbs[(namespace, rest[1])])
+
+        answer = api.objects.route(method, parts, query, content_type, body, user_agent)
+        if answer is not None:
+            return answer
 
         if method in ("GET", "PATCH", "POST", "DELETE", "PUT"):
             raise ApiError(404, "NotFound", "the server could not find the requested resource",
