@@ -79,8 +79,92 @@ def test_device_plugin_and_gfd_get_the_mig_strategy(rendered):
     """kubernetes_addons_nvidia_device_plugin_mig_strategy (default none) reaches both MIG_STRATEGY."""
     for name in ("nvidia-device-plugin.yaml", "gpu-feature-discovery.yaml"):
         (daemonset,) = [d for d in documents(os.path.join(str(rendered), "manifests", name)) if d["kind"] == "DaemonSet"]
-        env = {e["name"]: e["value"] for e in daemonset["spec"]["template"]["spec"]["containers"][0]["env"]}
+        env = {e["name"]: e.get("value") for e in daemonset["spec"]["template"]["spec"]["containers"][0]["env"]}
         assert env["MIG_STRATEGY"] == "none", name
+
+
+def _by_kind(docs):
+    return {(d["kind"], d["metadata"]["name"]): d for d in docs}
+
+
+def _grants(rules, group, resource, verbs):
+    return any(group in r.get("apiGroups", []) and resource in r.get("resources", []) and set(verbs) <= set(r["verbs"])
+               and not r.get("resourceNames") for r in rules)
+
+
+def test_gfd_and_nfd_agree_on_the_node_feature_api(rendered):
+    """GFD publishes through the NodeFeature API (not feature files), may write NodeFeature objects in
+    its namespace, and nfd-master reads them there and lets GFD's nvidia.com labels through."""
+    gfd = _by_kind(documents(os.path.join(str(rendered), "manifests", "gpu-feature-discovery.yaml")))
+    nfd = _by_kind(documents(os.path.join(str(rendered), "manifests", "node-feature-discovery.yaml")))
+    daemonset = gfd[("DaemonSet", "gpu-feature-discovery")]
+    namespace = daemonset["metadata"]["namespace"]
+    pod = daemonset["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["GFD_USE_NODE_FEATURE_API"]["value"] == "true"
+    assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+    assert env["NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
+    assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    # no feature file: nothing of GFD's goes to nfd-worker's features.d
+    assert not [v for v in pod.get("volumes", []) if "node-feature-discovery" in v.get("hostPath", {}).get("path", "")]
+    # GFD's account may write NodeFeature objects (and read its pod for their owner reference) in its namespace
+    account = pod["serviceAccountName"]
+    assert gfd[("ServiceAccount", account)]["metadata"]["namespace"] == namespace
+    binding = next(d for (kind, _n), d in gfd.items() if kind == "RoleBinding")
+    assert binding["metadata"]["namespace"] == namespace
+    assert {"kind": "ServiceAccount", "name": account, "namespace": namespace} in binding["subjects"]
+    role = gfd[("Role", binding["roleRef"]["name"])]
+    assert role["metadata"]["namespace"] == namespace
+    assert _grants(role["rules"], "nfd.k8s-sigs.io", "nodefeatures", ["get", "create", "update"])
+    assert _grants(role["rules"], "", "pods", ["get"])
+    # nfd-master: reads NodeFeature objects cluster-wide, no namespace selector, nvidia.com labels allowed
+    master = nfd[("Deployment", "nfd-master")]["spec"]["template"]["spec"]
+    master_role = nfd[("ClusterRole", "nfd-master")]
+    assert _grants(master_role["rules"], "nfd.k8s-sigs.io", "nodefeatures", ["get", "list", "watch"])
+    assert _grants(master_role["rules"], "", "nodes", ["get", "patch", "update"])
+    (mount,) = master["containers"][0]["volumeMounts"]
+    assert mount["mountPath"] == "/etc/kubernetes/node-feature-discovery"
+    volume = next(v for v in master["volumes"] if v["name"] == mount["name"])
+    config = yaml.safe_load(nfd[("ConfigMap", volume["configMap"]["name"])]["data"]["nfd-master.conf"])
+    assert "nvidia.com" in config["extraLabelNs"]
+    assert "nodeFeatureNamespaceSelector" not in (config.get("restrictions") or {})
+    assert not (config.get("restrictions") or {}).get("disableLabels")
+
+
+def test_nfd_objects_hang_together(rendered):
+    """Every account a workload or binding names exists in the add-on namespace; the three NFD
+    workloads run the one pinned image; nfd-worker reaches the tainted GPU nodes GFD runs on and reads
+    the local source's features.d."""
+    docs = documents(os.path.join(str(rendered), "manifests", "node-feature-discovery.yaml"))
+    nfd = _by_kind(docs)
+    namespace = nfd[("Deployment", "nfd-master")]["metadata"]["namespace"]
+    accounts = {name for (kind, name) in nfd if kind == "ServiceAccount"}
+    assert accounts == {"nfd-master", "nfd-worker", "nfd-gc"}
+    images = set()
+    for kind, name in (("Deployment", "nfd-master"), ("DaemonSet", "nfd-worker"), ("Deployment", "nfd-gc")):
+        pod = nfd[(kind, name)]["spec"]["template"]["spec"]
+        assert pod["serviceAccountName"] == name
+        (container,) = pod["containers"]
+        assert container["command"] == [name]
+        images.add(container["image"])
+        assert container["securityContext"]["runAsNonRoot"] is True
+    (image,) = images
+    assert image.startswith("registry.k8s.io/nfd/node-feature-discovery:v")
+    for doc in docs:
+        if doc["kind"] in ("ClusterRoleBinding", "RoleBinding"):
+            assert [(s["name"], s["namespace"]) for s in doc["subjects"]] == [(doc["roleRef"]["name"], namespace)]
+            assert (doc["roleRef"]["kind"], doc["roleRef"]["name"]) in nfd
+        elif doc["kind"] not in ("ClusterRole",):
+            assert doc["metadata"]["namespace"] == namespace, doc["metadata"]["name"]
+    gfd = _by_kind(documents(os.path.join(str(rendered), "manifests", "gpu-feature-discovery.yaml")))
+    gfd_taints = {t["key"] for t in gfd[("DaemonSet", "gpu-feature-discovery")]["spec"]["template"]["spec"]["tolerations"]}
+    worker = nfd[("DaemonSet", "nfd-worker")]["spec"]["template"]["spec"]
+    assert gfd_taints <= {t["key"] for t in worker["tolerations"]}
+    mounts = {m["name"]: m["mountPath"] for m in worker["containers"][0]["volumeMounts"]}
+    host = {v["name"]: v.get("hostPath", {}).get("path") for v in worker["volumes"]}
+    assert [host[name] for name, path in mounts.items() if path.rstrip("/").endswith("features.d")] == [
+        "/etc/kubernetes/node-feature-discovery/features.d/"]
 
 
 def test_rdma_device_plugin_config_generated_from_facts(rendered):

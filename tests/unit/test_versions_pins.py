@@ -29,6 +29,9 @@ ALLOWED_COPIES = {
     ("docs/contracts.md", "gpufleet_kubernetes_version"): "tier table, tests/unit/test_cross_role_refs.py",
     ("roles/kubernetes_control_plane/defaults/main.yml", "kubernetes"): "test_python_client_one_pin",
     ("ee/requirements.txt", "kubernetes"): "test_python_client_one_pin",
+    # the agent README says which device plugin's health logic it read (and that it is the pinned one)
+    ("roles/node_health_agent/README.md", "kubernetes_addons_nvidia_device_plugin_version"):
+        "test_agent_readme_names_the_pinned_device_plugin",
 }
 SCANNED = ["roles/**/*", "plugins/**/*", "playbooks/**/*", "inventories/**/*", "docs/*.md", "README.md",
            "CONTRIBUTING.md", "ee/*", "bench/**/*", "scripts/**/*", "requirements.txt", "galaxy.yml",
@@ -108,6 +111,14 @@ def test_python_client_one_pin():
     assert _requirements_pin("ee/requirements.txt", "kubernetes") == pin
 
 
+def test_agent_readme_names_the_pinned_device_plugin():
+    """roles/node_health_agent/README.md describes the device plugin "pinned by kubernetes_addons (vX)":
+    X is the pin (when the pin moves, that account of its health logic must be read again)."""
+    with open(os.path.join(REPO, "roles", "node_health_agent", "README.md")) as handle:
+        quoted = re.findall(r"pinned by `kubernetes_addons` \((v[\w.-]+)\)", handle.read())
+    assert quoted == [PINS["kubernetes_addons_nvidia_device_plugin_version"][0]]
+
+
 def _needles(name, value):
     """What a copy of the pin looks like: the image's name:tag, a long value itself, or the
     assignment of a short one ("2.3", "580")."""
@@ -165,6 +176,6 @@ def test_pin_is_written_once(texts, name, shown):
 
 def test_the_scan_finds_a_copy(texts):
     """The duplicate check is live: a copy of the device plugin tag in an example is found."""
-    name, shown = next((n, v) for n, v in TABLE if n == "kubernetes_addons_nvidia_device_plugin_image")
-    example = "# kubernetes_addons_nvidia_device_plugin_image: registry.example.com/%s" % shown
+    name, shown = next((n, v) for n, v in TABLE if n == "kubernetes_addons_nvidia_device_plugin_version")
+    example = "# kubernetes_addons_nvidia_device_plugin_image: registry.example.com/nvcr.io/nvidia/k8s-device-plugin:%s" % shown
     assert any(re.search(n, example) for n in _needles(name, shown))
