@@ -65,6 +65,18 @@ TIER = {
     "gpufleet_kubernetes_version": (
         "1.36.4", "Kubernetes version X.Y.Z (or X.Y: newest patch) of the cluster: apt repository and pin "
         "of kubelet/kubeadm/kubectl, kubeadm's kubernetesVersion"),
+    "gpufleet_control_plane_ha": (
+        "none", "highly available API endpoint of the control plane, written before kubeadm init: none (the "
+        "first control plane's address, or kubernetes_control_plane_endpoint), kube_vip (a kube-vip static pod "
+        "holds gpufleet_control_plane_vip by ARP with leader election) or haproxy_keepalived (keepalived holds "
+        "the VIP, haproxy on every control-plane node forwards it to every API server)"),
+    "gpufleet_control_plane_vip": (
+        None, "virtual IPv4 address of the API endpoint (required with gpufleet_control_plane_ha other than "
+        "none): kubeadm's controlPlaneEndpoint and a SAN of the API server certificate; workers join through it"),
+    "gpufleet_control_plane_vip_port": (
+        None, "port of the API endpoint on gpufleet_control_plane_vip; unset: 8443 with haproxy_keepalived "
+        "(haproxy runs beside the API server, which keeps 6443), else 6443 (kube-vip only moves the address: "
+        "it must be the API server's port)"),
     "gpufleet_cert_warn_days": (
         30, "days before a kubeadm certificate expires from which check k8s.certs_expiry warns "
         "(validate.yml on kube_control_plane, and before a rolling upgrade's kubeadm upgrade)"),
@@ -121,6 +133,12 @@ def tier_default(name, inventory=None):
     return host in (groups.get("kube_node") or []) + (groups.get("kube_control_plane") or [])
 
 
+def control_plane_vip_port(mode):
+    """Default port of the HA API endpoint for ``gpufleet_control_plane_ha`` ``mode``: haproxy listens
+    beside the API server on the same node, so not on its 6443; kube-vip only moves the address."""
+    return 8443 if mode == "haproxy_keepalived" else 6443
+
+
 def tier_value(template, variables, name):
     """The value of tier variable ``name``: ``variables[name]`` through ``template`` (a templar's
     ``template``), else (unset or null) its default. Shared by the lookups and the action plugin of
@@ -129,6 +147,8 @@ def tier_value(template, variables, name):
         raise KeyError("%r is not a gpufleet_* tier variable (known: %s)" % (name, ", ".join(sorted(TIER))))
     variables = variables or {}
     value = template(variables[name]) if name in variables else None
+    if value is None and name == "gpufleet_control_plane_vip_port":
+        return control_plane_vip_port(tier_value(template, variables, "gpufleet_control_plane_ha"))
     if value is None:
         value = tier_default(name, lambda: (
             template(variables["groups"]) if "groups" in variables else {},

@@ -24,6 +24,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import difflib
+import ipaddress
 import os
 import re
 
@@ -31,7 +32,7 @@ import yaml
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.remediation import PolicyError
 from ansible_collections.gpufleet.cluster.plugins.module_utils.remediation import policy as remediation_policy
-from ansible_collections.gpufleet.cluster.plugins.plugin_utils import compatibility
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils import compatibility, gpufleet_tier
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.gpufleet_tier import TIER
 
 PHASES = ("node", "kubernetes", "validate", "report")
@@ -286,11 +287,61 @@ def tier_problems(variables):
     age = val("gpufleet_status_max_age")
     if age is not None and not (_is_number(age) and float(age) > 0):
         out.append("gpufleet_status_max_age must be a number of seconds > 0, got %r" % (age,))
+    out.extend(control_plane_ha_problems(variables))
     # coherence: validation would demand nvidia-peermem where the node runs GPUDirect over dma-buf
     mode = _setting(variables, "gpudirect_mode", "gpudirect")
     if peermem is True and mode == "dmabuf":
         out.append("gpufleet_peermem is true (validation requires nvidia-peermem) but gpudirect_mode is "
                    "dmabuf (nvidia-peermem is not loaded); set gpufleet_peermem: false for dma-buf nodes")
+    return out
+
+
+def _ipv4(value):
+    try:
+        return isinstance(value, str) and isinstance(ipaddress.ip_address(value), ipaddress.IPv4Address)
+    except ValueError:
+        return False
+
+
+def control_plane_ha_problems(variables):
+    """The HA API endpoint (gpufleet_control_plane_ha, _vip, _vip_port) against the control plane's
+    own settings: a mode, an IPv4 VIP, a port that neither clashes with the API server (haproxy on
+    the same node) nor differs from it (kube-vip only moves the address), one endpoint."""
+    out = []
+    mode = _get(variables, "gpufleet_control_plane_ha")
+    vip = _get(variables, "gpufleet_control_plane_vip")
+    port = _get(variables, "gpufleet_control_plane_vip_port")
+    modes = ("none", "kube_vip", "haproxy_keepalived")
+    if mode is not None and mode not in modes:
+        out.append("gpufleet_control_plane_ha must be one of %s, got %r" % (", ".join(modes), mode))
+        return out
+    if port is not None and not (_is_int(port) and 0 < int(port) < 65536):
+        out.append("gpufleet_control_plane_vip_port must be a port number 1-65535, got %r" % (port,))
+        port = None
+    if mode in (None, "none"):
+        if vip is not None or port is not None:
+            out.append("gpufleet_control_plane_vip%s is set but gpufleet_control_plane_ha is none: set "
+                       "gpufleet_control_plane_ha to kube_vip or haproxy_keepalived, or remove it"
+                       % ("_port" if vip is None else ""))
+        return out
+    if not _ipv4(vip):
+        out.append("gpufleet_control_plane_vip must be the IPv4 address of the API endpoint with "
+                   "gpufleet_control_plane_ha=%s, got %r" % (mode, vip))
+    port = int(port) if port is not None else gpufleet_tier.control_plane_vip_port(mode)
+    bind_port = _setting(variables, "kubernetes_control_plane_bind_port", "kubernetes_control_plane")
+    bind_port = int(bind_port) if _is_int(bind_port) else None
+    if mode == "haproxy_keepalived" and bind_port is not None and port == bind_port:
+        out.append("gpufleet_control_plane_vip_port %d is the API server's port (kubernetes_control_plane_bind_port): "
+                   "haproxy runs on the control-plane nodes beside the API server and cannot listen on it; "
+                   "leave gpufleet_control_plane_vip_port unset (8443) or choose another port" % port)
+    if mode == "kube_vip" and bind_port is not None and port != bind_port:
+        out.append("gpufleet_control_plane_vip_port %d differs from the API server's port %d "
+                   "(kubernetes_control_plane_bind_port): kube-vip (ARP) only moves the address, it forwards no "
+                   "port; leave gpufleet_control_plane_vip_port unset or make the two equal" % (port, bind_port))
+    endpoint = _get(variables, "kubernetes_control_plane_endpoint")
+    if _ipv4(vip) and endpoint and endpoint != "%s:%d" % (vip, port):
+        out.append("kubernetes_control_plane_endpoint %r contradicts the HA endpoint %s:%d (gpufleet_control_plane_ha=%s): "
+                   "leave kubernetes_control_plane_endpoint empty, the endpoint is the VIP" % (endpoint, vip, port, mode))
     return out
 
 

@@ -1,0 +1,181 @@
+"""HA control-plane endpoint (tier gpufleet_control_plane_ha): the tier's port default, the inventory
+check's refusals (named by variable), and the templates of role kubernetes_control_plane rendered with
+the values its tasks derive: the kube-vip static pod (validated against the Kubernetes schemas, the
+kubeconfig it reads during and after kubeadm init), haproxy.cfg, keepalived.conf and its check script,
+and kubeadm's controlPlaneEndpoint / certSANs. haproxy -c, keepalived -t and the services are run by
+the molecule scenario roles/kubernetes_control_plane/molecule/default (haproxy_keepalived)."""
+
+import os
+import re
+
+import jinja2
+import kubernetes_validate
+import pytest
+import yaml
+from ansible.plugins.filter.core import FilterModule
+from conftest import REPO
+
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils import gpufleet_tier
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils.inventory_check import (
+    control_plane_ha_problems, tier_problems)
+
+TEMPLATES = os.path.join(REPO, "roles", "kubernetes_control_plane", "templates")
+K8S_VERSION = "1.37.0"  # the schemas test_k8s_render.py validates against
+HOSTS = ["cp1", "cp2", "cp3"]
+ADDRESSES = {"cp1": "10.0.0.11", "cp2": "10.0.0.12", "cp3": "10.0.0.13"}
+
+
+def render(name, **extra):
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
+                             keep_trailing_newline=True)
+    env.filters.update(FilterModule().filters())
+    env.tests["search"] = lambda value, pattern: re.search(pattern, value) is not None
+    variables = {
+        "ansible_managed": "Ansible managed",
+        "inventory_hostname": "cp1",
+        "groups": {"kube_control_plane": HOSTS},
+        "hostvars": {h: {"__kubernetes_control_plane_address": a} for h, a in ADDRESSES.items()},
+        "kubernetes_control_plane_group": "kube_control_plane",
+        "kubernetes_control_plane_bind_port": 6443,
+        "kubernetes_control_plane_ha_router_id": 51,
+        "kubernetes_control_plane_kube_vip_image": "ghcr.io/kube-vip/kube-vip:vTEST",
+        "__kubernetes_control_plane_ha_vip": "10.0.0.10",
+        "__kubernetes_control_plane_ha_port": 8443,
+        "__kubernetes_control_plane_ha_nic": "bond0",
+        "__kubernetes_control_plane_is_first": True,
+        "__kubernetes_control_plane_keepalived_check": "/etc/keepalived/check_apiserver.sh",
+    }
+    variables.update(extra)
+    return env.get_template(name).render(**variables)
+
+
+# tier: the port follows the mode unless set
+
+def tier(values, name):
+    return gpufleet_tier.tier_value(lambda v: v, values, name)
+
+
+@pytest.mark.parametrize("values, port", [
+    ({}, 6443),
+    ({"gpufleet_control_plane_ha": "kube_vip"}, 6443),
+    ({"gpufleet_control_plane_ha": "haproxy_keepalived"}, 8443),
+    ({"gpufleet_control_plane_ha": "haproxy_keepalived", "gpufleet_control_plane_vip_port": 9443}, 9443),
+])
+def test_vip_port_default_follows_the_mode(values, port):
+    assert tier(values, "gpufleet_control_plane_vip_port") == port
+    assert tier({}, "gpufleet_control_plane_ha") == "none"
+    assert tier({}, "gpufleet_control_plane_vip") is None
+
+
+# the inventory check
+
+HA = {"gpufleet_control_plane_ha": "haproxy_keepalived", "gpufleet_control_plane_vip": "10.0.0.10"}
+
+
+@pytest.mark.parametrize("values", [
+    {},
+    {"gpufleet_control_plane_ha": "none"},
+    HA,
+    dict(HA, kubernetes_control_plane_endpoint="10.0.0.10:8443"),
+    dict(HA, gpufleet_control_plane_vip_port=9443, kubernetes_control_plane_bind_port=6443),
+    dict(HA, gpufleet_control_plane_vip_port="6443", kubernetes_control_plane_bind_port=7443),
+    {"gpufleet_control_plane_ha": "kube_vip", "gpufleet_control_plane_vip": "10.0.0.10"},
+    {"gpufleet_control_plane_ha": "kube_vip", "gpufleet_control_plane_vip": "10.0.0.10",
+     "gpufleet_control_plane_vip_port": 7443, "kubernetes_control_plane_bind_port": 7443},
+])
+def test_consistent_ha_settings_pass(values):
+    assert control_plane_ha_problems(values) == []
+
+
+@pytest.mark.parametrize("values, named, said", [
+    ({"gpufleet_control_plane_ha": "keepalived"}, "gpufleet_control_plane_ha", "one of none, kube_vip"),
+    ({"gpufleet_control_plane_ha": "kube_vip"}, "gpufleet_control_plane_vip", "IPv4 address"),
+    (dict(HA, gpufleet_control_plane_vip="10.0.0.300"), "gpufleet_control_plane_vip", "got '10.0.0.300'"),
+    (dict(HA, gpufleet_control_plane_vip="api.example.com"), "gpufleet_control_plane_vip", "IPv4 address"),
+    (dict(HA, gpufleet_control_plane_vip="fd00::10"), "gpufleet_control_plane_vip", "IPv4 address"),
+    ({"gpufleet_control_plane_vip": "10.0.0.10"}, "gpufleet_control_plane_vip is set", "ha is none"),
+    ({"gpufleet_control_plane_vip_port": 8443}, "gpufleet_control_plane_vip_port is set", "ha is none"),
+    (dict(HA, gpufleet_control_plane_vip_port=6443), "kubernetes_control_plane_bind_port", "cannot listen on it"),
+    (dict(HA, gpufleet_control_plane_vip_port=7443, kubernetes_control_plane_bind_port=7443),
+     "gpufleet_control_plane_vip_port 7443", "cannot listen"),
+    (dict(HA, gpufleet_control_plane_vip_port=70000), "gpufleet_control_plane_vip_port", "1-65535"),
+    ({"gpufleet_control_plane_ha": "kube_vip", "gpufleet_control_plane_vip": "10.0.0.10",
+      "gpufleet_control_plane_vip_port": 8443}, "kubernetes_control_plane_bind_port", "only moves the address"),
+    (dict(HA, kubernetes_control_plane_endpoint="lb.example.com:6443"), "kubernetes_control_plane_endpoint",
+     "contradicts the HA endpoint 10.0.0.10:8443"),
+])
+def test_bad_ha_settings_refused_by_name(values, named, said):
+    problems = control_plane_ha_problems(values)
+    assert len(problems) == 1, problems
+    assert named in problems[0] and said in problems[0], problems[0]
+    assert problems[0] in tier_problems(values)  # the inventory check of every entry point reports it
+
+
+# kube-vip static pod
+
+@pytest.mark.parametrize("kubeconfig", ["/etc/kubernetes/super-admin.conf", "/etc/kubernetes/admin.conf"])
+def test_kube_vip_pod_validates_and_reads_the_given_kubeconfig(kubeconfig):
+    pod = yaml.safe_load(render("kube-vip.yaml.j2", __kubernetes_control_plane_ha_port=6443,
+                                __kubernetes_control_plane_kube_vip_kubeconfig=kubeconfig))
+    kubernetes_validate.validate(pod, K8S_VERSION, strict=True)
+    assert (pod["kind"], pod["metadata"]["name"], pod["metadata"]["namespace"]) == ("Pod", "kube-vip", "kube-system")
+    spec = pod["spec"]
+    assert spec["hostNetwork"] is True
+    container = spec["containers"][0]
+    assert container["image"] == "ghcr.io/kube-vip/kube-vip:vTEST"
+    assert container["args"] == ["manager"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["vip_arp"] == "true" and env["vip_leaderelection"] == "true" and env["cp_enable"] == "true"
+    assert env["address"] == "10.0.0.10" and env["port"] == "6443" and env["vip_interface"] == "bond0"
+    assert "svc_enable" not in env  # the control plane endpoint only, no Service load balancer
+    assert set(container["securityContext"]["capabilities"]["add"]) == {"NET_ADMIN", "NET_RAW"}
+    # kube-vip always reads /etc/kubernetes/admin.conf in its container; the host file is the choice
+    assert container["volumeMounts"] == [{"mountPath": "/etc/kubernetes/admin.conf", "name": "kubeconfig"}]
+    assert spec["volumes"] == [{"name": "kubeconfig", "hostPath": {"path": kubeconfig, "type": "File"}}]
+
+
+# haproxy and keepalived
+
+def test_haproxy_forwards_the_vip_port_to_every_api_server():
+    text = render("haproxy.cfg.j2")
+    lines = [line.strip() for line in text.splitlines()]
+    assert "bind *:8443" in lines
+    assert not any(line.startswith("bind") and "6443" in line for line in lines)
+    servers = [line.split() for line in lines if line.startswith("server ")]
+    assert servers == [["server", h, "%s:6443" % ADDRESSES[h], "check", "verify", "none"] for h in HOSTS]
+    assert "http-check send meth GET uri /healthz" in lines and "http-check expect status 200" in lines
+    assert "mode tcp" in lines
+
+
+@pytest.mark.parametrize("first, state, priority", [(True, "MASTER", 101), (False, "BACKUP", 100)])
+def test_keepalived_holds_the_vip_with_the_api_check(first, state, priority):
+    text = render("keepalived.conf.j2", __kubernetes_control_plane_is_first=first)
+    lines = [line.strip() for line in text.splitlines()]
+    assert "state %s" % state in lines and "priority %d" % priority in lines
+    assert "interface bond0" in lines and "virtual_router_id 51" in lines and "10.0.0.10/32" in lines
+    assert 'script "/etc/keepalived/check_apiserver.sh"' in lines and "check_apiserver" in lines
+    assert "enable_script_security" in lines and "script_user root" in lines
+    script = render("check_apiserver.sh.j2")
+    assert script.startswith("#!/bin/sh\n")
+    assert "https://localhost:8443/" in script and "https://10.0.0.10:8443/" in script
+
+
+# kubeadm: controlPlaneEndpoint and certSANs as set_vars.yml derives them
+
+def test_kubeadm_config_names_the_vip():
+    text = render("kubeadm-config.yaml.j2", __kubernetes_control_plane_kubeadm_api="kubeadm.k8s.io/v1beta4",
+                  __kubernetes_control_plane_semver="1.36.4", __kubernetes_control_plane_address="10.0.0.11",
+                  __kubernetes_control_plane_endpoint="10.0.0.10:8443",
+                  __kubernetes_control_plane_cert_sans=["api.example.com", "10.0.0.10"],
+                  kubernetes_control_plane_cri_socket="unix:///run/containerd/containerd.sock",
+                  kubernetes_control_plane_cluster_name="gpufleet",
+                  kubernetes_control_plane_image_repository="registry.k8s.io",
+                  kubernetes_control_plane_pod_subnet="10.244.0.0/16",
+                  kubernetes_control_plane_service_subnet="10.96.0.0/12",
+                  kubernetes_control_plane_dns_domain="cluster.local", kubernetes_control_plane_cgroup_driver="systemd",
+                  kubernetes_control_plane_kubelet_config={})
+    docs = {d["kind"]: d for d in yaml.safe_load_all(text) if d}
+    cluster = docs["ClusterConfiguration"]
+    assert cluster["controlPlaneEndpoint"] == "10.0.0.10:8443"
+    assert cluster["apiServer"]["certSANs"] == ["api.example.com", "10.0.0.10"]
+    assert docs["InitConfiguration"]["localAPIEndpoint"] == {"advertiseAddress": "10.0.0.11", "bindPort": 6443}
