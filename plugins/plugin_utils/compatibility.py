@@ -309,6 +309,8 @@ def facts_from_vars(variables, matrix=None, root=COLLECTION_ROOT):
                 value, origin = tier_default(default["tier"]), "%s, tier default" % default["tier"]
             elif "role" in default:
                 value = role_default(default["role"], default["variable"], root)
+                if value is None:  # a templated default (e.g. from the tier): what the role will use
+                    value = role_value(variables, default["role"], default["variable"], root)
                 origin = "%s, default of role %s" % (default["variable"], default["role"])
             if not _empty(value):
                 out[name] = {"value": value, "origin": origin}

@@ -152,6 +152,16 @@ CASES = {
     "dra-without-device-plugin": (
         {"gpu_allocation": "dra", "nvidia_device_plugin": True},
         {"gpu_allocation": "dra", "nvidia_device_plugin": False}),
+    # GPU feature discovery and node-feature-discovery (kubernetes_addons)
+    "gfd-needs-nfd": (
+        {"gpu_feature_discovery": True, "node_feature_discovery": False},
+        {"gpu_feature_discovery": True, "node_feature_discovery": "external"}),
+    "gfd-in-device-plugin-image": (
+        {"gpu_feature_discovery": True, "nvidia_device_plugin_version": "v0.14.5"},
+        {"gpu_feature_discovery": True, "nvidia_device_plugin_version": "v0.19.3"}),
+    "nfd-supported-release": (
+        {"node_feature_discovery": True, "node_feature_discovery_version": "v0.17.4"},
+        {"node_feature_discovery": True, "node_feature_discovery_version": "v0.18.3"}),
     # MIG layout (gpufleet_mig_layout) and the device plugin's MIG strategy (more in test_mig.py)
     "mig-layout-resolves": ({"mig_layout": "no-such-config"}, {"mig_layout": "all-1g.10gb"}),
     "mig-strategy-single-uniform": (
@@ -217,6 +227,29 @@ def test_several_rules_at_once():
              "gpu_device_ids": ["0x2901"]}
     assert sorted(p["id"] for p in compatibility.evaluate(facts)) == [
         "blackwell-open-modules", "dmabuf-kernel", "dmabuf-open-modules"]
+
+
+def test_node_feature_discovery_follows_gfd_unless_set():
+    """kubernetes_addons_node_feature_discovery defaults to GFD's switch (a templated role default); GFD
+    on with NFD off is refused, external (the site's own NFD) is accepted, and NFD's own rules apply
+    only to an NFD gpufleet deploys."""
+    def problems(variables):
+        return sorted(p["id"] for p in compatibility.evaluate(compatibility.facts_from_vars(variables)))
+
+    facts = compatibility.facts_from_vars({})
+    assert facts["node_feature_discovery"] == {
+        "value": True, "origin": "kubernetes_addons_node_feature_discovery, default of role kubernetes_addons"}
+    assert compatibility.facts_from_vars({"kubernetes_addons_gpu_feature_discovery": False})[
+        "node_feature_discovery"]["value"] is False
+    assert problems({}) == []
+    assert problems({"kubernetes_addons_node_feature_discovery": False}) == ["gfd-needs-nfd"]
+    assert problems({"kubernetes_addons_node_feature_discovery": "false"}) == ["gfd-needs-nfd"]
+    assert problems({"kubernetes_addons_gpu_feature_discovery": False,
+                     "kubernetes_addons_node_feature_discovery": False}) == []
+    old = {"kubernetes_addons_node_feature_discovery_version": "v0.16.6"}
+    assert problems(old) == ["nfd-supported-release"]
+    assert problems(dict(old, kubernetes_addons_node_feature_discovery="external")) == []
+    assert problems({"kubernetes_addons_nvidia_device_plugin_version": "v0.14.5"}) == ["gfd-in-device-plugin-image"]
 
 
 def test_role_defaults_are_compatible():
