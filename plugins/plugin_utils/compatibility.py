@@ -20,7 +20,7 @@ import yaml
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import versions
 from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import resolve_layout
-from ansible_collections.gpufleet.cluster.plugins.plugin_utils.gpufleet_tier import TIER, tier_default
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils.gpufleet_tier import TIER, tier_default, tier_value
 
 MATRIX_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "compatibility.yml")
 COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -252,6 +252,19 @@ def _get(variables, name):
         return None
 
 
+# lookup('gpufleet.cluster.gpufleet_tier', '<name>') in a role default: read as the lookup would (the
+# host's value, else the tier default), also where no plugin loader runs (the matrix read from Python)
+_TIER_LOOKUP = re.compile(r"""lookup\(\s*['"]gpufleet\.cluster\.gpufleet_tier['"]\s*,\s*['"]([a-z0-9_]+)['"]\s*\)""")
+
+
+def _tier_in_scope(scope, variables, name, variable, role):
+    try:
+        scope["__tier_" + name] = tier_value(lambda value: value, variables, name)
+    except Exception as exc:  # an unknown tier name, or an undefined template inside the host's value
+        raise MatrixError("cannot evaluate the default of %s (role %s): tier %s: %s" % (variable, role, name, exc))
+    return "__tier_" + name
+
+
 def role_value(variables, role, variable, root=COLLECTION_ROOT):
     """What role ``role`` will use for ``variable`` on a host: the host's value (``variables``, e.g.
     hostvars[host]) when set, else the role's default, templated with the host's values of the
@@ -270,6 +283,7 @@ def role_value(variables, role, variable, root=COLLECTION_ROOT):
         host_value = _get(variables, name)
         if host_value is not None:
             scope[name] = host_value
+    value = _TIER_LOOKUP.sub(lambda match: _tier_in_scope(scope, variables, match.group(1), variable, role), value)
     try:
         from ansible.parsing.dataloader import DataLoader
         from ansible.template import Templar

@@ -82,8 +82,9 @@ TIER = {
         "(validate.yml on kube_control_plane, and before a rolling upgrade's kubeadm upgrade)"),
     "gpufleet_gpu_allocation": (
         "device_plugin", "how pods get NVIDIA GPUs (nvidia.com/gpu): device_plugin (the NVIDIA device plugin "
-        "of kubernetes_addons) or dra (a DRA driver, resource.k8s.io/v1; gpufleet does not deploy one: the "
-        "compatibility matrix checks the Kubernetes version and that the device plugin is off)"),
+        "of kubernetes_addons) or dra (NVIDIA's DRA driver for GPUs, resource.k8s.io/v1, deployed by "
+        "kubernetes_addons in place of the device plugin; the compatibility matrix checks the Kubernetes version "
+        "and that the device plugin is off)"),
     "gpufleet_gate_device_failures_taint_node": (
         False, "with gpufleet_gpu_allocation dra: a bad device (a GPU, an RDMA device a DRA driver publishes) also "
         "holds its node back (taint); false: only its DeviceTaintRule keeps pods off it, and the node is tainted only "

@@ -152,6 +152,13 @@ CASES = {
     "dra-without-device-plugin": (
         {"gpu_allocation": "dra", "nvidia_device_plugin": True},
         {"gpu_allocation": "dra", "nvidia_device_plugin": False}),
+    # the DRA driver kubernetes_addons deploys (kubernetes_addons_nvidia_dra_driver)
+    "nvidia-dra-driver-without-device-plugin": (
+        {"nvidia_dra_driver": True, "nvidia_device_plugin": True},
+        {"nvidia_dra_driver": True, "nvidia_device_plugin": False}),
+    "nvidia-dra-driver-allocation": (
+        {"nvidia_dra_driver": True, "gpu_allocation": "device_plugin"},
+        {"nvidia_dra_driver": True, "gpu_allocation": "dra"}),
     # GPU feature discovery and node-feature-discovery (kubernetes_addons)
     "gfd-needs-nfd": (
         {"gpu_feature_discovery": True, "node_feature_discovery": False},
@@ -337,6 +344,44 @@ def test_doc_lists_every_rule_and_source():
         assert "`%s`" % rule["id"] in text
         for url in rule["sources"]:
             assert "<%s>" % url in text
+
+
+def test_gpu_allocation_chooses_the_device_plugin_or_the_dra_driver():
+    """kubernetes_addons' defaults follow the tier's gpufleet_gpu_allocation (read from its
+    gpufleet_tier lookup without a plugin loader): one allocator of nvidia.com/gpu either way."""
+    def chosen(variables):
+        facts = compatibility.facts_from_vars(variables)
+        return facts["nvidia_device_plugin"]["value"], facts["nvidia_dra_driver"]["value"]
+
+    assert chosen({}) == (True, False)
+    assert chosen({"gpufleet_gpu_allocation": "device_plugin"}) == (True, False)
+    assert chosen({"gpufleet_gpu_allocation": "dra"}) == (False, True)
+    facts = compatibility.facts_from_vars({"gpufleet_gpu_allocation": "dra", "gpufleet_kubernetes_version": "1.37.1"})
+    assert facts["nvidia_dra_driver"]["origin"] == "kubernetes_addons_nvidia_dra_driver, default of role kubernetes_addons"
+    assert compatibility.evaluate(facts) == []
+    # the device plugin turned back on beside the driver: refused, naming both rules' fix
+    facts = compatibility.facts_from_vars({"gpufleet_gpu_allocation": "dra", "gpufleet_kubernetes_version": "1.37.1",
+                                           "kubernetes_addons_nvidia_device_plugin": True})
+    assert sorted(p["id"] for p in compatibility.evaluate(facts)) == [
+        "dra-without-device-plugin", "nvidia-dra-driver-without-device-plugin"]
+    # the driver without DRA allocation: the node would be tainted for one GPU
+    facts = compatibility.facts_from_vars({"kubernetes_addons_nvidia_dra_driver": True,
+                                           "kubernetes_addons_nvidia_device_plugin": False})
+    (problem,) = compatibility.evaluate(facts)
+    assert problem["id"] == "nvidia-dra-driver-allocation"
+    assert "gpu_allocation=device_plugin (from gpufleet_gpu_allocation, tier default)" in problem["message"]
+
+
+def test_role_value_reads_the_tier_without_the_lookup_plugin(tmp_path):
+    root = tmp_path
+    (root / "roles" / "r" / "defaults").mkdir(parents=True)
+    (root / "roles" / "r" / "defaults" / "main.yml").write_text(
+        "uses_dra: \"{{ lookup('gpufleet.cluster.gpufleet_tier', 'gpufleet_gpu_allocation') == 'dra' }}\"\n"
+        "bad: \"{{ lookup('gpufleet.cluster.gpufleet_tier', 'gpufleet_no_such') }}\"\n")
+    assert compatibility.role_value({}, "r", "uses_dra", root=str(root)) is False
+    assert compatibility.role_value({"gpufleet_gpu_allocation": "dra"}, "r", "uses_dra", root=str(root)) is True
+    with pytest.raises(compatibility.MatrixError, match="default of bad .role r.: tier gpufleet_no_such"):
+        compatibility.role_value({}, "r", "bad", root=str(root))
 
 
 def test_role_value_templates_a_default_with_the_hosts_values(tmp_path):

@@ -9,11 +9,13 @@ import os
 import subprocess
 import sys
 
+import celpy
 import kubernetes_validate
 import pytest
 import yaml
 from conftest import FIXTURES, REPO
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils import gate
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.gpufleet_tier import TIER
 
 K8S_VERSION = "1.37.0"  # the schemas of the newest minor gpufleet sets up (kubernetes-validate 1.37.0)
@@ -165,6 +167,54 @@ def test_nfd_objects_hang_together(rendered):
     host = {v["name"]: v.get("hostPath", {}).get("path") for v in worker["volumes"]}
     assert [host[name] for name, path in mounts.items() if path.rstrip("/").endswith("features.d")] == [
         "/etc/kubernetes/node-feature-discovery/features.d/"]
+
+
+def test_dra_driver_device_classes_select_the_driver_the_device_taints_name(rendered):
+    """The DeviceClasses of NVIDIA's DRA driver select the driver whose devices the health gate taints
+    (gate.DEVICE_TAINT_DEFAULTS, one place), full GPUs serve nvidia.com/gpu, and the CEL selectors pick
+    the devices the driver publishes (cel-python on devices shaped as its ResourceSlices)."""
+    driver = gate.DEVICE_TAINT_DEFAULTS["gpu_driver"]
+    docs = documents(os.path.join(str(rendered), "manifests", "nvidia-dra-driver-gpu.yaml"))
+    classes = {d["metadata"]["name"]: d for d in docs if d["kind"] == "DeviceClass"}
+    assert sorted(classes) == ["gpu.nvidia.com", "mig.nvidia.com"]
+    assert all(d["apiVersion"] == "resource.k8s.io/v1" for d in classes.values())
+    assert classes["gpu.nvidia.com"]["spec"]["extendedResourceName"] == "nvidia.com/gpu"
+    assert "extendedResourceName" not in classes["mig.nvidia.com"]["spec"]
+    env = celpy.Environment()
+
+    def device(driver_name, kind):
+        return celpy.json_to_cel({"driver": driver_name, "attributes": {driver_name: {"type": kind}}})
+
+    gpu = device(driver, "gpu")  # gpu-<minor>
+    mig = device(driver, "mig")  # gpu-<minor>-mig-<profile>-<id>-<start>, on a GPU in MIG mode
+    other = device("compute-domain.nvidia.com", "channel")
+    for name, wanted in (("gpu.nvidia.com", gpu), ("mig.nvidia.com", mig)):
+        (selector,) = classes[name]["spec"]["selectors"]
+        assert "device.driver == '%s'" % driver in selector["cel"]["expression"], name
+        program = env.program(env.compile(selector["cel"]["expression"]))
+        assert [bool(program.evaluate({"device": d})) for d in (gpu, mig, other)] == [d is wanted for d in (gpu, mig, other)]
+
+
+def test_dra_driver_kubelet_plugin(rendered):
+    docs = documents(os.path.join(str(rendered), "manifests", "nvidia-dra-driver-gpu.yaml"))
+    kinds = {(d["kind"], d["metadata"]["name"]): d for d in docs}
+    daemonset = kinds[("DaemonSet", "dra-driver-nvidia-gpu-kubelet-plugin")]
+    pod = daemonset["spec"]["template"]["spec"]
+    account = kinds[("ServiceAccount", pod["serviceAccountName"])]
+    binding = kinds[("ClusterRoleBinding", "dra-driver-nvidia-gpu-kubeletplugin")]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account["metadata"]["name"],
+                                    "namespace": account["metadata"]["namespace"]}]
+    rules = kinds[("ClusterRole", binding["roleRef"]["name"])]["rules"]
+    assert {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"],
+            "verbs": ["get", "list", "watch", "create", "update", "delete"]} in rules
+    (container,) = pod["containers"]
+    assert container["image"] == "registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu:v0.4.1"
+    assert pod["initContainers"][0]["image"] == container["image"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["NVIDIA_DRIVER_ROOT"] == "/" and env["IMAGE_NAME"] == container["image"]
+    assert {"key": TIER["gpufleet_gate_taint_key"][0], "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
+    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms == [{"matchExpressions": [{"key": "gpufleet.io/gpu.count", "operator": "Exists"}]}]
 
 
 def test_rdma_device_plugin_config_generated_from_facts(rendered):
