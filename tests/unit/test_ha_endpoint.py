@@ -7,6 +7,8 @@ the molecule scenario roles/kubernetes_control_plane/molecule/default (haproxy_k
 
 import os
 import re
+import subprocess
+import sys
 
 import jinja2
 import kubernetes_validate
@@ -179,3 +181,76 @@ def test_kubeadm_config_names_the_vip():
     assert cluster["controlPlaneEndpoint"] == "10.0.0.10:8443"
     assert cluster["apiServer"]["certSANs"] == ["api.example.com", "10.0.0.10"]
     assert docs["InitConfiguration"]["localAPIEndpoint"] == {"advertiseAddress": "10.0.0.11", "bindPort": 6443}
+
+
+# the role's own tasks (set_vars.yml, ha_kube_vip.yml) on this machine, one ansible-playbook run per mode
+
+RENDER_PLAYBOOK = os.path.join(REPO, "tests", "integration", "playbooks", "render_ha_endpoint.yml")
+
+
+@pytest.fixture(scope="module")
+def role_run(tmp_path_factory):
+    dest = tmp_path_factory.mktemp("ha-render")
+    inventory = dest / "hosts.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"children": {"kube_control_plane": {"hosts": {
+        h: {"kubernetes_control_plane_advertise_address": a, "kubernetes_control_plane_ha_interface": "bond0"}
+        for h, a in ADDRESSES.items()}}}}}))
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"),
+               ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default", ANSIBLE_FORCE_COLOR="0")
+    env.pop("ANSIBLE_CALLBACKS_ENABLED", None)
+    proc = subprocess.run(
+        [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", str(inventory), RENDER_PLAYBOOK,
+         "-e", "render_dest=%s" % dest, "-e", "gpufleet_control_plane_vip=10.0.0.10",
+         "-e", "gpufleet_kubernetes_version=1.36.4", "-e", '{"kubernetes_control_plane_cert_sans": ["api.example.com"]}'],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    return dest
+
+
+@pytest.fixture(params=["kube_vip", "haproxy_keepalived"])
+def role_rendered(request, role_run):
+    return request.param, role_run / request.param
+
+
+def test_role_sets_endpoint_and_sans_from_the_vip(role_rendered):
+    mode, dest = role_rendered
+    port = 6443 if mode == "kube_vip" else 8443
+    for host in HOSTS:
+        docs = {d["kind"]: d for d in yaml.safe_load_all((dest / host / "kubeadm-config.yaml").read_text()) if d}
+        cluster = docs["ClusterConfiguration"]
+        assert cluster["controlPlaneEndpoint"] == "10.0.0.10:%d" % port
+        assert cluster["apiServer"]["certSANs"] == ["api.example.com", "10.0.0.10"]
+        assert docs["InitConfiguration"]["localAPIEndpoint"]["advertiseAddress"] == ADDRESSES[host]
+
+
+def test_role_kube_vip_reads_super_admin_conf_only_while_the_first_node_initialises(role_rendered):
+    mode, dest = role_rendered
+    if mode != "kube_vip":
+        assert not (dest / "cp1" / "before").exists()
+        return
+    for host in HOSTS:
+        pod = yaml.safe_load((dest / host / "before" / "kube-vip.yaml").read_text())
+        kubernetes_validate.validate(pod, K8S_VERSION, strict=True)
+        env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
+        assert (env["address"], env["port"], env["vip_interface"]) == ("10.0.0.10", "6443", "bond0")
+        assert pod["spec"]["containers"][0]["image"].startswith("ghcr.io/kube-vip/kube-vip:v")
+        during = "super-admin.conf" if host == "cp1" else "admin.conf"
+        assert pod["spec"]["volumes"][0]["hostPath"]["path"] == "/etc/kubernetes/" + during
+        after = yaml.safe_load((dest / host / "after" / "kube-vip.yaml").read_text())
+        assert after["spec"]["volumes"][0]["hostPath"]["path"] == "/etc/kubernetes/admin.conf"
+        assert oct(os.stat(dest / host / "before" / "kube-vip.yaml").st_mode & 0o777) == "0o600"
+
+
+def test_role_haproxy_keepalived_per_node(role_rendered):
+    mode, dest = role_rendered
+    if mode != "haproxy_keepalived":
+        assert not (dest / "cp1" / "haproxy.cfg").exists()
+        return
+    for host in HOSTS:
+        haproxy = (dest / host / "haproxy.cfg").read_text()
+        assert "bind *:8443" in haproxy
+        assert ["server %s %s:6443 check verify none" % (h, ADDRESSES[h]) for h in HOSTS] == [
+            line.strip() for line in haproxy.splitlines() if line.strip().startswith("server ")]
+        keepalived = (dest / host / "keepalived.conf").read_text()
+        assert ("state MASTER" in keepalived) == (host == "cp1")
+        assert "interface bond0" in keepalived and "10.0.0.10/32" in keepalived
