@@ -376,7 +376,7 @@ class ObjectStore:
             out["metadata"]["managedFields"] = [
                 {"manager": name, "operation": m["operation"], "apiVersion": m["apiVersion"], "time": m["time"],
                  "fieldsType": "FieldsV1", "fieldsV1": fields_v1(m["paths"])}
-                for name, m in sorted(managers.items()) if m["paths"]]
+                for name, m in sorted(managers.items()) if m["paths"] or m["operation"] == "Apply"]
             if not out["metadata"]["managedFields"]:
                 del out["metadata"]["managedFields"]
         return out
@@ -632,7 +632,8 @@ class ObjectStore:
         owners[manager] = {"operation": operation, "apiVersion": resource.api_version, "paths": set(paths),
                            "time": previous["time"] if previous and previous["paths"] == set(paths)
                            and previous["operation"] == operation else _now()}
-        owners = {m: o for m, o in owners.items() if o["paths"]}
+        # an applier keeps its entry (it may own no field, e.g. a ServiceAccount's bare name)
+        owners = {m: o for m, o in owners.items() if o["paths"] or o["operation"] == "Apply"}
         comparable = copy.deepcopy(obj)
         if current is not None and comparable == current and owners == (self.owners.get(key) or {}):
             return self._present(resource, current)  # nothing changes: nothing is written

@@ -1305,22 +1305,7 @@ class _Handler(BaseHTTPRequestHandler):
                 if method == "DELETE":
                     return 200, api.delete_lease(namespace, name)
 
-        if parts[:3] == ["apis", "policy", "v1"] and method == "GET":
-            rest = parts[3:]
-            namespace = None
-            if len(rest) >= 2 and rest[0] == "namespaces":
-                namespace, rest = rest[1], rest[2:]
-            if rest == ["poddisruptionbudgets"]:
-                with api.lock:
-                    items = [_list_item(p) for (ns, _), p in sorted(api.pdbs.items())
-                             if namespace is None or ns == namespace]
-                    return 200, _list("PodDisruptionBudgetList", "policy/v1", items, api._resource_version)
-            if len(rest) == 2 and rest[0] == "poddisruptionbudgets" and namespace is not None:
-                with api.lock:
-                    if (namespace, rest[1]) not in api.pdbs:
-                        raise api._not_found("poddisruptionbudgets", rest[1], "policy")
-                    return 200, copy.deepcopy(api.pdbs[(namespace, rest[1])])
-
+        # policy/v1 poddisruptionbudgets (list, get, writes): the generic store, over api.pdbs
         answer = api.objects.route(method, parts, query, content_type, body, user_agent)
         if answer is not None:
             return answer
