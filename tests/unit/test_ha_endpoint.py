@@ -221,6 +221,8 @@ def test_role_sets_endpoint_and_sans_from_the_vip(role_rendered):
         assert cluster["controlPlaneEndpoint"] == "10.0.0.10:%d" % port
         assert cluster["apiServer"]["certSANs"] == ["api.example.com", "10.0.0.10"]
         assert docs["InitConfiguration"]["localAPIEndpoint"]["advertiseAddress"] == ADDRESSES[host]
+        # kubernetes_worker refuses a join command through anything else: both roles name one endpoint
+        assert (dest / host / "worker-endpoint").read_text() == cluster["controlPlaneEndpoint"]
 
 
 def test_role_kube_vip_reads_super_admin_conf_only_while_the_first_node_initialises(role_rendered):
