@@ -92,7 +92,7 @@ def main():
         else:
             with open(opts["file"]) as handle:
                 spec = yaml.safe_load(handle)
-    except (IOError, OSError) as exc:
+    except OSError as exc:
         return fatal("error parsing config file: read error: open %s: %s" % (opts["file"], exc.strerror.lower()))
     except yaml.YAMLError as exc:
         return fatal("error parsing config file: unmarshal error: %s" % exc)
