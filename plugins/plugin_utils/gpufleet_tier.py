@@ -37,7 +37,8 @@ TIER = {
     "gpufleet_mig_layout": (
         None, "MIG layout the GPUs of the node have (gpu.mig compares it): a config name of gpufleet_mig_configs "
         "(all-disabled, all-1g.10gb, ...) or an explicit list of mig-parted entries (devices, mig-enabled, "
-        "mig-devices); unset: not checked. Checked only: gpufleet does not apply a layout"),
+        "mig-devices); unset: not checked. Applied by the rolling upgrade's component mig (role gpu_mig, "
+        "nvidia-mig-parted; opt-in: the node is drained)"),
     "gpufleet_mig_configs": (
         None, "mig-parted configuration document (version: v1, mig-configs: {<name>: [entries]}) the names of "
         "gpufleet_mig_layout are looked up in; unset: the built-in set of module_utils/mig.py (mig-parted's "
