@@ -159,6 +159,9 @@ CASES = {
     "nvidia-dra-driver-allocation": (
         {"nvidia_dra_driver": True, "gpu_allocation": "device_plugin"},
         {"nvidia_dra_driver": True, "gpu_allocation": "dra"}),
+    "dra-mig-taints-node": (
+        {"gpu_allocation": "dra", "mig_layout": "all-1g.10gb", "device_failures_taint_node": False},
+        {"gpu_allocation": "dra", "mig_layout": "all-1g.10gb", "device_failures_taint_node": True}),
     # GPU feature discovery and node-feature-discovery (kubernetes_addons)
     "gfd-needs-nfd": (
         {"gpu_feature_discovery": True, "node_feature_discovery": False},
