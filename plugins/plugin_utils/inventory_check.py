@@ -96,6 +96,11 @@ KUBESPRAY_VARIABLES = {
     "kube_image_repo": "kubernetes_control_plane_image_repository",
     "kube_apiserver_port": "kubernetes_control_plane_bind_port",
     "apiserver_loadbalancer_domain_name": "kubernetes_control_plane_endpoint (host:port of the load balancer)",
+    "kube_vip_enabled": "gpufleet_control_plane_ha (kube_vip, or haproxy_keepalived) with gpufleet_control_plane_vip",
+    "kube_vip_address": "gpufleet_control_plane_vip (with gpufleet_control_plane_ha: kube_vip)",
+    "loadbalancer_apiserver": "gpufleet_control_plane_vip and gpufleet_control_plane_vip_port (with "
+                              "gpufleet_control_plane_ha), or kubernetes_control_plane_endpoint for an external "
+                              "load balancer",
     "supplementary_addresses_in_ssl_keys": "kubernetes_control_plane_cert_sans",
     "dns_domain": "kubernetes_control_plane_dns_domain",
     "container_manager": "container_runtime_engine",

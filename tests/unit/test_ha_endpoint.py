@@ -19,7 +19,7 @@ from conftest import REPO
 
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils import gpufleet_tier
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.inventory_check import (
-    control_plane_ha_problems, tier_problems)
+    control_plane_ha_problems, kubespray_problems, tier_problems)
 
 TEMPLATES = os.path.join(REPO, "roles", "kubernetes_control_plane", "templates")
 K8S_VERSION = "1.37.0"  # the schemas test_k8s_render.py validates against
@@ -111,6 +111,16 @@ def test_bad_ha_settings_refused_by_name(values, named, said):
     assert len(problems) == 1, problems
     assert named in problems[0] and said in problems[0], problems[0]
     assert problems[0] in tier_problems(values)  # the inventory check of every entry point reports it
+
+
+@pytest.mark.parametrize("name, value, ours", [
+    ("kube_vip_enabled", True, "gpufleet_control_plane_ha"),
+    ("kube_vip_address", "10.0.0.10", "gpufleet_control_plane_vip"),
+    ("loadbalancer_apiserver", {"address": "10.0.0.10", "port": 8443}, "gpufleet_control_plane_vip"),
+])
+def test_kubespray_ha_variables_point_at_the_tier(name, value, ours):
+    (problem,) = kubespray_problems({name: value})
+    assert problem.startswith("%s is a Kubespray variable that gpufleet does not read: use %s" % (name, ours))
 
 
 # kube-vip static pod
