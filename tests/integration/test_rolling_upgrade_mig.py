@@ -3,15 +3,17 @@
 Local-connection nodes, the kubernetes gate backend against tests/fake_kube_api, the stand-ins of
 tests/standins: nvidia-mig-parted (the node's live MIG layout in a state file; messages and exit
 codes after NVIDIA/mig-parted's assert/apply sources), nvidia-smi (the process listing) and
-systemctl (the GPU clients). Every node's tier asks for all-1g.10gb. No MIG-capable GPU here: the
-apply is verified only against the stand-in.
+systemctl (the GPU clients). Every node's tier asks for all-1g.10gb. Validation is node_validate's
+GPU family on the fake NVML (tests/fake_nvml, scenario h100-healthy: MIG off, over the dgx-h100 sysfs
+fixture); the stand-in's apply points the node's scenario at the layout it applied, so gpu.mig checks
+what was applied. No MIG-capable GPU here: the apply is verified only against the stand-in.
 
 Run 1:
 - mig-match: its layout is already all-1g.10gb: "current", never cordoned or drained, no state file,
   mig-parted asked once (assert, the document on stdin) and nothing else.
 - mig-apply: MIG disabled, nvidia-dcgm and nvidia-persistenced active: cordoned, drained, the active
-  clients stopped, mig-parted apply, the clients started again, assert, admitted; the written file is
-  the layout, the boot drop-in selects it.
+  clients stopped, mig-parted apply, the clients started again, assert, validated (gpu.mig passes on
+  the applied layout), admitted; the written file is the layout, the boot drop-in selects it.
 - mig-fail: mig-parted apply fails (the GPU reset): held, cordoned, tainted upgrade-failed, the step
   "upgrade mig" and mig-parted's message in the reason; the clients are started again.
 - mig-busy: a process still uses a GPU after the drain: refused before any client is stopped or
@@ -40,6 +42,7 @@ PLAYBOOK = os.path.join(REPO, "playbooks", "rolling-upgrade.yml")
 ANSIBLE_PLAYBOOK = os.path.join(REPO, ".venv", "bin", "ansible-playbook")
 VENV_PYTHON = os.path.join(REPO, ".venv", "bin", "python")
 STANDINS = os.path.join(REPO, "tests", "standins")
+HEALTHY = os.path.join(REPO, "tests", "fixtures", "nvml", "h100-healthy.json")
 TAINT_KEY = "gpufleet.io/unhealthy"
 NODES = ["mig-match", "mig-apply", "mig-fail", "mig-busy"]
 WRITES = ("PATCH", "POST", "PUT", "DELETE")
@@ -75,7 +78,8 @@ def _node_state(tmp, api, node):
             "mig_calls": [json.loads(line)[1:] for line in (_read(mig / "calls") or "").splitlines()],
             "systemctl": (_read(mig / "systemctl-calls") or "").splitlines(),
             "active": sorted((_read(mig / "active") or "").split()),
-            "config": _read(mig / "config.yaml"), "dropin": _read(mig / "override.conf")}
+            "config": _read(mig / "config.yaml"), "dropin": _read(mig / "override.conf"),
+            "nvml": os.path.realpath(mig / "nvml.json")}
 
 
 @pytest.fixture(scope="module")
@@ -87,6 +91,7 @@ def runs(tmp_path_factory):
         (mig / "live.json").write_text(json.dumps([ONE_G if node == "mig-match" else OFF] * 8))
         (mig / "active").write_text("nvidia-dcgm.service\nnvidia-persistenced.service\nunrelated.service\n")
         (mig / "compute-apps").write_text(BUSY if node == "mig-busy" else "")
+        (mig / "nvml.json").symlink_to(HEALTHY)
     (tmp / "mig" / "mig-fail" / "apply_fails").write_text("error resetting all GPUs: exit status 255")
     # systemctl's calls in their own file (the mig-parted stand-in writes "calls" in the same directory)
     systemctl = tmp / "systemctl"
@@ -106,8 +111,11 @@ def runs(tmp_path_factory):
             "rolling_upgrade_gate_backend": "kubernetes",
             "rolling_upgrade_drain_timeout": 5,
             "rolling_upgrade_manage_holds": False,
-            "rolling_upgrade_validate_gpu": False,
             "rolling_upgrade_validate_rdma": False,
+            "rolling_upgrade_gpu_health": {"xid_source": "none"},
+            "rolling_upgrade_validate_environment": {"PYTHONPATH": os.path.join(REPO, "tests", "fake_nvml"),
+                                                     "GPUFLEET_FAKE_NVML_SCENARIO": mig_dir + "/nvml.json"},
+            "gpufleet_sysfs_root": os.path.join(REPO, "tests", "fixtures", "nodes", "dgx-h100"),
             "rolling_upgrade_components": ["mig"],
             "rolling_upgrade_fail_held_nodes": False,
             "rolling_upgrade_state_file": str(tmp / "nodes") + "/{{ inventory_hostname }}/upgrade-state.json",
@@ -121,7 +129,8 @@ def runs(tmp_path_factory):
             "gpu_mig_config_file": mig_dir + "/config.yaml",
             "gpu_mig_boot_dropin": mig_dir + "/override.conf",
             "gpu_mig_environment": {"GPUFLEET_STANDIN_MIG_DIR": mig_dir,
-                                    "GPUFLEET_STANDIN_COMPUTE_APPS": mig_dir + "/compute-apps"},
+                                    "GPUFLEET_STANDIN_COMPUTE_APPS": mig_dir + "/compute-apps",
+                                    "GPUFLEET_FAKE_NVML_SCENARIO": mig_dir + "/nvml.json"},
         }
         inventory = {"all": {
             "vars": {"ansible_connection": "local", "ansible_python_interpreter": VENV_PYTHON},
@@ -136,6 +145,8 @@ def runs(tmp_path_factory):
             (tmp / "mig" / node / "active").symlink_to("systemd/active")
             (tmp / "mig" / node / "systemctl-calls").symlink_to("systemd/calls")
         first = _run(tmp, "m-1")
+        with open(tmp / "reports" / "fleet-report.json") as handle:  # the fleet_report callback's checks
+            report_first = json.load(handle)["hosts"]
         requests_first = list(api.requests)
         after_first = {node: _node_state(tmp, api, node) for node in NODES}
         second = _run(tmp, "m-2")
@@ -144,7 +155,8 @@ def runs(tmp_path_factory):
         for run_id in ("m-1", "m-2"):
             with open(tmp / "reports" / "upgrades" / run_id / "summary.json") as handle:
                 summaries[run_id] = {n["node"]: n for n in json.load(handle)["nodes"]}
-        yield {"first": first, "second": second, "after_first": after_first, "after_second": after_second,
+        yield {"report_first": report_first, "first": first, "second": second,
+               "after_first": after_first, "after_second": after_second,
                "requests_first": requests_first, "requests_second": api.requests[len(requests_first):],
                "summaries": summaries}
     finally:
@@ -182,6 +194,12 @@ def test_mismatch_is_drained_applied_and_admitted(runs):
     assert "unschedulable" not in state["node"]["spec"] and "taints" not in state["node"]["spec"]
     assert state["pods"] == []  # drained
     assert state["live"] == [ONE_G] * 8
+    assert state["nvml"].endswith("mig-apply/nvml-mig.json")
+    # the validation (node_validate, gpu.mig through the fake NVML) saw the applied layout on every GPU
+    checks = [c for c in runs["report_first"]["mig-apply"]["checks"] if c["id"] == "gpu.mig"]
+    assert sorted(c["target"] for c in checks) == ["gpu%d" % i for i in range(8)]
+    assert {c["status"] for c in checks} == {"pass"}
+    assert checks[0]["observed"]["instances"] == {"1g.10gb": 7}
     assert [c[0] for c in state["mig_calls"]] == ["assert", "assert", "apply", "assert"]
     assert state["mig_calls"][2][1:3] == ["-f", state["mig_calls"][2][2]] and state["mig_calls"][2][2].endswith(
         "mig-apply/config.yaml")

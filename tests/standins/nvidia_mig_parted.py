@@ -16,6 +16,10 @@ The node's live layout is kept in GPUFLEET_STANDIN_MIG_DIR:
                 the test; absent: 8 GPUs with MIG disabled); apply rewrites it
   apply_fails   present: apply fails with this cause and changes nothing
   calls         every argument vector, one JSON list a line (written here)
+With GPUFLEET_FAKE_NVML_SCENARIO (a symlink to a scenario of tests/fake_nvml) set, a successful apply
+also writes nvml-mig.json there: the scenario the link pointed at first (kept in nvml-base), with each
+GPU's MIG mode and GPU instances as applied (a 80 GB board: the fake's H100 profiles), and points the
+link at it, so the validation after the apply (gpu.mig through NVML) sees the new layout.
 """
 
 import json
@@ -73,6 +77,27 @@ def matches(per_gpu, live, mode_only):
     return True
 
 
+def fake_nvml_layout(state, link, live):
+    base_path = os.path.join(state, "nvml-base")
+    if not os.path.exists(base_path):
+        with open(base_path, "w") as handle:
+            handle.write(os.path.realpath(link))
+    with open(base_path) as handle:
+        base = handle.read().strip()
+    overrides = {}
+    for index, gpu in enumerate(live):
+        on = 1 if gpu.get("mig-enabled") else 0
+        instances = [name for name, count in sorted((gpu.get("mig-devices") or {}).items()) for _ in range(count)]
+        overrides[str(index)] = {"mig": {"current": on, "pending": on, "instances": instances if on else []}}
+    scenario = {"description": "stand-in nvidia-mig-parted: the layout applied over %s" % os.path.basename(base),
+                "extends": base, "device_template": {"memory_total_mib": 81920}, "device_overrides": overrides}
+    target = os.path.join(state, "nvml-mig.json")
+    with open(target, "w") as handle:
+        json.dump(scenario, handle)
+    os.symlink(target, link + ".new")
+    os.replace(link + ".new", link)
+
+
 def main():
     state = os.environ.get("GPUFLEET_STANDIN_MIG_DIR")
     if not state:
@@ -127,6 +152,9 @@ def main():
     with open(live_path + ".new", "w") as handle:
         json.dump(live, handle)
     os.replace(live_path + ".new", live_path)
+    link = os.environ.get("GPUFLEET_FAKE_NVML_SCENARIO")
+    if link and os.path.islink(link):
+        fake_nvml_layout(state, link, live)
     print("MIG configuration applied successfully")
     return 0
 
