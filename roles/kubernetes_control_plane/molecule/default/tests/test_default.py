@@ -99,3 +99,21 @@ def test_keepalived_config_valid_and_running(host):
     assert "https://localhost:8443/" in check.content_string
     service = host.service("keepalived")
     assert service.is_enabled and service.is_running
+
+
+@pytest.mark.parametrize("command, said", [
+    # haproxy.cfg with an unknown keyword
+    ("printf 'frontend x\\n    bind *:8443\\n    no_such_keyword\\n' > /tmp/bad.cfg && haproxy -c -f /tmp/bad.cfg",
+     "unknown keyword 'no_such_keyword'"),
+    # keepalived.conf with an unknown keyword, and with an interface the node does not have (a wrong
+    # kubernetes_control_plane_ha_interface is refused when the role writes the file)
+    ("sed 's/^\\( *\\)priority /\\1no_such_keyword\\n\\1priority /' /etc/keepalived/keepalived.conf > /tmp/bad.conf"
+     " && keepalived -t -f /tmp/bad.conf", "Unknown keyword 'no_such_keyword'"),
+    ("sed 's/^\\( *\\)interface .*/\\1interface nosuchif0/' /etc/keepalived/keepalived.conf > /tmp/bad.conf"
+     " && keepalived -t -f /tmp/bad.conf", "interface nosuchif0"),
+])
+def test_the_validators_refuse_a_broken_file(host, command, said):
+    """The role's `validate:` commands are not a formality: Debian's haproxy and keepalived refuse these."""
+    result = host.run(command)
+    assert result.rc != 0, result.stdout + result.stderr
+    assert said in result.stdout + result.stderr
