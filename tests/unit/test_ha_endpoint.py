@@ -140,6 +140,9 @@ def test_kube_vip_pod_validates_and_reads_the_given_kubeconfig(kubeconfig):
     assert env["vip_arp"] == "true" and env["vip_leaderelection"] == "true" and env["cp_enable"] == "true"
     assert env["address"] == "10.0.0.10" and env["port"] == "6443" and env["vip_interface"] == "bond0"
     assert "svc_enable" not in env  # the control plane endpoint only, no Service load balancer
+    # names kube-vip v1 reads (pkg/kubevip/config_envvar.go): vip_subnet, not the older vip_cidr/vip_address
+    assert env["vip_subnet"] == "32" and "vip_cidr" not in env and "vip_address" not in env
+    assert env["vip_leasename"] == "plndr-cp-lock"
     assert set(container["securityContext"]["capabilities"]["add"]) == {"NET_ADMIN", "NET_RAW"}
     # kube-vip always reads /etc/kubernetes/admin.conf in its container; the host file is the choice
     assert container["volumeMounts"] == [{"mountPath": "/etc/kubernetes/admin.conf", "name": "kubeconfig"}]
