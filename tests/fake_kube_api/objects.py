@@ -42,7 +42,8 @@ What it models (the rest of the double is in server.py; FakeKubeAPI.objects is o
   manager): a DaemonSet's status says every node of the double matching its pod template's
   nodeSelector runs a ready, updated pod (taints and tolerations are not considered); a
   Deployment's status says spec.replicas (defaulted to 1) are ready and available; a CRD is
-  Established with its names accepted; a Service gets a clusterIP from 10.96.0.0/16 (kept on
+  Established with its names accepted; a PodDisruptionBudget's status is computed from the
+  double's pods it selects when it is written (Running pods are healthy); a Service gets a clusterIP from 10.96.0.0/16 (kept on
   later writes). Status in a write to the main resource is ignored for kinds with a status
   subresource; status subresources are readable (GET), not writable.
 """
@@ -691,6 +692,8 @@ class ObjectStore:
                                "conditions": [{"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable",
                                                "message": "Deployment has minimum availability."}]})
             obj["status"] = status
+        elif resource.kind == "PodDisruptionBudget":
+            obj["status"] = self._pdb_status(obj)
         elif resource.kind == "CustomResourceDefinition":
             spec = obj["spec"]
             obj["status"] = {
@@ -703,6 +706,31 @@ class ObjectStore:
         elif resource.kind == "Namespace":
             obj.setdefault("spec", {"finalizers": ["kubernetes"]})
             obj["status"] = {"phase": "Active"}
+
+    def _pdb_status(self, pdb):
+        """What the disruption controller computes from the pods the budget selects (at write time)."""
+        from .server import _matches_labels  # one selector matcher
+
+        spec = pdb.get("spec") or {}
+        namespace = pdb["metadata"].get("namespace")
+        pods = [p for (ns, _n), p in self.api.pods.items()
+                if ns == namespace and _matches_labels(spec.get("selector") or {}, p["metadata"].get("labels"))]
+        healthy = sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Running"
+                      and not p["metadata"].get("deletionTimestamp"))
+        expected = len(pods)
+
+        def scaled(value):
+            if isinstance(value, str) and value.endswith("%"):
+                return -(-int(value[:-1]) * expected // 100)  # rounded up, as the controller does
+            return int(value)
+
+        if "minAvailable" in spec:
+            desired = scaled(spec["minAvailable"])
+        else:
+            desired = max(0, expected - scaled(spec.get("maxUnavailable", 0)))
+        return {"currentHealthy": healthy, "desiredHealthy": desired, "expectedPods": expected,
+                "disruptionsAllowed": max(0, healthy - desired),
+                "observedGeneration": pdb["metadata"].get("generation")}
 
     # -- validation --------------------------------------------------------------------------
     def validate(self, resource, obj, strict=False):

@@ -196,3 +196,15 @@ def test_unknown_kind_or_version_is_404(server):
     with pytest.raises(ApiException) as missing_object:
         dyn(server).resources.get(api_version="v1", kind="Secret").get(name="nope", namespace="default")
     assert missing_object.value.status == 404 and json.loads(missing_object.value.body)["message"] == 'secrets "nope" not found'
+
+
+def test_written_budget_gets_the_disruption_controllers_status(server):
+    server.add_pod("kc-1", "cp-1", namespace="kube-system", labels={"k8s-app": "kube-controllers"})
+    budgets = dyn(server).resources.get(api_version="policy/v1", kind="PodDisruptionBudget")
+    pdb = budgets.create(namespace="kube-system", body={
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": {"name": "kube-controllers", "namespace": "kube-system"},
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"k8s-app": "kube-controllers"}}}})
+    assert (pdb.status.expectedPods, pdb.status.desiredHealthy, pdb.status.disruptionsAllowed) == (1, 0, 1)
+    server.evict("kube-system", "kc-1", {"metadata": {"name": "kc-1"}})  # the budget lets one go
+    assert "kc-1" not in server.pod_names()

@@ -46,9 +46,11 @@ def test_the_default_add_ons_are_enabled(enabled):
             "multus.yaml", "rdma-networks.yaml"} <= set(enabled)
 
 
-def test_every_object_stored_and_valid_for_1_37(templated, downloaded):
+def test_every_object_stored_and_valid_for_1_37(host, templated, downloaded):
+    version = host.ansible.get_variables()["gpufleet_kubernetes_version"]  # the schemas of the scenario's version
+    assert version.startswith("1.37.")
     # custom resources (NetworkAttachmentDefinitions) are checked against the CRD Multus applied
-    checked = verify_objects.check(templated + downloaded, "1.37.1")
+    checked = verify_objects.check(templated + downloaded, version)
     assert ("DaemonSet", "rdma-shared-device-plugin") in checked
     assert ("CustomResourceDefinition", "network-attachment-definitions.k8s.cni.cncf.io") in checked
 

@@ -26,8 +26,10 @@ def test_manifest_is_the_pinned_file_from_the_mirror(host):
         assert downloaded.content == handle.read()
 
 
-def test_every_object_stored_and_valid_for_1_37(entries):
-    checked = verify_objects.check(entries, "1.37.1")
+def test_every_object_stored_and_valid_for_1_37(host, entries):
+    version = host.ansible.get_variables()["gpufleet_kubernetes_version"]  # the schemas of the scenario's version
+    assert version.startswith("1.37.")
+    checked = verify_objects.check(entries, version)
     kinds = {kind for kind, _name in checked}
     assert {"ConfigMap", "CustomResourceDefinition", "ServiceAccount", "ClusterRole", "ClusterRoleBinding",
             "DaemonSet", "Deployment", "PodDisruptionBudget"} <= kinds
