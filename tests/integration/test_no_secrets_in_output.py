@@ -24,23 +24,14 @@ import textwrap
 import pytest
 import yaml
 
-try:
-    import kubernetes  # noqa: F401  (node_gate's kubernetes.core modules need it)
-
-    HAS_K8S_CLIENT = True
-except ImportError:
-    HAS_K8S_CLIENT = False
-
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from fake_kube_api import FakeKubeAPI
+from playbook_env import ANSIBLE_PLAYBOOK, HAS_K8S_CLIENT, REPO, VENV_PYTHON
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PLAYBOOK = os.path.join(REPO, "tests", "integration", "playbooks", "no_secrets.yml")
-ANSIBLE_PLAYBOOK = os.path.join(REPO, ".venv", "bin", "ansible-playbook")
-VENV_PYTHON = os.path.join(REPO, ".venv", "bin", "python")
 FIXTURE_ROOT = os.path.join(REPO, "tests", "fixtures", "nodes", "dgx-h100")
 
 pytestmark = [

@@ -19,19 +19,10 @@ import time
 
 import pytest
 
-try:
-    import kubernetes  # noqa: F401  (kubernetes.core needs it on node_gate_api_host: here, the venv)
-
-    HAS_K8S_CLIENT = True
-except ImportError:
-    HAS_K8S_CLIENT = False
-
 from fake_kube_api import FakeKubeAPI
+from playbook_env import ANSIBLE_PLAYBOOK, HAS_K8S_CLIENT, REPO, VENV_PYTHON
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PLAYBOOK = os.path.join(REPO, "tests", "integration", "playbooks", "node_gate_kubernetes.yml")
-ANSIBLE_PLAYBOOK = os.path.join(REPO, ".venv", "bin", "ansible-playbook")
-VENV_PYTHON = os.path.join(REPO, ".venv", "bin", "python")
 TAINT_KEY = "gpufleet.io/unhealthy"
 REASON_ANNOTATION = "gpufleet.io/unhealthy-reason"
 FOREIGN_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}

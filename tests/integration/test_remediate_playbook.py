@@ -27,19 +27,10 @@ import subprocess
 
 import pytest
 
-try:
-    import kubernetes  # noqa: F401  (kubernetes.core's k8s_drain needs it on the API host: here, the venv)
-
-    HAS_K8S_CLIENT = True
-except ImportError:
-    HAS_K8S_CLIENT = False
-
 from fake_kube_api import FakeKubeAPI
+from playbook_env import ANSIBLE_PLAYBOOK, HAS_K8S_CLIENT, REPO, VENV_PYTHON
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PLAYBOOK = os.path.join(REPO, "playbooks", "remediate.yml")
-ANSIBLE_PLAYBOOK = os.path.join(REPO, ".venv", "bin", "ansible-playbook")
-VENV_PYTHON = os.path.join(REPO, ".venv", "bin", "python")
 SCENARIOS = os.path.join(REPO, "tests", "fixtures", "nvml")
 DCGM = os.path.join(REPO, "tests", "fixtures", "dcgm")
 STANDINS = os.path.join(REPO, "tests", "standins", "bin")

@@ -35,19 +35,10 @@ import subprocess
 
 import pytest
 
-try:
-    import kubernetes  # noqa: F401
-
-    HAS_K8S_CLIENT = True
-except ImportError:
-    HAS_K8S_CLIENT = False
-
 from fake_kube_api import FakeKubeAPI
+from playbook_env import ANSIBLE_PLAYBOOK, HAS_K8S_CLIENT, REPO, VENV_PYTHON
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PLAYBOOK = os.path.join(REPO, "playbooks", "rolling-upgrade.yml")
-ANSIBLE_PLAYBOOK = os.path.join(REPO, ".venv", "bin", "ansible-playbook")
-VENV_PYTHON = os.path.join(REPO, ".venv", "bin", "python")
 TAINT_KEY = "gpufleet.io/unhealthy"
 STATE_ANNOTATION = "gpufleet.io/upgrade-state"
 OTHER_TAINT = {"key": "example.com/maintenance", "value": "true", "effect": "NoSchedule"}
