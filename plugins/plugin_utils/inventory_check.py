@@ -336,16 +336,16 @@ def control_plane_ha_problems(variables):
     bind_port = _setting(variables, "kubernetes_control_plane_bind_port", "kubernetes_control_plane")
     bind_port = int(bind_port) if _is_int(bind_port) else None
     if mode == "haproxy_keepalived" and bind_port is not None and port == bind_port:
-        out.append("gpufleet_control_plane_vip_port %d is the API server's port (kubernetes_control_plane_bind_port): "
+        out.append("gpufleet_control_plane_vip_port %s is the API server's port (kubernetes_control_plane_bind_port): "
                    "haproxy runs on the control-plane nodes beside the API server and cannot listen on it; "
                    "leave gpufleet_control_plane_vip_port unset (8443) or choose another port" % port)
     if mode == "kube_vip" and bind_port is not None and port != bind_port:
-        out.append("gpufleet_control_plane_vip_port %d differs from the API server's port %d "
+        out.append("gpufleet_control_plane_vip_port %s differs from the API server's port %s "
                    "(kubernetes_control_plane_bind_port): kube-vip (ARP) only moves the address, it forwards no "
                    "port; leave gpufleet_control_plane_vip_port unset or make the two equal" % (port, bind_port))
     endpoint = _get(variables, "kubernetes_control_plane_endpoint")
-    if _ipv4(vip) and endpoint and endpoint != "%s:%d" % (vip, port):
-        out.append("kubernetes_control_plane_endpoint %r contradicts the HA endpoint %s:%d (gpufleet_control_plane_ha=%s): "
+    if _ipv4(vip) and endpoint and endpoint != "%s:%s" % (vip, port):
+        out.append("kubernetes_control_plane_endpoint %r contradicts the HA endpoint %s:%s (gpufleet_control_plane_ha=%s): "
                    "leave kubernetes_control_plane_endpoint empty, the endpoint is the VIP" % (endpoint, vip, port, mode))
     return out
 
