@@ -2,7 +2,9 @@
 # Copyright: gpufleet contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filters of the inventory check every entry point runs first (playbooks/tasks/check-inventory.yml):
-``inventory_problems`` and ``selected_phases``. The logic lives in plugins/plugin_utils/inventory_check.py."""
+``inventory_problems`` and ``selected_phases``; ``control_plane_ha_problems``, the same check of the HA API
+endpoint for role kubernetes_control_plane used on its own. The logic lives in
+plugins/plugin_utils/inventory_check.py."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -57,9 +59,19 @@ def selected_phases(phases, run_tags=None, skip_tags=None, node_roles=None, kube
                                          skip_tags=None if skip_tags is None else list(skip_tags))
 
 
+def control_plane_ha_problems(settings):
+    """``settings``: {gpufleet_control_plane_ha, gpufleet_control_plane_vip, gpufleet_control_plane_vip_port,
+    kubernetes_control_plane_bind_port, kubernetes_control_plane_endpoint} as a role resolved them ->
+    the problems of that HA endpoint (a list of strings), as the inventory check reports them."""
+    if not isinstance(settings, dict):
+        raise AnsibleFilterError("control_plane_ha_problems: expected a dict of settings, got %r" % (settings,))
+    return inventory_check.control_plane_ha_problems(settings)
+
+
 class FilterModule(object):
     def filters(self):
         return {
             "inventory_problems": inventory_problems,
             "selected_phases": selected_phases,
+            "control_plane_ha_problems": control_plane_ha_problems,
         }

@@ -201,9 +201,9 @@ def test_kubeadm_config_names_the_vip():
 RENDER_PLAYBOOK = os.path.join(REPO, "tests", "integration", "playbooks", "render_ha_endpoint.yml")
 
 
-@pytest.fixture(scope="module")
-def role_run(tmp_path_factory):
-    dest = tmp_path_factory.mktemp("ha-render")
+def _run_render_playbook(dest, vip):
+    """ansible-playbook of RENDER_PLAYBOOK (the role's own set_vars.yml and HA tasks) on three
+    control-plane nodes of this machine, with gpufleet_control_plane_vip ``vip``."""
     inventory = dest / "hosts.yml"
     inventory.write_text(yaml.safe_dump({"all": {"children": {"kube_control_plane": {"hosts": {
         h: {"kubernetes_control_plane_advertise_address": a, "kubernetes_control_plane_ha_interface": "bond0"}
@@ -211,13 +211,42 @@ def role_run(tmp_path_factory):
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"),
                ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default", ANSIBLE_FORCE_COLOR="0")
     env.pop("ANSIBLE_CALLBACKS_ENABLED", None)
-    proc = subprocess.run(
+    return subprocess.run(
         [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", str(inventory), RENDER_PLAYBOOK,
-         "-e", "render_dest=%s" % dest, "-e", "gpufleet_control_plane_vip=10.0.0.10",
+         "-e", "render_dest=%s" % dest, "-e", "gpufleet_control_plane_vip=%s" % vip,
          "-e", "gpufleet_kubernetes_version=1.36.4", "-e", '{"kubernetes_control_plane_cert_sans": ["api.example.com"]}'],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
+
+
+@pytest.fixture(scope="module")
+def role_run(tmp_path_factory):
+    dest = tmp_path_factory.mktemp("ha-render")
+    proc = _run_render_playbook(dest, "10.0.0.10")
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     return dest
+
+
+def test_role_refuses_what_the_inventory_check_refuses(tmp_path):
+    """The role used on its own runs the inventory check's HA check (filter control_plane_ha_problems)
+    on the values it resolved: the same message, naming the variable, before anything is written."""
+    proc = _run_render_playbook(tmp_path, "10.0.0.300")
+    assert proc.returncode != 0
+    (expected,) = control_plane_ha_problems({"gpufleet_control_plane_ha": "kube_vip",
+                                             "gpufleet_control_plane_vip": "10.0.0.300"})
+    assert "kubernetes_control_plane: " + expected in proc.stdout, proc.stdout[-4000:]
+    assert not list(tmp_path.glob("*/*/kubeadm-config.yaml"))
+
+
+def test_the_filter_is_the_inventory_checks_function():
+    from ansible.errors import AnsibleFilterError
+
+    from ansible_collections.gpufleet.cluster.plugins.filter.inventory_problems import FilterModule as Ours
+
+    check = Ours().filters()["control_plane_ha_problems"]
+    values = dict(HA, gpufleet_control_plane_vip_port=6443)
+    assert check(values) == control_plane_ha_problems(values) != []
+    with pytest.raises(AnsibleFilterError, match="expected a dict of settings"):
+        check(["kube_vip"])
 
 
 @pytest.fixture(params=["kube_vip", "haproxy_keepalived"])
