@@ -19,7 +19,7 @@ CONTROLLER = ("filter", "plugin_utils", "lookup", "action", "callback", "modules
 
 # lowest first: a module may import only modules of its own or a lower rank
 PIPELINE = [
-    ("checks", "clock"),
+    ("checks", "clock", "records"),
     ("gate",),
     ("kube_node",),
     ("state_files",),

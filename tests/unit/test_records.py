@@ -1,0 +1,68 @@
+"""module_utils/records.py: the strict primitives every record reader is built on."""
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils import records
+from ansible_collections.gpufleet.cluster.plugins.module_utils.records import RecordError
+
+
+@pytest.mark.parametrize("raw", ['{"a": NaN}', '{"a": Infinity}', '[-Infinity]', '{"a": 1, "a": 2}',
+                                 b"\xff\xfe", "[" * 5000 + "]" * 5000, "", "{", None, 7])
+def test_hostile_documents_are_unreadable(raw):
+    with pytest.raises(RecordError) as err:
+        records.load_json(raw, "probe")
+    assert "probe" in str(err.value)
+
+
+def test_size_is_bounded():
+    with pytest.raises(RecordError, match="more than"):
+        records.load_json('"%s"' % ("x" * (records.MAX_BYTES + 1)), "probe")
+
+
+def test_brackets_inside_strings_do_not_count_as_depth():
+    assert records.load_json(json.dumps({"a": "[" * 100}), "probe") == {"a": "[" * 100}
+
+
+@pytest.mark.parametrize("value", [True, float("nan"), float("inf"), "1", None, [1]])
+def test_number_refuses_what_is_not_a_finite_number(value):
+    with pytest.raises(RecordError):
+        records.number(value, "probe", "f")
+
+
+def test_ranges_and_times():
+    assert records.integer(3, "r", "f", 0, 3) == 3
+    with pytest.raises(RecordError, match="above"):
+        records.integer(4, "r", "f", 0, 3)
+    with pytest.raises(RecordError):
+        records.timestamp(0, "r", "f")
+    with pytest.raises(RecordError, match="future"):
+        records.timestamp(1.8e9 + 100, "r", "f", now=1.8e9, future_slack=10)
+    with pytest.raises(RecordError, match="unknown"):
+        records.mapping({"a": 1, "b": 2}, "r", allowed=("a",))
+    with pytest.raises(RecordError, match="missing"):
+        records.mapping({}, "r", required=("a",))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.text(max_size=200), st.binary(max_size=200)))
+def test_any_input_parses_or_is_a_record_error(raw):
+    try:
+        records.load_json(raw, "probe")
+    except RecordError:
+        pass
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20)
+
+
+@settings(max_examples=200, deadline=None)
+@given(json_values)
+def test_finite_json_round_trips(value):
+    assert records.load_json(json.dumps(value), "probe") == value
