@@ -27,8 +27,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import json
-
 from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import (
     FAIL,
     PASS,
@@ -38,6 +36,14 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import (
     compress_targets,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.nccl import nccl_checks, parse_nccl_tests
+from ansible_collections.gpufleet.cluster.plugins.module_utils.records import (
+    RecordError,
+    integer,
+    listing,
+    load_json,
+    mapping,
+    string,
+)
 
 DIAG_KEYS = ("DCGM Diagnostic", "DCGM GPU Diagnostic")  # 4.x, 3.x
 LEVELS = (1, 2, 3, 4)
@@ -53,8 +59,20 @@ class DiagError(ValueError):
     """The output is not a ``dcgmi diag -j`` document this parser understands."""
 
 
+# The document is read strictly (module_utils/records.py load_json: bounded size and nesting, no
+# NaN/Infinity, no duplicate keys), then checked against the shape DCGM writes: NVIDIA/DCGM
+# dcgmi/Diag.cpp (HelperJsonBuildOutput, HelperJsonAddResult, HelperJsonAddTestSummary; keys of
+# nvvs/include/NvvsJsonStrings.h) and testing/python3/dcgm_diag_schema.json. A known key with a
+# value of another type is a DiagError naming it (never skipped, never a pass); keys DCGM may add
+# later are ignored. The 3.x layout (nvvs/src/JsonOutput.cpp) differs as the module docstring says.
+RECORD = "dcgmi diag -j output"
+MAX_DOCUMENT_BYTES = 8 * 1024 * 1024
+MAX_DOCUMENT_DEPTH = 12  # the 4.x document nests 8 deep (root, diag, categories, tests, results, warnings)
+MAX_STATUS = 64
+
+
 def extract_document(text):
-    """(document, preamble): the first JSON object of ``text`` and what preceded it."""
+    """(document, preamble): the JSON object of ``text`` (read strictly) and the text before it."""
     if text is None:
         raise DiagError("no output")
     if isinstance(text, bytes):
@@ -63,16 +81,31 @@ def extract_document(text):
     if start < 0:
         raise DiagError("no JSON object in the output")
     try:
-        document, _end = json.JSONDecoder().raw_decode(text, start)
-    except ValueError as exc:
-        raise DiagError("the JSON of the output does not parse: %s" % exc)
+        document = load_json(text[start:], RECORD, max_bytes=MAX_DOCUMENT_BYTES, max_depth=MAX_DOCUMENT_DEPTH)
+    except RecordError as exc:
+        raise DiagError(str(exc))
     if not isinstance(document, dict):
         raise DiagError("the output's JSON is not an object")
     return document, text[:start].strip()
 
 
+def _check(function, value, field, **kwargs):
+    try:
+        return function(value, RECORD, field, **kwargs)
+    except RecordError as exc:
+        raise DiagError(str(exc))
+
+
+def _optional(container, key, function, where, **kwargs):
+    """``container[key]`` checked by ``function`` (records.py), None when absent."""
+    if key not in container:
+        return None
+    return _check(function, container[key], "%s.%s" % (where, key) if where else key, **kwargs)
+
+
 def _status(value, where):
-    key = str(value or "").strip().lower()
+    text = _check(string, value, where, max_length=MAX_STATUS)
+    key = text.strip().lower()
     if key not in STATUS_MAP:
         raise DiagError("%s: unknown status %r" % (where, value))
     return STATUS_MAP[key]
@@ -81,96 +114,109 @@ def _status(value, where):
 def _entities(result, where):
     """Targets of one result: ``gpu<N>`` (or ``<group><N>`` for other entity groups)."""
     if "entity_id" in result:
-        group = str(result.get("entity_group") or "GPU").lower()
-        entity = result["entity_id"]
-        if isinstance(entity, bool) or not isinstance(entity, int):
-            raise DiagError("%s: entity_id %r is not a number" % (where, entity))
+        group = _optional(result, "entity_group", string, where, max_length=64)
+        _optional(result, "entity_group_id", integer, where, minimum=0)
+        entity = _check(integer, result["entity_id"], where + ".entity_id", minimum=0)
+        group = (group or "GPU").lower()
         return ["%s%d" % ("gpu" if group == "gpu" else group, entity)]
-    ids = result.get("gpu_ids", result.get("gpu_id"))
-    if isinstance(ids, bool):
-        raise DiagError("%s: gpu_ids %r is not a GPU id" % (where, ids))
+    key = "gpu_ids" if "gpu_ids" in result else "gpu_id"
+    ids = result.get(key)
+    if ids is None:
+        return ["node"]  # a result without an entity covers the node (the 3.x software summary)
+    if isinstance(ids, bool) or not isinstance(ids, (int, str)):
+        raise DiagError("%s.%s %r is not a GPU id" % (where, key, ids))
     if isinstance(ids, int):
-        return ["gpu%d" % ids]
-    if isinstance(ids, str) and ids.strip():
-        out = []
-        for part in (piece.strip() for piece in ids.split(",")):
-            if not part.isdigit():
-                raise DiagError("%s: gpu_ids %r is not a list of GPU ids" % (where, ids))
-            out.append("gpu%d" % int(part))
-        return out
-    return ["node"]  # a result without an entity covers the node (the 3.x software summary)
+        return ["gpu%d" % _check(integer, ids, where + "." + key, minimum=0)]
+    out = []
+    for part in (piece.strip() for piece in ids.split(",")):
+        if not part or not part.isdigit() or not part.isascii():
+            raise DiagError("%s.%s %r is not a list of GPU ids" % (where, key, ids))
+        out.append("gpu%d" % int(part))
+    return out
 
 
-def _messages(result):
+def _messages(result, where):
+    """(warning texts, info texts, error ids) of a result or a test summary."""
     texts, error_ids = [], []
-    for item in result.get("warnings") or []:
-        if isinstance(item, dict):
-            text = item.get("warning") or item.get("message")
-            code = item.get("error_id")
-            if isinstance(code, dict):
-                code = code.get("code")
-            if code is not None:
-                error_ids.append(code)
-        else:
-            text = item
-        if text:
-            texts.append(str(text).strip())
-    info = result.get("info") or []
-    if isinstance(info, str):
+    for number, item in enumerate(_optional(result, "warnings", listing, where, max_items=1000) or []):
+        at = "%s.warnings[%d]" % (where, number)
+        if isinstance(item, str):  # 3.x
+            texts.append(item.strip())
+            continue
+        _check(mapping, item, at)
+        if "warning" not in item:
+            raise DiagError("%s has no warning text" % at)
+        texts.append(_check(string, item["warning"], at + ".warning", max_length=65536).strip())
+        code = _optional(item, "error_id", integer, at, minimum=0)
+        _optional(item, "error_category", integer, at, minimum=0)
+        _optional(item, "error_severity", integer, at, minimum=0)
+        if code is not None:
+            error_ids.append(code)
+    info = result.get("info")
+    if info is None:
+        info = []
+    elif isinstance(info, str):  # 3.x
         info = [info]
-    return texts, [str(i).strip() for i in info if i], error_ids
+    else:
+        _check(listing, info, where + ".info", max_items=1000)
+        for number, item in enumerate(info):
+            _check(string, item, "%s.info[%d]" % (where, number), max_length=65536)
+    return [t for t in texts if t], [i.strip() for i in info if i.strip()], error_ids
 
 
 def parse_diag(text):
     """The tests of a ``dcgmi diag -j`` output: {version, driver, runtime_error, preamble,
-    tests: [{category, name, summary, results: [{targets, status, warnings, info, error_ids}]}]}.
-    DiagError when it is not such a document."""
+    tests: [{category, name, summary, summary_messages, results: [{targets, status, warnings, info,
+    error_ids}]}]}. DiagError naming what is unexpected when it is not such a document."""
     document, preamble = extract_document(text)
     key = next((k for k in DIAG_KEYS if k in document), None)
     if key is None:
         wanted = " or ".join(repr(k) for k in DIAG_KEYS)
         raise DiagError("no %s object in the JSON (keys: %s)" % (wanted, ", ".join(sorted(document)) or "none"))
-    diag = document[key]
-    if not isinstance(diag, dict):
-        raise DiagError("%r is not an object" % key)
-    metadata = document.get("metadata") if isinstance(document.get("metadata"), dict) else {}
-    parsed = {"format": "4.x" if key == "DCGM Diagnostic" else "3.x",
-              "version": metadata.get("version") or diag.get("version"),
-              "driver": metadata.get("Driver Version Detected") or diag.get("Driver Version Detected"),
-              "runtime_error": diag.get("runtime_error") or document.get("runtime_error"),
-              "preamble": preamble, "tests": []}
-    categories = diag.get("test_categories")
-    if categories is None:
-        return parsed
-    if not isinstance(categories, list):
-        raise DiagError("test_categories is not a list")
-    for category in categories:
-        if category is None:
+    diag = _check(mapping, document[key], key)
+    metadata = _optional(document, "metadata", mapping, "") or {}
+    _optional(document, "entity_groups", listing, "")
+    version = (_optional(metadata, "version", string, "metadata", max_length=256)
+               or _optional(diag, "version", string, key, max_length=256))
+    driver = (_optional(metadata, "Driver Version Detected", string, "metadata", max_length=256)
+              or _optional(diag, "Driver Version Detected", string, key, max_length=256))
+    runtime_error = (_optional(diag, "runtime_error", string, key, max_length=65536)
+                     or _optional(document, "runtime_error", string, "", max_length=65536))
+    parsed = {"format": "4.x" if key == "DCGM Diagnostic" else "3.x", "version": version, "driver": driver,
+              "runtime_error": runtime_error, "preamble": preamble, "tests": []}
+    categories = _optional(diag, "test_categories", listing, key, max_items=1000)
+    for c_number, category in enumerate(categories or []):
+        if category is None:  # 3.x arrays may hold null entries
             continue
-        if not isinstance(category, dict) or not isinstance(category.get("tests"), list):
-            raise DiagError("a test category is not an object with a list of tests")
-        for test in category["tests"]:
+        c_where = "%s.test_categories[%d]" % (key, c_number)
+        _check(mapping, category, c_where, required=("tests",))
+        name = _optional(category, "category", string, c_where, max_length=256) or ""
+        for t_number, test in enumerate(_check(listing, category["tests"], c_where + ".tests", max_items=1000)):
             if test is None:
                 continue
-            if not isinstance(test, dict) or not test.get("name"):
-                raise DiagError("a test of category %r has no name" % category.get("category"))
-            where = "%s/%s" % (category.get("category"), test["name"])
-            results = test.get("results")
-            if not isinstance(results, list):
-                raise DiagError("%s: results is not a list" % where)
-            entry = {"category": category.get("category") or "", "name": str(test["name"]), "results": [],
-                     "summary": None}
-            summary = test.get("test_summary")
-            if isinstance(summary, dict) and summary.get("status") is not None:
-                entry["summary"] = _status(summary["status"], where + " test_summary")
-            for result in results:
+            t_where = "%s.tests[%d]" % (c_where, t_number)
+            _check(mapping, test, t_where, required=("name", "results"))
+            test_name = _check(string, test["name"], t_where + ".name", max_length=256, allow_empty=False)
+            entry = {"category": name, "name": test_name, "results": [], "summary": None,
+                     "summary_messages": []}
+            summary = _optional(test, "test_summary", mapping, t_where)
+            if summary is not None:
+                if "status" not in summary:
+                    raise DiagError("%s.test_summary has no status" % t_where)
+                entry["summary"] = _status(summary["status"], t_where + ".test_summary.status")
+                warnings, info, _ids = _messages(summary, t_where + ".test_summary")
+                entry["summary_messages"] = warnings or info
+            for r_number, result in enumerate(_check(listing, test["results"], t_where + ".results",
+                                                     max_items=10000)):
                 if result is None:
                     continue
-                if not isinstance(result, dict):
-                    raise DiagError("%s: a result is not an object" % where)
-                warnings, info, error_ids = _messages(result)
-                entry["results"].append({"targets": _entities(result, where),
-                                         "status": _status(result.get("status"), where),
+                r_where = "%s.results[%d]" % (t_where, r_number)
+                _check(mapping, result, r_where)
+                if "status" not in result:
+                    raise DiagError("%s has no status" % r_where)
+                warnings, info, error_ids = _messages(result, r_where)
+                entry["results"].append({"targets": _entities(result, r_where),
+                                         "status": _status(result["status"], r_where + ".status"),
                                          "warnings": warnings, "info": info, "error_ids": error_ids})
             parsed["tests"].append(entry)
     return parsed
@@ -232,7 +278,9 @@ def diag_checks(parsed=None, rc=0, timed_out=False, error=None, stderr="", reque
                 skipped.append(result)
         if test["summary"] == FAIL and not any(r["status"] == FAIL for r in test["results"]):
             failed_any = True  # a test that failed as a whole, none of its results saying why
-            results.fail(TEST_CHECK, test["name"], "%s: test summary Fail" % label, observed={"test": test["name"]})
+            why = "; ".join(test.get("summary_messages") or []) or "no message from DCGM"
+            results.fail(TEST_CHECK, test["name"], _cut("%s: test summary Fail: %s" % (label, why)),
+                         observed={"test": test["name"]})
         ran = [r for r in test["results"] if r["status"] != SKIP]
         if ran:
             executed += 1

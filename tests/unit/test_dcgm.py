@@ -8,6 +8,8 @@ import sys
 
 import pytest
 from conftest import FIXTURES, REPO, TESTS
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import dcgm
 from ansible_collections.gpufleet.cluster.plugins.module_utils.runner import SubprocessRunner
@@ -114,10 +116,10 @@ def test_table_output_is_not_a_result():
 
 @pytest.mark.parametrize("output, words", [
     ("", "no JSON object"),
-    ("{\"DCGM Diagnostic\": ", "does not parse"),
+    ("{\"DCGM Diagnostic\": ", "not JSON"),
     ("[1, 2]", "no JSON object"),
     ("{\"something\": {}}", "no 'DCGM Diagnostic' or 'DCGM GPU Diagnostic' object"),
-    ("{\"DCGM Diagnostic\": {\"test_categories\": {}}}", "test_categories is not a list"),
+    ("{\"DCGM Diagnostic\": {\"test_categories\": {}}}", r"test_categories\): not a list"),
     ("{\"DCGM Diagnostic\": {\"test_categories\": [{\"category\": \"X\", \"tests\": [{\"name\": \"t\", "
      "\"results\": [{\"entity_id\": 0, \"status\": \"Maybe\"}]}]}]}}", "unknown status 'Maybe'"),
     ("{\"DCGM Diagnostic\": {\"test_categories\": [{\"category\": \"X\", \"tests\": [{\"name\": \"t\", "
@@ -126,6 +128,97 @@ def test_table_output_is_not_a_result():
 def test_malformed_output_is_refused(output, words):
     with pytest.raises(dcgm.DiagError, match=words):
         dcgm.parse_diag(output)
+
+
+# -- hostile documents: the shape of NVIDIA/DCGM dcgmi/Diag.cpp is checked, nothing unexpected passes -----
+def _doc(result=None, summary=None, test=None):
+    result = {"entity_group": "GPU", "entity_group_id": 1, "entity_id": 0, "status": "Pass"} \
+        if result is None else result
+    test = {"name": "memtest", "results": [result], "test_summary": {"status": "Pass"}} if test is None else test
+    if summary is not None:
+        test["test_summary"] = summary
+    return json.dumps({"DCGM Diagnostic": {"test_categories": [{"category": "Stress", "tests": [test]}]},
+                       "metadata": {"version": "4.2.3"}})
+
+
+def _run_verdict(output, rc=0):
+    """The checks of run_diag over ``output`` (what the module reports)."""
+    try:
+        parsed, error = dcgm.parse_diag(output), None
+    except dcgm.DiagError as exc:
+        parsed, error = None, str(exc)
+    return dcgm.diag_checks(parsed, rc=rc, error=error).as_list()
+
+
+@pytest.mark.parametrize("output, words", [
+    ("{\"DCGM Diagnostic\": " + "[" * 5000 + "]" * 5000 + "}", "nested deeper than"),
+    (_doc(result={"entity_id": 0, "status": "Fail", "warnings": 5}), r"warnings\): not a list but int"),
+    (_doc(result={"entity_id": 0, "status": "Fail", "warnings": [7]}), r"warnings\[0\]\): not an object"),
+    (_doc(result={"entity_id": 0, "status": "Fail", "warnings": [{"error_id": 3}]}), "has no warning text"),
+    (_doc(result={"entity_id": 0, "status": "Skip", "info": {"a": 1}}), r"info\): not a list but dict"),
+    (_doc(result={"entity_id": 0, "status": "Skip", "info": [1]}), r"info\[0\]\): not a string"),
+    (_doc(summary=[{"status": "Pass"}]), r"test_summary\): not an object but list"),
+    (_doc(summary={"result": "Pass"}), "test_summary has no status"),
+    (_doc(result={"entity_id": True, "status": "Pass"}), "entity_id\\): not an integer"),
+    (_doc(result={"entity_id": 0, "status": ["Pass"]}), r"status\): not a string"),
+    (_doc(result={"entity_id": 0}), "has no status"),
+    (_doc(test={"name": "", "results": []}), "empty"),
+    (_doc(test={"name": "memtest"}), "missing results"),
+    ('{"DCGM Diagnostic": {"test_categories": []}, "metadata": {"version": NaN}}', "not JSON"),
+    ('{"DCGM Diagnostic": {}, "DCGM Diagnostic": {}}', "duplicate key"),
+    ('{"DCGM Diagnostic": {"runtime_error": ["x"]}}', r"runtime_error\): not a string"),
+])
+def test_hostile_documents_are_refused_and_fail_the_run(output, words):
+    with pytest.raises(dcgm.DiagError, match=words):
+        dcgm.parse_diag(output)
+    checks = _run_verdict(output)
+    assert [(c["id"], c["status"]) for c in checks] == [(dcgm.RUN_CHECK, "fail")], checks
+
+
+def test_a_summary_fail_names_dcgm_s_summary_message():
+    output = _doc(result={"entity_id": 0, "status": "Pass"},
+                  summary={"status": "Fail", "warnings": [{"warning": "global warning", "error_id": 1,
+                                                           "error_category": 1, "error_severity": 1}]})
+    failed = [c for c in _run_verdict(output) if c["status"] == "fail"]
+    assert failed and "global warning" in failed[0]["message"]
+
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers(-5, 5) | st.text(max_size=5),
+                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
+                                                                                   max_size=3), max_leaves=8)
+_KEYS = ["status", "warnings", "info", "entity_id", "entity_group", "gpu_ids", "test_summary", "results", "name",
+         "tests", "category", "test_categories", "runtime_error", "metadata", "warning", "error_id"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(path=st.lists(st.integers(0, 40), min_size=1, max_size=6), key=st.sampled_from(_KEYS), value=_JSON)
+def test_any_mutation_of_a_document_is_a_verdict_never_a_crash(path, key, value):
+    """Replace or add one known key anywhere in a passing document: the parser returns a verdict or
+    a DiagError; a document it refuses never passes the run."""
+    document = json.loads(text("dcgm4_level2_pass.json"))
+    nodes = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            nodes.append(node)
+            for child in node.values():
+                walk(child)
+        elif isinstance(node, list):
+            for child in node:
+                walk(child)
+    walk(document)
+    target = nodes[path[0] % len(nodes)]
+    target[key] = value
+    output = json.dumps(document)
+    try:
+        dcgm.parse_diag(output)
+    except dcgm.DiagError:
+        checks = _run_verdict(output)
+        assert [c["status"] for c in checks if c["id"] == dcgm.RUN_CHECK] == ["fail"]
+        assert not any(c["status"] == "pass" for c in checks)
+        return
+    checks = _run_verdict(output)
+    assert {c["status"] for c in checks} <= {"pass", "fail", "warn", "skip"}
 
 
 def test_nonzero_exit_with_all_tests_passing_is_not_trusted():
