@@ -13,18 +13,32 @@ the API server, never through local state alone:
 - at most ``max_attempts`` remediation attempts per node in ``window`` seconds, recorded on the
   Node (annotation ``gpufleet.io/remediation-attempts``, epoch seconds).
 
+A node held by another controller (the holder's ``by``) is not admitted; its own controller
+re-admits it (a failed remediation keeps its slot), and that counts as an attempt.
+
 Past either, the node is not admitted: it stays isolated and the reason says why. An API error, an
-unreadable holder set or attempt record, or a conflict on every retry also refuse admission (fail
-closed). Every step is recorded on the Node (``gpufleet.io/remediation``: the last step;
-``gpufleet.io/remediation-history``: the last ``HISTORY`` steps) through the gate's guarded
-annotate write (``gate.node_write``, ``kube_node.guarded_write``).
+unreadable record, a clock that does not read a plausible time, or a conflict on every retry also
+refuse admission (fail closed). Every step is recorded on the Node (``gpufleet.io/remediation``:
+the last step; ``gpufleet.io/remediation-history``: the last ``HISTORY`` steps) through the gate's
+guarded annotate write (``gate.node_write``, ``kube_node.guarded_write``).
+
+Records read back (docs/contracts.md, "Records read back"), one strict reader each, built on
+``records.py``; nothing else here parses them, and ``RecordError`` (unreadable) always refuses,
+naming the record, never reads as "expired", "no holders" or "no attempts":
+
+- ``read_lease`` / ``read_holders``: the Lease and its ``gpufleet.io/remediation-holders``;
+- ``read_annotations``: a Node's annotations (a map of strings);
+- ``read_attempts``: the Node's ``gpufleet.io/remediation-attempts``;
+- ``read_history``: the Node's ``gpufleet.io/remediation-history`` (read to append to it).
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import calendar
 import json
+import math
 import re
 import time
 
@@ -36,6 +50,17 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_node import 
     KubeError,
     guarded_write,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils.records import (
+    MAX_TIME,
+    MIN_TIME,
+    RecordError,
+    listing,
+    load_json,
+    mapping,
+    number,
+    string,
+    timestamp,
+)
 
 HOLDERS_ANNOTATION = "gpufleet.io/remediation-holders"
 ATTEMPTS_ANNOTATION = "gpufleet.io/remediation-attempts"
@@ -44,12 +69,24 @@ HISTORY_ANNOTATION = "gpufleet.io/remediation-history"
 LEASE_PREFIX = "gpufleet-remediation-"
 HISTORY = 20
 DEFAULT_RETRIES = 10
+# bounds of what is read back: more is not a record of ours
+MAX_HOLDERS = 10000  # nodes of one group in remediation (a Kubernetes cluster has at most 5000 nodes)
+MAX_ATTEMPT_RECORDS = 1000
+MAX_HISTORY_RECORDS = 1000
+MAX_NAME = 253  # a Node's name (DNS subdomain)
+MAX_ID = 1024  # a controller's id (``by``)
+MAX_TEXT = 8192  # a step's texts as read back; written truncated to MAX_REASON
+MAX_REASON = 4096
+MAX_TTL = 366 * 86400.0  # a holder's ttl: an expiry further out than this is a slot held forever
+HOLDER_KEYS = ("since", "expires", "by")
+HISTORY_KEYS = ("step", "status", "reason", "at", "by")
+_AT = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
 _PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
 _NAME_BAD = re.compile(r"[^a-z0-9-]+")
 
 
 class BreakerError(ValueError):
-    """Bad input (names the option) or a record that cannot be read (fail closed)."""
+    """Bad input (names the option) or a clock that cannot be trusted."""
 
 
 def parallel_limit(max_parallel, group_size=None):
@@ -87,75 +124,200 @@ def _micro_time(now):
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + ".%06dZ" % int((now % 1) * 1e6)
 
 
-def lease_holders(lease, now):
-    """{node: entry} of the unexpired holders of ``lease`` (None: no lease). BreakerError when the
-    record cannot be read (then nobody can say who is in remediation: refuse)."""
-    if not lease:
+def clock_problem(now, ttl=0.0):
+    """None when ``now`` (this controller's clock) is a plausible time to write into records
+    (2020..2100, with ``now + ttl`` too), else why not: a record written with it would be
+    unreadable to every reader, or say that a slot never expires."""
+    if isinstance(now, bool) or not isinstance(now, (int, float)) or not math.isfinite(now) \
+            or not MIN_TIME <= now <= MAX_TIME - ttl:
+        return ("breaker: this controller's clock reads %r, not a plausible time (%s .. %s): nothing is "
+                "written with it, refused" % (now, utc_text(MIN_TIME), utc_text(MAX_TIME)))
+    return None
+
+
+# -- the readers of what the breaker reads back ---------------------------------------------------
+def lease_record(namespace, name):
+    return "Lease %s/%s annotation %s" % (namespace, name, HOLDERS_ANNOTATION)
+
+
+def node_record(node_name, annotation):
+    return "Node %s annotation %s" % (node_name, annotation)
+
+
+def read_lease(lease, namespace, name):
+    """The Lease as read (None: there is none) -> (resourceVersion, annotations). RecordError when
+    it is not a Lease object with a resourceVersion and string annotations (without the
+    resourceVersion the PUT would not be guarded)."""
+    record = "Lease %s/%s" % (namespace, name)
+    if lease is None:
+        return None, {}
+    mapping(lease, record)
+    metadata = mapping(lease.get("metadata"), record, "metadata")
+    version = string(metadata.get("resourceVersion"), record, "metadata.resourceVersion", max_length=64,
+                     allow_empty=False)
+    annotations = metadata.get("annotations")
+    if annotations is None:
+        return version, {}
+    mapping(annotations, record, "metadata.annotations")
+    for key, value in annotations.items():
+        string(value, record, "metadata.annotations[%s]" % key, max_length=256 * 1024)
+    return version, annotations
+
+
+def read_holders(lease, namespace, name):
+    """{node: {since, expires, by}} of every holder in the Lease's annotation (expired ones too);
+    {} when there is no Lease or it has no such annotation. RecordError naming
+    ``lease_record(namespace, name)`` for anything else: nobody can then say who is in
+    remediation, so every acquire is refused."""
+    _version, annotations = read_lease(lease, namespace, name)
+    raw = annotations.get(HOLDERS_ANNOTATION)
+    if raw is None:
         return {}
-    name = (lease.get("metadata") or {}).get("name")
-    raw = ((lease.get("metadata") or {}).get("annotations") or {}).get(HOLDERS_ANNOTATION)
-    if raw in (None, ""):
-        return {}
-    try:
-        holders = json.loads(raw)
-    except ValueError:
-        raise BreakerError("lease %s: annotation %s is not JSON" % (name, HOLDERS_ANNOTATION))
-    if not isinstance(holders, dict) or not all(isinstance(v, dict) for v in holders.values()):
-        raise BreakerError("lease %s: annotation %s is not a map of node -> entry" % (name, HOLDERS_ANNOTATION))
-    live = {}
+    record = lease_record(namespace, name)
+    holders = mapping(load_json(raw, record), record)
+    if len(holders) > MAX_HOLDERS:
+        raise RecordError(record, "%d holders, more than %d" % (len(holders), MAX_HOLDERS))
     for node, entry in holders.items():
-        expires = entry.get("expires")
-        if isinstance(expires, bool) or not isinstance(expires, (int, float)):
-            raise BreakerError("lease %s: holder %s has no expiry" % (name, node))
-        if expires > now:
-            live[node] = entry
-    return live
+        string(node, record, "key", max_length=MAX_NAME, allow_empty=False)
+        mapping(entry, record, node, required=HOLDER_KEYS, allowed=HOLDER_KEYS)
+        since = timestamp(entry["since"], record, node + ".since")
+        expires = timestamp(entry["expires"], record, node + ".expires")
+        if expires < since:
+            raise RecordError(record, "expires %r is before its since %r" % (expires, since), node)
+        string(entry["by"], record, node + ".by", max_length=MAX_ID, allow_empty=False)
+    return holders
 
 
-def attempts_in_window(node, now, window):
-    """Epoch seconds of the node's remediation attempts within ``window`` seconds before ``now``."""
-    raw = (((node or {}).get("metadata") or {}).get("annotations") or {}).get(ATTEMPTS_ANNOTATION)
-    if raw in (None, ""):
+def live_holders(holders, now):
+    """The holders whose slot has not expired at ``now``."""
+    return dict((node, entry) for node, entry in holders.items() if entry["expires"] > now)
+
+
+def lease_holders(lease, now, namespace="kube-system", name=None):
+    """{node: entry} of the unexpired holders of ``lease`` (None: no lease). RecordError when the
+    record cannot be read."""
+    if name is None:
+        name = ((lease or {}).get("metadata") or {}).get("name") if isinstance(lease, dict) else None
+    return live_holders(read_holders(lease, namespace, name), now)
+
+
+def read_annotations(node, node_name):
+    """The annotations of a Node as read: a map of strings ({} when it has none)."""
+    record = "Node %s" % node_name
+    mapping(node, record)
+    metadata = mapping(node.get("metadata"), record, "metadata")
+    annotations = metadata.get("annotations")
+    if annotations is None:
+        return {}
+    mapping(annotations, record, "metadata.annotations")
+    for key, value in annotations.items():
+        string(value, record, "metadata.annotations[%s]" % key, max_length=256 * 1024)
+    return annotations
+
+
+def read_attempts(node, node_name):
+    """The epoch seconds of every attempt recorded on the Node (sorted; [] when none is).
+    RecordError naming ``node_record(node_name, ATTEMPTS_ANNOTATION)`` for anything but a list
+    of plausible times: the attempts are then unknown and the node is refused."""
+    raw = read_annotations(node, node_name).get(ATTEMPTS_ANNOTATION)
+    if raw is None:
         return []
-    try:
-        attempts = json.loads(raw)
-    except ValueError:
-        raise BreakerError("annotation %s is not JSON" % ATTEMPTS_ANNOTATION)
-    if not isinstance(attempts, list) or not all(
-            isinstance(a, (int, float)) and not isinstance(a, bool) for a in attempts):
-        raise BreakerError("annotation %s is not a list of epoch seconds" % ATTEMPTS_ANNOTATION)
-    # an attempt dated in the future (a clock set back) still counts: never forget an attempt
-    return sorted(a for a in attempts if a > now - window)
+    record = node_record(node_name, ATTEMPTS_ANNOTATION)
+    values = listing(load_json(raw, record), record, max_items=MAX_ATTEMPT_RECORDS)
+    return sorted(timestamp(value, record, "[%d]" % index) for index, value in enumerate(values))
 
 
-def _step_annotations(node, step, status, reason, now, controller, extra=None):
-    """The annotations that record one step on the Node: the last step and the history."""
-    annotations = (((node or {}).get("metadata") or {}).get("annotations") or {})
-    entry = {"step": step, "status": status, "reason": reason, "at": utc_text(now), "by": controller}
+def _scalar(value, record, field):
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)):
+        return number(value, record, field)
+    if isinstance(value, str):
+        return string(value, record, field, max_length=MAX_TEXT)
+    raise RecordError(record, "not a scalar: %s" % type(value).__name__, field)
+
+
+def read_history(node, node_name):
+    """The steps recorded on the Node (a list of {step, status, reason, at, by, ...}); [] when
+    none is. RecordError naming ``node_record(node_name, HISTORY_ANNOTATION)`` otherwise: a
+    history that cannot be read is not replaced (refused, left for the operator)."""
+    raw = read_annotations(node, node_name).get(HISTORY_ANNOTATION)
+    if raw is None:
+        return []
+    record = node_record(node_name, HISTORY_ANNOTATION)
+    steps = listing(load_json(raw, record), record, max_items=MAX_HISTORY_RECORDS)
+    for index, entry in enumerate(steps):
+        field = "[%d]" % index
+        mapping(entry, record, field, required=HISTORY_KEYS)
+        for key, value in entry.items():
+            if key in HISTORY_KEYS:
+                string(value, record, "%s.%s" % (field, key), max_length=MAX_TEXT, allow_empty=key == "reason")
+            else:
+                _scalar(value, record, "%s.%s" % (field, key))
+        if not _AT.match(entry["at"]):
+            raise RecordError(record, "not a time: %r" % (entry["at"],), field + ".at")
+        timestamp(float(calendar.timegm(time.strptime(entry["at"], "%Y-%m-%dT%H:%M:%SZ"))), record, field + ".at")
+    return steps
+
+
+# -- recording steps on the Node ------------------------------------------------------------------
+def _text(value):
+    text = "" if value is None else str(value)
+    return text if len(text) <= MAX_REASON else text[:MAX_REASON - 3] + "..."
+
+
+def _step_annotations(node, node_name, step, status, reason, now, controller, extra=None, problems=None):
+    """The annotations that record one step on the Node: the last step and the history. When the
+    history cannot be read and ``problems`` is a list, the RecordError is appended to it and the
+    history is left as it is (the step itself is still the last step); else it is raised."""
+    entry = {"step": _text(step), "status": _text(status), "reason": _text(reason), "at": utc_text(now),
+             "by": _text(controller)}
     entry.update(extra or {})
+    wanted = {STATE_ANNOTATION: json.dumps(entry, sort_keys=True)}
     try:
-        history = json.loads(annotations.get(HISTORY_ANNOTATION) or "[]")
-        if not isinstance(history, list):
-            history = []
-    except ValueError:
-        history = []  # an unreadable history is replaced, the new step is never lost
-    history = (history + [entry])[-HISTORY:]
-    return {STATE_ANNOTATION: json.dumps(entry, sort_keys=True),
-            HISTORY_ANNOTATION: json.dumps(history, sort_keys=True)}
+        history = read_history(node, node_name)
+    except RecordError as exc:
+        if problems is None:
+            raise
+        problems.append(exc)
+        return wanted
+    wanted[HISTORY_ANNOTATION] = json.dumps((history + [entry])[-HISTORY:], sort_keys=True)
+    return wanted
 
 
 def record_step(client, node_name, step, status, reason, now=None, controller="gpufleet", extra=None,
                 annotations=None, retries=5, deadline=None):
     """Record one remediation step on the Node (guarded annotate write); ``annotations`` are set in
-    the same write. Returns guarded_write's outcome; KubeError/ConflictError as raised."""
+    the same write. Returns guarded_write's outcome, with ``history_error`` (the RecordError) when
+    the history could not be read: the step was then written as the last step only, the damaged
+    history left as it is. KubeError/ConflictError as raised; BreakerError for a clock that does
+    not read a plausible time (nothing written); RecordError when the Node's annotations are not a
+    map of strings."""
     now = time.time() if now is None else now
+    problem = clock_problem(now)
+    if problem:
+        raise BreakerError(problem)
+    problems = []
 
     def compute(node):
-        wanted = _step_annotations(node, step, status, reason, now, controller, extra)
+        del problems[:]
+        wanted = _step_annotations(node, node_name, step, status, reason, now, controller, extra, problems)
         wanted.update(annotations or {})
         return node_write(node, "annotate", annotations=wanted)
 
-    return guarded_write(client, node_name, compute, retries=retries, deadline=deadline)
+    outcome = guarded_write(client, node_name, compute, retries=retries, deadline=deadline)
+    if problems:
+        outcome["history_error"] = problems[-1]
+    return outcome
+
+
+class _NotRecorded(Exception):
+    """The attempt was not recorded: ``reason`` says why (the guarded write is given up)."""
+
+    def __init__(self, reason, **extra):
+        Exception.__init__(self, reason)
+        self.reason = reason
+        self.extra = extra
 
 
 class Breaker(object):
@@ -170,13 +332,19 @@ class Breaker(object):
         self.limit = parallel_limit(max_parallel, group_size)
         if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
             raise BreakerError("option max_attempts must be an integer >= 1, got %r" % (max_attempts,))
+        if max_attempts >= MAX_ATTEMPT_RECORDS:
+            raise BreakerError("option max_attempts must be below %d, got %r" % (MAX_ATTEMPT_RECORDS, max_attempts))
         for option, value in (("window", window), ("ttl", ttl)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-                raise BreakerError("option %s must be a number of seconds > 0, got %r" % (option, value))
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or value > MAX_TTL:
+                raise BreakerError("option %s must be a number of seconds > 0 and at most %d (366 days), got %r"
+                                   % (option, MAX_TTL, value))
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 1:
             raise BreakerError("option retries must be an integer >= 1, got %r" % (retries,))
         if not namespace:
             raise BreakerError("option namespace must name the lease's namespace")
+        if not isinstance(controller, str) or not controller or len(controller) > MAX_ID:
+            raise BreakerError("option controller must name who acts (1 to %d characters), got %r"
+                               % (MAX_ID, controller))
         self.max_attempts = max_attempts
         self.window = float(window)
         self.namespace = namespace
@@ -190,6 +358,11 @@ class Breaker(object):
     def path(self):
         return "/apis/coordination.k8s.io/v1/namespaces/%s/leases" % self.namespace
 
+    @property
+    def record(self):
+        """The name of the holder set as a record read back (in refusals)."""
+        return lease_record(self.namespace, self.name)
+
     def read_lease(self):
         try:
             return self.client.request("GET", "%s/%s" % (self.path, self.name))
@@ -198,7 +371,11 @@ class Breaker(object):
                 return None
             raise
 
-    def _lease_body(self, lease, holders, now):
+    def holders(self, now):
+        """The unexpired holders as read now (RecordError: unreadable; KubeError as raised)."""
+        return live_holders(read_holders(self.read_lease(), self.namespace, self.name), now)
+
+    def _lease_body(self, lease, version, holders, now):
         body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                 "metadata": {"name": self.name, "namespace": self.namespace,
                              "labels": {"app.kubernetes.io/managed-by": "gpufleet"},
@@ -207,19 +384,22 @@ class Breaker(object):
                          "renewTime": _micro_time(now)}}
         if lease:
             metadata = lease.get("metadata") or {}
-            body["metadata"]["resourceVersion"] = metadata.get("resourceVersion")
+            body["metadata"]["resourceVersion"] = version
             others = dict(metadata.get("annotations") or {})
             others.update(body["metadata"]["annotations"])
             body["metadata"]["annotations"] = others
-            body["metadata"]["labels"] = dict(metadata.get("labels") or {}, **body["metadata"]["labels"])
-            body["spec"]["acquireTime"] = (lease.get("spec") or {}).get("acquireTime") or _micro_time(now)
+            labels = metadata.get("labels")
+            body["metadata"]["labels"] = dict(labels if isinstance(labels, dict) else {}, **body["metadata"]["labels"])
+            spec = lease.get("spec")
+            acquired = spec.get("acquireTime") if isinstance(spec, dict) else None
+            body["spec"]["acquireTime"] = acquired if isinstance(acquired, str) else _micro_time(now)
         else:
             body["spec"]["acquireTime"] = _micro_time(now)
         return body
 
-    def _write(self, lease, holders, now):
+    def _write(self, lease, version, holders, now):
         """PUT (or POST when there is no lease) the holder set; False on a conflict."""
-        body = self._lease_body(lease, holders, now)
+        body = self._lease_body(lease, version, holders, now)
         try:
             if lease is None:
                 self.client.request("POST", self.path, body, "application/json")
@@ -231,18 +411,20 @@ class Breaker(object):
             raise
         return True
 
-    def _update(self, change):
-        """Read the lease, ``change(holders, now)`` -> (new holders or None for no write, outcome),
-        write with the resourceVersion read; on 409 read and decide again."""
+    def _update(self, change, now):
+        """Read the lease, ``change(live holders, now)`` -> (new holders or None for no write,
+        outcome), write with the resourceVersion read; on 409 read and decide again. Expired
+        holders are dropped by the write. RecordError (unreadable) and KubeError as raised."""
         for attempt in range(1, self.retries + 1):
-            now = self.clock()
             lease = self.read_lease()
-            holders = lease_holders(lease, now)
+            version, _annotations = read_lease(lease, self.namespace, self.name)
+            holders = live_holders(read_holders(lease, self.namespace, self.name), now)
             wanted, outcome = change(dict(holders), now)
             if wanted is None:
                 outcome["attempts"] = attempt
+                outcome.setdefault("holders", sorted(holders))
                 return outcome
-            if self._write(lease, wanted, now):
+            if self._write(lease, version, wanted, now):
                 outcome["attempts"] = attempt
                 outcome["holders"] = sorted(wanted)
                 return outcome
@@ -255,33 +437,50 @@ class Breaker(object):
         result = {"admitted": False, "node": node, "group": self.group, "reason": reason, "recorded": False}
         result.update(extra)
         try:
-            record_step(self.client, node, "breaker", "refused", reason, now=now, controller=self.controller)
+            outcome = record_step(self.client, node, "breaker", "refused", reason, now=now, controller=self.controller)
             result["recorded"] = True
-        except KubeError as exc:
+            if outcome.get("history_error") is not None:
+                result["record_error"] = "%s (the refusal is the last step, gpufleet.io/remediation; the history is " \
+                                         "left as it is)" % outcome["history_error"]
+        except (KubeError, BreakerError, RecordError) as exc:
             result["record_error"] = str(exc)
         return result
 
+    def _unreadable(self, node, exc, now):
+        return self._refused(node, "breaker: %s: refused (fail closed)" % exc, now, unreadable=exc.record)
+
     def acquire(self, node):
-        """Admit ``node`` to remediation, or refuse with the reason. Never raises for API trouble:
-        an error refuses (fail closed)."""
+        """Admit ``node`` to remediation, or refuse with the reason. Never raises for API trouble or
+        an unreadable record: either refuses (fail closed). The attempt is recorded on the Node
+        before ``admitted`` is returned."""
         now = self.clock()
+        problem = clock_problem(now, self.ttl)
+        if problem:
+            return self._refused(node, problem, now)
         try:
             node_obj = self.client.get_node(node)
-            attempts = attempts_in_window(node_obj, now, self.window)
-        except (KubeError, BreakerError) as exc:
+            attempts = read_attempts(node_obj, node)
+            read_history(node_obj, node)
+        except KubeError as exc:
             return self._refused(node, "breaker: attempts of node %s could not be read: %s" % (node, exc), now)
-        if len(attempts) >= self.max_attempts:
-            return self._refused(node, "breaker: %d remediation attempt(s) of %s in the last %g h (max_attempts %d): "
-                                 "the node stays isolated until the window passes or an operator releases it"
-                                 % (len(attempts), node, self.window / 3600.0, self.max_attempts), now,
-                                 attempts=len(attempts))
+        except RecordError as exc:
+            return self._unreadable(node, exc, now)
+        recent = [a for a in attempts if a > now - self.window]
+        if len(recent) >= self.max_attempts:
+            return self._exhausted(node, len(recent), now)
 
         def admit(holders, at):
-            if node in holders:
-                holders[node] = dict(holders[node], expires=at + self.ttl)
+            entry = holders.get(node)
+            if entry is not None and entry["by"] != self.controller:
+                return None, {"admitted": False, "held_by": entry["by"],
+                              "reason": "breaker: node %s is in remediation by %s (since %s, until %s); %s does not "
+                                        "take it over" % (node, entry["by"], utc_text(entry["since"]),
+                                                          utc_text(entry["expires"]), self.controller)}
+            if entry is not None:  # ours: a failed remediation kept its slot; again is one more attempt
+                holders[node] = dict(entry, expires=max(entry["expires"], at + self.ttl))
                 return holders, {"admitted": True, "already": True}
             if len(holders) >= self.limit:
-                return None, {"admitted": False, "open": True, "holders": sorted(holders),
+                return None, {"admitted": False, "open": True,
                               "reason": "breaker open: %d of %d node(s) of group %s in remediation (%s); %s waits, isolated"
                                         % (len(holders), self.limit, self.group, ", ".join(sorted(holders)) or "limit 0",
                                            node)}
@@ -289,48 +488,95 @@ class Breaker(object):
             return holders, {"admitted": True, "already": False}
 
         try:
-            outcome = self._update(admit)
-        except (KubeError, BreakerError) as exc:
+            outcome = self._update(admit, now)
+        except RecordError as exc:
+            return self._unreadable(node, exc, now)
+        except KubeError as exc:
             return self._refused(node, "breaker: lease %s/%s not acquired: %s" % (self.namespace, self.name, exc), now)
         if not outcome["admitted"]:
-            return self._refused(node, outcome["reason"], now, holders=outcome["holders"], open=True,
-                                 lease_attempts=outcome["attempts"])
+            extra = dict((key, outcome[key]) for key in ("holders", "open", "held_by") if key in outcome)
+            return self._refused(node, outcome["reason"], now, lease_attempts=outcome["attempts"], **extra)
         # the attempt is counted on the Node before anything is done to it
         try:
-            if not outcome["already"]:
-                record_step(self.client, node, "breaker", "admitted",
-                            "admitted to remediation in group %s (%d of %d)" % (self.group, len(outcome["holders"]),
-                                                                                self.limit),
-                            now=now, controller=self.controller,
-                            annotations={ATTEMPTS_ANNOTATION: json.dumps(attempts + [now])})
-        except KubeError as exc:
-            released = self.release(node, record=False)
-            reason = "breaker: the attempt could not be recorded on node %s (%s); slot %s" % (
-                node, exc, "released" if released.get("released") else "left to expire")
-            return self._refused(node, reason, now)
+            counted = self._count_attempt(node, now, len(outcome["holders"]))
+        except (KubeError, RecordError, _NotRecorded) as exc:
+            return self._not_counted(node, exc, outcome["already"], now)
         return {"admitted": True, "node": node, "group": self.group, "limit": self.limit,
-                "holders": outcome["holders"], "attempts": len(attempts) + (0 if outcome["already"] else 1),
+                "holders": outcome["holders"], "attempts": counted, "already": outcome["already"],
                 "lease_attempts": outcome["attempts"], "reason": "admitted", "recorded": True}
 
-    def release(self, node, record=True, reason="remediation finished"):
-        """Take ``node`` out of the holder set. {released, reason}; API trouble is reported, not
-        raised (the slot then expires after ttl)."""
+    def _exhausted(self, node, count, now):
+        return self._refused(node, "breaker: %d remediation attempt(s) of %s in the last %g h (max_attempts %d): "
+                             "the node stays isolated until the window passes or an operator releases it"
+                             % (count, node, self.window / 3600.0, self.max_attempts), now, attempts=count)
+
+    def _count_attempt(self, node, now, held):
+        """Record the attempt (and the step ``admitted``) on the Node, from the Node as read at the
+        write (guarded by its resourceVersion): the count is decided again there. Returns the
+        attempts in the window, this one included."""
+        counted = []
+
+        def compute(node_obj):
+            recent = [a for a in read_attempts(node_obj, node) if a > now - self.window]
+            if len(recent) >= self.max_attempts:
+                raise _NotRecorded("exhausted", attempts=len(recent))
+            counted[:] = [len(recent) + 1]
+            wanted = _step_annotations(node_obj, node, "breaker", "admitted",
+                                       "admitted to remediation in group %s (%d of %d)" % (self.group, held, self.limit),
+                                       now, self.controller)
+            wanted[ATTEMPTS_ANNOTATION] = json.dumps(sorted(recent + [now]))
+            return node_write(node_obj, "annotate", annotations=wanted)
+
+        guarded_write(self.client, node, compute)
+        return counted[0]
+
+    def _not_counted(self, node, exc, already, now):
+        """The attempt could not be recorded: refuse. A slot taken now is given back (only if still
+        ours); a slot held before (a failed remediation) is kept."""
+        if already:
+            slot = "slot kept (held before)"
+        else:
+            released = self.release(node, record=False, only_mine=True)
+            slot = "slot released" if released.get("released") else "slot left to expire"
+        if isinstance(exc, _NotRecorded):
+            refused = self._exhausted(node, exc.extra["attempts"], now)
+            refused["reason"] += "; %s" % slot
+            return refused
+        if isinstance(exc, RecordError):
+            return self._refused(node, "breaker: %s: refused (fail closed); %s" % (exc, slot), now, unreadable=exc.record)
+        return self._refused(node, "breaker: the attempt could not be recorded on node %s (%s); %s" % (node, exc, slot),
+                             now)
+
+    def release(self, node, record=True, reason="remediation finished", only_mine=False):
+        """Take ``node`` out of the holder set (whoever holds it: the playbook's release and an
+        operator's; ``only_mine``: only when this controller holds it). {released, reason}; API
+        trouble or an unreadable holder set is reported, not raised (the slot then expires after
+        ttl)."""
         def drop(holders, _at):
-            if node not in holders:
+            entry = holders.get(node)
+            if entry is None:
                 return None, {"released": True, "held": False}
+            if only_mine and entry["by"] != self.controller:
+                return None, {"released": True, "held": False, "held_by": entry["by"]}
             del holders[node]
             return holders, {"released": True, "held": True}
 
         now = self.clock()
+        problem = clock_problem(now)
+        if problem:
+            return {"released": False, "node": node, "reason": "breaker slot of %s not released (%s)" % (node, problem)}
         try:
-            outcome = self._update(drop)
-        except (KubeError, BreakerError) as exc:
+            outcome = self._update(drop, now)
+        except (KubeError, RecordError) as exc:
             return {"released": False, "node": node, "reason": "breaker slot of %s not released (%s): it expires "
                     "after %g s" % (node, exc, self.ttl)}
         outcome.update(node=node, reason=reason)
         if record:
             try:
-                record_step(self.client, node, "breaker", "released", reason, now=now, controller=self.controller)
-            except KubeError as exc:
+                written = record_step(self.client, node, "breaker", "released", reason, now=now,
+                                      controller=self.controller)
+                if written.get("history_error") is not None:
+                    outcome["record_error"] = str(written["history_error"])
+            except (KubeError, BreakerError, RecordError) as exc:
                 outcome["record_error"] = str(exc)
         return outcome

@@ -19,9 +19,16 @@ description:
     with the resourceVersion it was read at (a 409 Conflict is read and decided again); at most
     O(max_attempts) attempts per node in O(window_hours), recorded on the Node
     (annotation C(gpufleet.io/remediation-attempts)).
-  - A refusal (breaker open, attempts exhausted, conflicts on every retry, an API error, an unreadable
-    record) is not a module failure; RV(admitted) is false and RV(reason) says why, and the refusal is
-    recorded on the Node. The node stays isolated.
+  - A node held by another O(controller) is not admitted; the same O(controller) re-admits it (a failed
+    remediation keeps its slot) and that counts as one more attempt.
+  - A refusal (breaker open, the node held by another controller, attempts exhausted, conflicts on every
+    retry, an API error, an unreadable record, a clock that does not read a plausible time) is not a
+    module failure; RV(admitted) is false and RV(reason) says why, and the refusal is recorded on the
+    Node. The node stays isolated.
+  - Records read back (the Lease's holder set, the Node's attempts and history) are read strictly
+    (bounded size and depth, finite numbers, plausible times); an unreadable one refuses, names the
+    record (RV(unreadable)) and is left as it is, never read as expired or empty. O(op=record) and
+    O(op=release) fail on one, O(op=record) after writing the step as the last step.
   - O(op=release) takes the node out of the Lease; O(op=record) records one step on the Node
     (annotations C(gpufleet.io/remediation) and C(gpufleet.io/remediation-history)).
   - Runs where O(kubeconfig) is (delegate it to the API host), like C(gpufleet.cluster.node_write).
@@ -128,6 +135,15 @@ reason:
   description: Why (admitted, or the refusal's reason).
   returned: always
   type: str
+unreadable:
+  description: The record that could not be read and refused admission (for example
+    C(Lease kube-system/gpufleet-remediation-all annotation gpufleet.io/remediation-holders)).
+  returned: when a record read back is unreadable
+  type: str
+held_by:
+  description: O(op=acquire) - the controller that holds the node, when that is not O(controller).
+  returned: when the node is held by another controller
+  type: str
 holders:
   description: The nodes of the group in remediation (as read or written).
   returned: when known
@@ -148,11 +164,11 @@ module_cache.activate()  # before the other module_utils: compiled once per node
 from ansible_collections.gpufleet.cluster.plugins.module_utils.breaker import (
     Breaker,
     BreakerError,
-    lease_holders,
     record_step,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import ModuleFailure, run_module
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_node import KubeconfigClient, KubeError
+from ansible_collections.gpufleet.cluster.plugins.module_utils.records import RecordError
 
 ARGUMENT_SPEC = dict(
     op=dict(type="str", required=True, choices=["acquire", "release", "record"]),
@@ -190,7 +206,11 @@ def breaker_work(module):
                               window=params["window_hours"] * 3600.0, namespace=params["namespace"],
                               ttl=params["ttl"], controller=params["controller"], retries=params["retries"])
             if module.check_mode:
-                holders = sorted(lease_holders(breaker.read_lease(), time.time()))
+                try:
+                    holders = sorted(breaker.holders(time.time()))
+                except RecordError as exc:
+                    return {"changed": False, "admitted": False, "released": False, "unreadable": exc.record,
+                            "reason": "check mode: nothing written; breaker: %s: refused (fail closed)" % exc}
                 return {"changed": False, "admitted": False, "released": False, "holders": holders,
                         "reason": "check mode: nothing written (%d of %d in remediation)" % (len(holders), breaker.limit)}
             if params["op"] == "acquire":
@@ -203,11 +223,16 @@ def breaker_work(module):
                 if not outcome["released"]:
                     raise ModuleFailure(outcome["reason"], **outcome)
                 return outcome
-            record_step(client, params["node"], params["step"], params["status"], params["reason"] or "",
-                        controller=params["controller"])
+            written = record_step(client, params["node"], params["step"], params["status"], params["reason"] or "",
+                                  controller=params["controller"])
+            if written.get("history_error") is not None:
+                raise ModuleFailure("remediation_breaker: step %s %s written as the last step (gpufleet.io/remediation) "
+                                    "only: %s; the history is left as it is" % (params["step"], params["status"],
+                                                                                written["history_error"]),
+                                    changed=True)
             return {"changed": True, "reason": params["reason"] or "", "step": params["step"],
                     "status": params["status"]}
-    except BreakerError as exc:
+    except (BreakerError, RecordError) as exc:
         raise ModuleFailure("remediation_breaker: %s" % exc)
     except KubeError as exc:
         raise ModuleFailure("remediation_breaker: %s of %s failed: %s" % (params["op"], params["node"], exc))

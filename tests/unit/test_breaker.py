@@ -13,6 +13,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_node import 
 
 NS = "kube-system"
 LEASE = "gpufleet-remediation-gpu-a100"
+T0 = 1_800_000_000.0  # a plausible wall-clock time (2027-01-15): records outside 2020..2100 are unreadable
 
 
 @pytest.fixture(scope="module")
@@ -82,11 +83,22 @@ def test_release_frees_the_slot_and_is_recorded(api):
     assert b.release("gpu-7")["held"] is False  # not held: nothing written
 
 
-def test_same_node_again_keeps_its_slot_without_a_new_attempt(api):
-    b = make(api, max_parallel=1)
+def test_same_node_again_keeps_its_slot_and_counts_an_attempt(api):
+    """Issue 41: re-admitting a held node (the same controller's next run after a failed
+    remediation, which keeps its slot) is an attempt, so max_attempts stops a node whose
+    remediation keeps failing."""
+    now = [T0]
+    b = make(api, max_parallel=1, max_attempts=2, clock=lambda: now[0])
     assert b.acquire("gpu-0")["attempts"] == 1
+    now[0] += 60
     again = b.acquire("gpu-0")
-    assert again["admitted"] and again["attempts"] == 1 and holders(api) == ["gpu-0"]
+    assert again["admitted"] and again["attempts"] == 2 and holders(api) == ["gpu-0"]
+    now[0] += 60
+    third = b.acquire("gpu-0")
+    assert not third["admitted"] and third["attempts"] == 2
+    assert "2 remediation attempt(s) of gpu-0" in third["reason"]
+    assert json.loads(api.node("gpu-0")["metadata"]["annotations"][breaker.ATTEMPTS_ANNOTATION]) == [T0, T0 + 60]
+    assert holders(api) == ["gpu-0"]  # the failing node keeps its slot (the breaker stays open)
 
 
 def test_percent_limit():
@@ -102,7 +114,7 @@ def test_percent_limit():
 
 
 def test_max_attempts_per_window_keeps_the_node_isolated(api):
-    now = [1_000_000.0]
+    now = [T0]
     b = make(api, max_attempts=2, window=3600, clock=lambda: now[0])
     for _ in range(2):
         assert b.acquire("gpu-0")["admitted"]
@@ -117,7 +129,7 @@ def test_max_attempts_per_window_keeps_the_node_isolated(api):
 
 
 def test_an_expired_holder_does_not_block(api):
-    now = [1_000_000.0]
+    now = [T0]
     b = make(api, max_parallel=1, ttl=600, clock=lambda: now[0])
     assert b.acquire("gpu-0")["admitted"]  # its controller then dies: never released
     assert not b.acquire("gpu-1")["admitted"]
@@ -165,7 +177,7 @@ def test_a_conflict_is_read_again_and_decided_again(api):
         with server.lock:
             lease = server.leases[(NS, LEASE)]
             lease["metadata"]["annotations"] = {breaker.HOLDERS_ANNOTATION: json.dumps(
-                {"gpu-5": {"since": 1.0, "expires": 4e9, "by": "other"}})}
+                {"gpu-5": {"since": T0, "expires": 4e9, "by": "other"}})}
             lease["metadata"]["resourceVersion"] = server._next_rv()
 
     api.interleave_lease(NS, LEASE, another_controller_takes_the_slot, times=1)
@@ -231,22 +243,136 @@ def test_attempt_not_recorded_releases_the_slot(api):
     assert holders(api) == []
 
 
-@pytest.mark.parametrize("raw, words", [("not json", "is not JSON"), ('["gpu-0"]', "not a map"),
-                                        ('{"gpu-0": {"since": 1}}', "has no expiry")])
-def test_unreadable_holder_set_refuses(api, raw, words):
-    b = make(api)
+LEASE_RECORD = "Lease kube-system/%s annotation %s" % (LEASE, breaker.HOLDERS_ANNOTATION)
+
+
+def entry(since=T0, expires=T0 + 7200, by="other"):
+    return {"since": since, "expires": expires, "by": by}
+
+
+HOSTILE_HOLDERS = [
+    ("not json", "not JSON"),
+    ("", "not JSON"),
+    ('["gpu-0"]', "not an object but list"),
+    ('{"gpu-0": {"since": %r}}' % T0, "missing expires"),
+    # Python's json.loads takes NaN, Infinity and 1e999: they used to read as expired
+    ('{"gpu-0": {"since": %r, "expires": NaN, "by": "other"}}' % T0, "not JSON"),
+    ('{"gpu-0": {"since": %r, "expires": Infinity, "by": "other"}}' % T0, "not JSON"),
+    ('{"gpu-0": {"since": %r, "expires": 1e999, "by": "other"}}' % T0, "not a finite number"),
+    ('{"gpu-0": {"since": %r, "expires": "4e9", "by": "other"}}' % T0, "not a number"),
+    ('{"gpu-0": {"since": %r, "expires": true, "by": "other"}}' % T0, "not a number"),
+    ('{"gpu-0": {"since": %r, "expires": 1, "by": "other"}}' % T0, "below"),
+    ('{"gpu-0": {"since": %r, "expires": %r, "by": "other"}}' % (T0, T0 - 1), "before its since"),
+    ('{"gpu-0": {"since": %r, "expires": %r, "by": ""}}' % (T0, T0 + 1), "empty"),
+    ('{"gpu-0": {"since": %r, "expires": %r, "by": "x", "extra": 1}}' % (T0, T0 + 1), "unknown key"),
+    ('{"gpu-0": 1, "gpu-0": 2}', "duplicate key"),
+    ("[" * 100000 + "]" * 100000, "nested deeper"),  # json.loads: RecursionError, the module crashed
+]
+
+
+@pytest.mark.parametrize("raw, words", HOSTILE_HOLDERS)
+def test_unreadable_holder_set_refuses_and_is_left_alone(api, raw, words):
+    """Issue 41: an unreadable holder set refuses every acquire (a recorded refusal naming the
+    record), never counts as expired or empty, and is not overwritten."""
+    now = [T0 + 60]
+    b = make(api, max_parallel=1, clock=lambda: now[0])
     assert b.acquire("gpu-0")["admitted"]
     with api.lock:
         api.leases[(NS, LEASE)]["metadata"]["annotations"][breaker.HOLDERS_ANNOTATION] = raw
+    for node in ("gpu-0", "gpu-1"):
+        refused = b.acquire(node)
+        assert not refused["admitted"] and refused["unreadable"] == LEASE_RECORD, refused
+        assert refused["reason"].startswith("breaker: unreadable record %s" % LEASE_RECORD) and words in refused["reason"]
+        assert refused["reason"].endswith("refused (fail closed)")
+        assert refused["recorded"] is True and state(api, node)["reason"] == refused["reason"]
+    assert api.lease(NS, LEASE)["metadata"]["annotations"][breaker.HOLDERS_ANNOTATION] == raw
+    assert json.loads(api.node("gpu-1")["metadata"]["annotations"].get(breaker.ATTEMPTS_ANNOTATION, "[]")) == []
+    released = b.release("gpu-0")
+    assert released["released"] is False and LEASE_RECORD in released["reason"]
+
+
+def test_nan_holder_does_not_let_a_second_node_past_max_parallel(api):
+    """Issue 41, the reported case: a NaN expiry read as expired admitted a second node."""
+    b = make(api, max_parallel=1, clock=lambda: T0 + 10)
+    with api.lock:
+        api.leases[(NS, LEASE)] = api._stored_lease(
+            {"metadata": {"name": LEASE, "annotations": {breaker.HOLDERS_ANNOTATION:
+                                                         '{"gpu-5": {"since": %r, "expires": NaN, "by": "c"}}' % T0}},
+             "spec": {"holderIdentity": "c", "leaseDurationSeconds": 7200}}, NS, LEASE)
     refused = b.acquire("gpu-1")
-    assert not refused["admitted"] and words in refused["reason"]
+    assert not refused["admitted"] and "NaN" in refused["reason"]
+    assert breaker.ATTEMPTS_ANNOTATION not in api.node("gpu-1")["metadata"]["annotations"]
 
 
-def test_unreadable_attempts_refuses(api):
+HOSTILE_ATTEMPTS = [
+    ("three", "not JSON"),
+    ("", "not JSON"),
+    ("[NaN, NaN, NaN]", "not JSON"),  # json.loads: three NaNs that are never "in the window"
+    ("[1e999]", "not a finite number"),
+    ("[%r, true]" % T0, "not a number"),
+    ("[1]", "below"),
+    ('{"n": 1}', "not a list"),
+    ("[%s]" % ", ".join([repr(T0)] * (getattr(breaker, "MAX_ATTEMPT_RECORDS", 1000) + 1)), "more than"),
+    ("[" * 100000 + "]" * 100000, "nested deeper"),
+]
+
+
+@pytest.mark.parametrize("raw, words", HOSTILE_ATTEMPTS)
+def test_unreadable_attempts_refuse_and_are_not_overwritten(api, raw, words):
     api.patch_node("gpu-0", "application/merge-patch+json",
-                   {"metadata": {"annotations": {breaker.ATTEMPTS_ANNOTATION: "three"}}})
-    refused = make(api).acquire("gpu-0")
-    assert not refused["admitted"] and "is not JSON" in refused["reason"]
+                   {"metadata": {"annotations": {breaker.ATTEMPTS_ANNOTATION: raw}}})
+    refused = make(api, clock=lambda: T0).acquire("gpu-0")
+    record = "Node gpu-0 annotation %s" % breaker.ATTEMPTS_ANNOTATION
+    assert not refused["admitted"] and refused["unreadable"] == record and words in refused["reason"], refused
+    assert api.node("gpu-0")["metadata"]["annotations"][breaker.ATTEMPTS_ANNOTATION] == raw
+    assert state(api, "gpu-0")["status"] == "refused" and record in state(api, "gpu-0")["reason"]
+    assert api.lease(NS, LEASE) is None  # refused before the lease is touched
+
+
+@pytest.mark.parametrize("raw, words", [
+    ("[" * 100000 + "]" * 100000, "nested deeper"),
+    ("not json", "not JSON"),
+    ('[{"step": "drain"}]', "missing"),
+    ('[{"step": "a", "status": "b", "reason": "c", "at": "yesterday", "by": "d"}]', "not a time"),
+    ('[{"step": "a", "status": "b", "reason": "c", "at": "1970-01-01T00:00:00Z", "by": "d"}]', "below"),
+    ('[{"step": "a", "status": "b", "reason": "c", "at": "2027-01-01T00:00:00Z", "by": "d", "x": [1]}]', "scalar"),
+])
+def test_unreadable_history_refuses_and_is_kept_for_the_operator(api, raw, words):
+    """The history is read back too (to append to it): unreadable -> refused, the refusal is the
+    last step (gpufleet.io/remediation) and the damaged history is left as it is."""
+    api.patch_node("gpu-0", "application/merge-patch+json",
+                   {"metadata": {"annotations": {breaker.HISTORY_ANNOTATION: raw}}})
+    refused = make(api, clock=lambda: T0).acquire("gpu-0")
+    record = "Node gpu-0 annotation %s" % breaker.HISTORY_ANNOTATION
+    assert not refused["admitted"] and refused["unreadable"] == record and words in refused["reason"], refused
+    annotations = api.node("gpu-0")["metadata"]["annotations"]
+    assert annotations[breaker.HISTORY_ANNOTATION] == raw and breaker.ATTEMPTS_ANNOTATION not in annotations
+    assert state(api, "gpu-0")["status"] == "refused" and refused["recorded"] is True
+    assert record in refused["record_error"]
+
+
+def test_a_node_held_by_another_controller_is_not_taken_over(api):
+    """Issue 41: the holder's `by` is compared; only its own controller re-admits a held node."""
+    first = make(api, controller="run-a", clock=lambda: T0).acquire("gpu-0")
+    assert first["admitted"]
+    other = make(api, controller="run-b", clock=lambda: T0 + 5).acquire("gpu-0")
+    assert not other["admitted"] and other["held_by"] == "run-a"
+    assert other["reason"] == ("breaker: node gpu-0 is in remediation by run-a (since 2027-01-15T08:00:00Z, until "
+                               "2027-01-15T10:00:00Z); run-b does not take it over")
+    lease = json.loads(api.lease(NS, LEASE)["metadata"]["annotations"][breaker.HOLDERS_ANNOTATION])
+    assert lease["gpu-0"]["by"] == "run-a"
+    assert json.loads(api.node("gpu-0")["metadata"]["annotations"][breaker.ATTEMPTS_ANNOTATION]) == [T0]
+    # expired: another controller may take it (the first one died)
+    late = make(api, controller="run-b", clock=lambda: T0 + 7201).acquire("gpu-0")
+    assert late["admitted"] and late["attempts"] == 2
+
+
+@pytest.mark.parametrize("clock", [0.0, 1_000_000.0, float("nan"), 5e9])
+def test_an_implausible_clock_refuses_and_writes_no_time(api, clock):
+    refused = make(api, clock=lambda: clock).acquire("gpu-0")
+    assert not refused["admitted"] and "not a plausible time" in refused["reason"]
+    assert api.lease(NS, LEASE) is None
+    assert breaker.HISTORY_ANNOTATION not in (api.node("gpu-0")["metadata"].get("annotations") or {})
 
 
 def test_bad_options_name_the_option(api):

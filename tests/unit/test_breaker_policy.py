@@ -153,6 +153,33 @@ def test_module_acquire_refuse_record_release(api, tmp_path):
     assert pct["failed"] is True and "needs the group's size (option group_size" in pct["msg"]
 
 
+def test_module_refuses_a_deeply_nested_record_instead_of_crashing(api, tmp_path):
+    """Issue 41: json.loads of a deeply nested annotation raised RecursionError and the module
+    died with a traceback; now it is an unreadable record: a recorded refusal naming it (and
+    check mode reports it the same way)."""
+    base = {"kubeconfig": api.kubeconfig_path, "group": "deep", "allow_plain_http": True}
+    first = module(tmp_path, dict(base, op="acquire", node="gpu-1"))
+    assert first["admitted"] is True, first
+    with api.lock:
+        lease = api.leases[("kube-system", "gpufleet-remediation-deep")]
+        lease["metadata"]["annotations"][breaker.HOLDERS_ANNOTATION] = "[" * 100000 + "]" * 100000
+    record = "Lease kube-system/gpufleet-remediation-deep annotation gpufleet.io/remediation-holders"
+    refused = module(tmp_path, dict(base, op="acquire", node="gpu-2"))
+    assert refused["admitted"] is False and refused.get("failed") is not True, refused
+    assert refused["unreadable"] == record and "nested deeper than" in refused["reason"]
+    peek = module(tmp_path, dict(base, op="acquire", node="gpu-2", _ansible_check_mode=True))
+    assert peek["admitted"] is False and record in peek["reason"] and peek.get("failed") is not True, peek
+    released = module(tmp_path, dict(base, op="release", node="gpu-1"))
+    assert released["failed"] is True and record in released["msg"]
+    api.patch_node("gpu-2", "application/merge-patch+json",
+                   {"metadata": {"annotations": {breaker.HISTORY_ANNOTATION: "{" * 50000}}})
+    recorded = module(tmp_path, dict(base, op="record", node="gpu-2", step="drain", status="done"))
+    assert recorded["failed"] is True and "Node gpu-2 annotation gpufleet.io/remediation-history" in recorded["msg"]
+    annotations = api.node("gpu-2")["metadata"]["annotations"]
+    assert json.loads(annotations[breaker.STATE_ANNOTATION])["step"] == "drain"  # the step itself is not lost
+    assert annotations[breaker.HISTORY_ANNOTATION] == "{" * 50000
+
+
 def test_the_inventory_check_names_a_bad_policy_before_any_host_is_contacted():
     from ansible_collections.gpufleet.cluster.plugins.plugin_utils import inventory_check
 
