@@ -43,7 +43,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_daemon impo
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_hysteresis import failing_checks, step  # noqa: F401
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_publish import (  # noqa: F401
     NPD_NONOK, NPD_OK, NPD_UNKNOWN, STATUS_VALUES, npd_status, prometheus_text, run_publishers)
-from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_state import read_json, read_state, set_aside  # noqa: F401
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_state import read_health, read_state, set_aside  # noqa: F401
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gate import CONDITION_TYPE, summary_message  # noqa: F401
 from ansible_collections.gpufleet.cluster.plugins.module_utils.state_files import atomic_write  # noqa: F401
 
@@ -63,7 +63,9 @@ def _option_value(argv, name):
 def _npd(argv):
     try:
         config = load_config(argv[0] if argv else DEFAULT_CONFIG)
-        result = read_json(os.path.join(config.get("state_dir") or DEFAULT_STATE_DIR, "health.json"))
+        result, problem = read_health(os.path.join(config.get("state_dir") or DEFAULT_STATE_DIR, "health.json"))
+        if problem:  # NPD reads the first line of the output: the problem is the message
+            raise AgentError(problem)
         code, message = npd_status(result, time.time(), max_age=(config.get("npd") or {}).get("max_age", 300))
     except AgentError as exc:
         code, message = NPD_UNKNOWN, ("gpufleet: %s" % exc)[:80]

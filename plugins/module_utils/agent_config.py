@@ -12,10 +12,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import json
 import sys
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import gate
+from ansible_collections.gpufleet.cluster.plugins.module_utils import gate, records
 
 AGENT_NAME = "gpufleet-health-agent"
 DEFAULT_CONFIG = "/etc/gpufleet/agent.json"
@@ -166,16 +165,22 @@ def events_settings(config):
 
 
 def load_config(path):
+    """The configuration (written by role node_health_agent), decoded strictly (records.load_json:
+    bounded size and depth, no NaN/Infinity, no duplicate keys); its settings are checked where
+    they are used (config_errors, ``--check-config``). AgentError naming the file otherwise: the
+    cycle does not run, and the last result ages until it is no longer current (never healthy
+    to NPD, a Slurm resume or agent.health). Not set aside: the role owns it."""
     try:
-        with open(path) as handle:
-            config = json.load(handle)
+        with open(path, "rb") as handle:
+            raw = handle.read(records.MAX_BYTES + 1)
     except FileNotFoundError:
         raise AgentError("configuration %s does not exist (installed by role node_health_agent)" % path)
-    except (OSError, ValueError) as exc:
-        raise AgentError("configuration %s is unreadable: %s" % (path, exc))
-    if not isinstance(config, dict):
-        raise AgentError("configuration %s must be a JSON object" % path)
-    return config
+    except OSError as exc:
+        raise AgentError("configuration %s is unreadable: %s" % (path, exc.strerror or exc))
+    try:
+        return records.mapping(records.load_json(raw, "configuration %s" % path), "configuration %s" % path)
+    except records.RecordError as exc:
+        raise AgentError(str(exc))
 
 
 def add_python_path(config):

@@ -30,7 +30,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_config impo
     hysteresis_settings, load_config, node_params, publish_timeout, say)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_hysteresis import failing_checks, step
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_publish import MetricsPublisher, run_publishers
-from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_state import read_json, read_state
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_state import read_health, read_state
 from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import FAIL, json_safe
 from ansible_collections.gpufleet.cluster.plugins.module_utils.clock import FRESH, describe, freshness
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gate import summary_message
@@ -206,9 +206,9 @@ def slurm_health_check(config, log=None, now=None):
     log = log or say
     now = time.time() if now is None else now
     path = os.path.join(config.get("state_dir") or DEFAULT_STATE_DIR, "health.json")
-    result = read_json(path)
-    if not isinstance(result, dict) or not isinstance(result.get("agent"), dict):
-        log("%s: slurm: no agent result in %s yet: node left as it is" % (AGENT_NAME, path))
+    result, problem = read_health(path, now=now)
+    if result is None:
+        log("%s: slurm: %s: node left as it is" % (AGENT_NAME, problem or "no agent result in %s yet" % path))
         return 0
     healthy = result["agent"].get("healthy") is True
     max_age = result_max_age(config)

@@ -11,16 +11,24 @@ interval, and says so (``status``, written to health.json's ``agent.events``).
   read (``prio,seq,usec,flags;message`` then continuation lines starting with a space, see the
   kernel's Documentation/ABI/testing/dev-kmsg); a pipe or FIFO written in that format (tests)
   returns any number of bytes: both are read the same way, by lines. Opened at the end of the
-  buffer (SEEK_END) unless resuming after a sequence number (a restart: records up to it are not
-  counted again). EPIPE on read means records were overwritten before being read: counted, and
-  reading goes on. Bounded work per drain: at most ``max_reads`` reads, at most ``max_kept``
-  relevant lines kept (the rest counted as dropped), partial lines cut at ``MAX_LINE`` bytes.
+  buffer (SEEK_END) on a first start, from the start of the buffer (the kernel's first available
+  record) when nothing of this boot is known to be seen, or resuming after a sequence number (a
+  restart in the same boot: records up to it are not counted again). EPIPE on read means records
+  were overwritten before being read: counted, and reading goes on. Bounded work per drain: at
+  most ``max_reads`` reads, at most ``max_kept`` relevant lines kept (the rest counted as
+  dropped), partial lines cut at ``MAX_LINE`` bytes.
+- The stored sequence number (``kmsg-seq.json``, ``{"seq", "boot_id"}``) is kernel state: it
+  holds only for the boot that numbered it (``/proc/sys/kernel/random/boot_id``; the kernel
+  numbers records from 0 again at each boot). ``resume_point``: a stored number from another
+  boot, without a boot id, or unreadable (set aside) suppresses nothing (this boot's log is read
+  from its start); one from this boot that lies beyond the kernel's newest record suppresses
+  nothing either (the records held back while reading up to it are released).
 - ``NvmlEventWatcher(binding)``: a thread waiting on ``nvmlEventSetWait_v2`` for
   ``nvmlEventTypeXidCriticalError`` on every GPU, writing one byte to a pipe per event so one
   select() waits on the kernel log, the NVML events and the stop signals.
 
-Lowest agent layer but one: imports agent_config (constants) and state_files (the writer of the
-stored sequence number) only.
+Imports records (the strict reader of the stored sequence number) and state_files (its writer,
+and the set-aside of a damaged one) only.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -32,11 +40,15 @@ import json
 import os
 import re
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.state_files import atomic_write
+from ansible_collections.gpufleet.cluster.plugins.module_utils import records
+from ansible_collections.gpufleet.cluster.plugins.module_utils.state_files import atomic_write, read_record
 
 DEFAULT_KMSG = "/dev/kmsg"
 DEFAULT_MIN_GAP = 1.0  # seconds between two event-triggered cycles
 SEQ_FILE = "kmsg-seq.json"
+BOOT_ID = "/proc/sys/kernel/random/boot_id"
+MAX_SEQ = 2 ** 64 - 1  # the kernel's sequence numbers are u64
+BOOT_ID_RE = re.compile(r"\A[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")
 MAX_LINE = 8192  # bytes of one kernel record kept (the kernel's own limit is about 1 KiB)
 READ_SIZE = 8192  # /dev/kmsg: a read smaller than the record fails with EINVAL
 RELEVANT = re.compile(r"NVRM: Xid|fallen off the bus", re.IGNORECASE)
@@ -60,24 +72,59 @@ def parse_record(line):
     return None, line
 
 
-def read_seq(state_dir):
-    """The last kmsg sequence number stored in ``state_dir`` (None: none or unreadable)."""
+def read_boot_id(path=BOOT_ID):
+    """This boot's id (the kernel's random UUID, new at each boot), or None when unreadable."""
     try:
-        with open(os.path.join(state_dir, SEQ_FILE)) as handle:
-            value = json.load(handle).get("seq")
-    except (OSError, ValueError, AttributeError):
+        with open(path, "rb") as handle:
+            text = handle.read(128).decode("ascii").strip().lower()
+    except (OSError, UnicodeDecodeError):
         return None
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+    return text if BOOT_ID_RE.match(text) else None
 
 
-def write_seq(state_dir, seq):
-    atomic_write(os.path.join(state_dir, SEQ_FILE), json.dumps({"seq": seq}))
+def parse_seq(raw, record=SEQ_FILE):
+    """kmsg-seq.json: ``{"seq": int, "boot_id": uuid or null}`` (``{"seq"}`` alone: written
+    before boot ids were recorded). RecordError otherwise."""
+    doc = records.mapping(records.load_json(raw, record, max_bytes=4096), record, required=("seq",),
+                          allowed=("seq", "boot_id"))
+    records.integer(doc["seq"], record, "seq", 0, MAX_SEQ)
+    boot = doc.get("boot_id")
+    if boot is not None and not BOOT_ID_RE.match(records.string(boot, record, "boot_id", 36)):
+        raise records.RecordError(record, "not a boot id: %r" % (boot,), "boot_id")
+    return {"seq": doc["seq"], "boot_id": boot}
+
+
+def read_seq(state_dir, now=None):
+    """(stored {"seq", "boot_id"} or None, problem or None): None when there is none; an
+    unreadable file is set aside and ``problem`` names it."""
+    return read_record(os.path.join(state_dir, SEQ_FILE), parse_seq, now, 4096)
+
+
+def resume_point(stored, problem, boot_id):
+    """(resume_after, from_start, note) of the kernel log for a restart: ``stored``/``problem``
+    from read_seq, ``boot_id`` this boot's (None: unknown). Only a number stored in this boot is
+    resumed after; anything else reads this boot's log from its start (nothing is "seen")."""
+    if problem:
+        return None, True, "%s: this boot's log read from its start" % problem
+    if stored is None:
+        return None, False, ""
+    seq, boot = stored["seq"], stored["boot_id"]
+    if boot is None or boot_id is None:
+        return None, True, "stored record %d has no %s boot id: this boot's log read from its start" % (
+            seq, "known" if boot is None else "current")
+    if boot != boot_id:
+        return None, True, "stored record %d is from another boot (%s): this boot's log read from its start" % (seq, boot)
+    return seq, False, "resumed after record %d" % seq
+
+
+def write_seq(state_dir, seq, boot_id=None):
+    atomic_write(os.path.join(state_dir, SEQ_FILE), json.dumps({"seq": seq, "boot_id": boot_id}))
 
 
 class KmsgWatcher(object):
     """The kernel log as it is written; OSError from the constructor when it cannot be opened."""
 
-    def __init__(self, path=DEFAULT_KMSG, resume_after=None, max_kept=100, max_reads=20000):
+    def __init__(self, path=DEFAULT_KMSG, resume_after=None, max_kept=100, max_reads=20000, from_start=False):
         self.path = path
         self.resume_after = resume_after
         self.max_kept = max_kept
@@ -87,10 +134,19 @@ class KmsgWatcher(object):
         self.overwritten = 0  # EPIPE: records lost before being read
         self.skipped = 0  # records at or before resume_after (already counted before a restart)
         self.records = 0
+        self.note = None  # why records held back were released (the stored number was not this log's)
+        # Records at or before resume_after are held back (counted, relevant lines kept) until the
+        # log reaches resume_after: then they were seen before the restart. A log whose newest
+        # record is older than resume_after (a drain that ends first) did not number them: released.
+        self._confirming = resume_after is not None
+        self._held = 0
+        self._held_lines = []
+        self._held_relevant = 0
+        self._held_last = None
         self._partial = b""
         self.ended = False
         self.fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-        if resume_after is None:
+        if resume_after is None and not from_start:
             try:
                 os.lseek(self.fd, 0, os.SEEK_END)
             except OSError:  # a pipe or FIFO (tests): nothing to skip
@@ -121,7 +177,32 @@ class KmsgWatcher(object):
                 self.ended = True
                 break
             self._lines(data, kept)
+        else:
+            return kept  # max_reads reached: more to read, nothing to conclude yet
+        if self._confirming and self._held:  # the newest record is older than the stored number
+            self._release(kept)
         return kept
+
+    def _confirm(self):
+        """The log reached the stored number: what was held back was seen before the restart."""
+        self.skipped += self._held
+        self._held, self._held_lines, self._held_relevant, self._confirming = 0, [], 0, False
+
+    def _release(self, kept):
+        """The log ends before the stored number: it did not number what we stored (the ring
+        was not ours, or the file is wrong); what was held back is news."""
+        self.note = ("stored record %d is beyond the kernel's newest record %d: %d record(s) not skipped"
+                     % (self.resume_after, self._held_last, self._held))
+        self.records += self._held
+        self.dropped += self._held_relevant - len(self._held_lines)
+        for message in self._held_lines:
+            if len(kept) < self.max_kept:
+                kept.append(message)
+            else:
+                self.dropped += 1
+        self.last_seq = self._held_last
+        self.resume_after = None
+        self._held, self._held_lines, self._held_relevant, self._confirming = 0, [], 0, False
 
     def _lines(self, data, kept):
         data = self._partial + data
@@ -133,8 +214,21 @@ class KmsgWatcher(object):
             seq, message = parse_record(raw[:MAX_LINE].decode("utf-8", "replace"))
             if seq is not None:
                 if self.resume_after is not None and seq <= self.resume_after:
-                    self.skipped += 1
+                    if not self._confirming:
+                        self.skipped += 1
+                    elif seq == self.resume_after:
+                        self._confirm()
+                        self.skipped += 1
+                    else:
+                        self._held += 1
+                        self._held_last = seq
+                        if relevant(message):
+                            self._held_relevant += 1
+                            self._held_lines.append(message)
+                            del self._held_lines[:-self.max_kept]  # the newest kept: bounded
                     continue
+                if self._confirming:  # the log goes on past the stored number: it is this boot's
+                    self._confirm()
                 self.last_seq = seq
             self.records += 1
             if relevant(message):
@@ -295,22 +389,25 @@ class EventSources(object):
     one that cannot start is reported in ``status`` and the agent polls. ``fds()`` for select(),
     ``drain()`` -> the relevant lines of every source (reading the readable ones only)."""
 
-    def __init__(self, settings, state_dir, interval, binding_loader=load_binding):
+    def __init__(self, settings, state_dir, interval, binding_loader=load_binding, boot_id_path=BOOT_ID):
         self.settings = settings
         self.state_dir = state_dir
         self.min_gap = settings.get("min_gap", DEFAULT_MIN_GAP)
         self.watchers = []
         self.status = {}
-        self.stored_seq = None
+        self.stored = None  # (seq, boot id) in kmsg-seq.json
+        self.boot_id = read_boot_id(boot_id_path)
         self.polling = polling = "polling every %g s" % interval
         kmsg = settings.get("kmsg", DEFAULT_KMSG)
         if kmsg:
-            self.stored_seq = read_seq(state_dir)
+            stored, problem = read_seq(state_dir)
+            if stored is not None:
+                self.stored = (stored["seq"], stored["boot_id"])
+            resume_after, from_start, note = resume_point(stored, problem, self.boot_id)
             try:
-                self.kmsg = KmsgWatcher(kmsg, resume_after=self.stored_seq)
+                self.kmsg = KmsgWatcher(kmsg, resume_after=resume_after, from_start=from_start)
                 self.watchers.append(self.kmsg)
-                self.status["kmsg"] = self.kmsg.status() + (
-                    " (resumed after record %d)" % self.stored_seq if self.stored_seq is not None else "")
+                self.status["kmsg"] = self.kmsg.status() + (" (%s)" % note if note else "")
             except OSError as exc:
                 self.kmsg = None
                 self.status["kmsg"] = "unavailable: %s: %s, %s" % (kmsg, exc.strerror or exc, polling)
@@ -362,6 +459,9 @@ class EventSources(object):
             if readable is None or watcher.fileno() in readable:
                 try:
                     lines.extend(watcher.drain())
+                    if getattr(watcher, "note", None):  # the stored number was not this log's: said so
+                        self.status["kmsg"] = "%s (%s)" % (watcher.status(), watcher.note)
+                        watcher.note = None
                 except OSError as exc:  # the kernel log stopped being readable: polling from now on
                     self.watchers.remove(watcher)
                     self.status["kmsg"] = "unavailable: read failed: %s, %s" % (exc.strerror or exc, self.polling)
@@ -380,14 +480,19 @@ class EventSources(object):
             result["nvml_dropped"] = self.nvml.dropped
         return result
 
+    @property
+    def stored_seq(self):
+        return None if self.stored is None else self.stored[0]
+
     def save(self):
-        """Store the kmsg sequence number read so far (a restart resumes after it); only when it
-        changed. A failed write is returned as a message, never raised."""
-        if self.kmsg is None or self.kmsg.last_seq is None or self.kmsg.last_seq == self.stored_seq:
+        """Store the kmsg sequence number read so far with this boot's id (a restart in the same
+        boot resumes after it); only when either changed. A failed write is returned as a
+        message, never raised."""
+        if self.kmsg is None or self.kmsg.last_seq is None or (self.kmsg.last_seq, self.boot_id) == self.stored:
             return None
         try:
-            write_seq(self.state_dir, self.kmsg.last_seq)
-            self.stored_seq = self.kmsg.last_seq
+            write_seq(self.state_dir, self.kmsg.last_seq, self.boot_id)
+            self.stored = (self.kmsg.last_seq, self.boot_id)
         except OSError as exc:
             return "kmsg sequence number not stored: %s" % (exc.strerror or exc)
         return None

@@ -6,6 +6,11 @@
 ``recover_after`` consecutive other cycles. Which statuses count as failing is the result
 model's one table (``checks.failing_statuses``). Counts cycles, never clock time: a clock that
 jumps cannot change a verdict.
+
+A state whose history is lost (``lost_history``: agent-state.json was unreadable and set aside,
+agent_state.read_state) is read in the safe direction: every check starts as failing ("held"),
+so it is failing at once when it fails and healthy again only after its ``recover_after``
+passing cycles, as if it had been failing before; a damaged file never makes a node healthy.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -18,6 +23,14 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_config impo
 from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import FAIL, failing_statuses
 
 
+LOST = "history_lost"
+
+
+def lost_history(reason):
+    """The state a cycle goes on from when agent-state.json was unreadable (``reason``)."""
+    return {"checks": {}, "healthy": False, "cycle": 0, LOST: reason}
+
+
 def check_key(check):
     return "%s|%s" % (check["id"], check["target"])
 
@@ -26,19 +39,22 @@ def step(state, checks, settings, fail_on="fail", now=None):
     """One cycle of hysteresis: (new state, events).
 
     ``state``: ``{"checks": {"id|target": {failing, fails, passes, flaps, raw, since, message}},
-    "healthy": bool, "cycle": int}`` (empty for the first cycle; agent_state.read_state sets a
-    damaged one aside). A check counts as failing in a cycle when its status fails under
+    "healthy": bool, "cycle": int}`` (empty for the first cycle; ``lost_history`` after a damaged
+    one: agent_state.read_state). A check counts as failing in a cycle when its status fails under
     ``fail_on``. A flap is a change of the raw outcome between two cycles. The node is healthy
     when no check is failing. Events are journal lines. ``now`` is only recorded (``since``)."""
     now = time.time() if now is None else now
     bad = failing_statuses(fail_on)
     old = (state or {}).get("checks") or {}
+    lost = bool((state or {}).get(LOST))
     new, events = {}, []
     for check in checks:
         key = check_key(check)
         raw = check["status"] in bad
-        entry = dict(old.get(key) or {"failing": False, "fails": 0, "passes": 0, "flaps": 0, "raw": raw,
+        entry = dict(old.get(key) or {"failing": lost, "fails": 0, "passes": 0, "flaps": 0, "raw": raw,
                                       "since": now})
+        if lost and key not in old:
+            entry["held"] = True  # failing until recover_after passes: its history is unknown
         if key in old and entry.get("raw") != raw:
             entry["flaps"] = entry.get("flaps", 0) + 1
         entry["raw"] = raw
@@ -53,8 +69,12 @@ def step(state, checks, settings, fail_on="fail", now=None):
                           % (check["id"], check["target"], entry["fails"], entry["message"]))
         elif entry["failing"] and not raw and entry["passes"] >= recover_after:
             entry["failing"], entry["since"] = False, now
+            entry.pop("held", None)
             events.append("check %s[%s] healthy again after %d passing cycle(s): %s"
                           % (check["id"], check["target"], entry["passes"], entry["message"]))
+        elif entry.get("held") and entry["failing"] and not raw:
+            entry["message"] = ("held failing: agent-state.json was unreadable, its history is lost (%d of %d passing "
+                                "cycles): %s" % (entry["passes"], recover_after, entry["message"]))
         new[key] = entry
     for key, entry in old.items():
         if key not in new and entry.get("failing"):
@@ -76,38 +96,15 @@ def step(state, checks, settings, fail_on="fail", now=None):
 
 
 def failing_checks(state, checks):
-    """The checks (in report order) that are failing after hysteresis, status forced to fail."""
+    """The checks (in report order) that are failing after hysteresis, status forced to fail;
+    those failing in this cycle before those only held failing (lost history): the first names
+    the node's problem (the condition's reason, the Slurm drain reason)."""
     entries = state.get("checks") or {}
-    out = []
+    out, held = [], []
     for check in checks:
         entry = entries.get(check_key(check))
         if entry and entry.get("failing"):
-            out.append({"id": check["id"], "target": check["target"], "status": FAIL,
-                        "message": entry.get("message", check.get("message", ""))})
-    return out
-
-
-_ENTRY_TYPES = {"failing": (bool,), "fails": (int,), "passes": (int,), "flaps": (int,), "raw": (bool,),
-                "message": (str,), "status": (str,), "since": (int, float)}
-
-
-def state_problem(state):
-    """Why ``state`` (agent-state.json as read) cannot be used by ``step``, or None when it can."""
-    if not isinstance(state, dict):
-        return "not a JSON object (%s)" % type(state).__name__
-    if "healthy" in state and not isinstance(state["healthy"], bool):
-        return "healthy is %r, not true/false" % (state["healthy"],)
-    cycle = state.get("cycle", 0)
-    if isinstance(cycle, bool) or not isinstance(cycle, int) or cycle < 0:
-        return "cycle is %r, not a count" % (cycle,)
-    checks = state.get("checks", {})
-    if not isinstance(checks, dict):
-        return "checks is %s, not an object" % type(checks).__name__
-    for key, entry in checks.items():
-        if not isinstance(entry, dict) or "|" not in key:
-            return "entry %r is not a check's counters" % (key,)
-        for name, types in _ENTRY_TYPES.items():
-            if name in entry and (not isinstance(entry[name], types) or
-                                  (isinstance(entry[name], bool) and bool not in types)):
-                return "%s.%s is %r" % (key, name, entry[name])
-    return None
+            (held if entry.get("held") and not entry.get("raw") else out).append(
+                {"id": check["id"], "target": check["target"], "status": FAIL,
+                 "message": entry.get("message", check.get("message", ""))})
+    return out + held

@@ -8,14 +8,22 @@ fsync, rename: a reader sees the old or the new content, never a part; a full di
 content), mode set, owner and group set when asked. Used by the node health agent and, through
 the module ``state_file``, by the roles (common_internal's ``state_file`` and ``marker`` entry
 points, rolling_upgrade). No Ansible here: it runs on nodes with the agent.
+
+The reader side (``read_record``) is shared by the agent's strict record readers
+(docs/contracts.md, "Records read back"): a file that is missing is absent; a file that cannot
+be read or parsed is set aside (``set_aside``: kept for a post-mortem under another name) and
+reported naming the file, and its reader's caller treats it as absent in the safe direction.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import errno
 import os
 import time
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils.records import RecordError
 
 
 class StateFileError(OSError):
@@ -74,6 +82,38 @@ def read_bytes(path):
             return handle.read()
     except FileNotFoundError:
         return None
+
+
+# An unreadable file we may not read is someone else's to fix: reported, never moved.
+_NOT_OURS = (errno.EACCES, errno.EPERM)
+
+
+def read_record(path, parse, now=None, max_bytes=None):
+    """One record file read back through its strict reader ``parse(raw, record)``:
+    ``(value, None)`` when readable, ``(None, None)`` when the file does not exist, ``(None,
+    problem)`` when it cannot be read or ``parse`` raises RecordError: the file is then set aside
+    (``<path>.damaged-<UTC time>``; a file we lack the permission to read is left in place) and
+    ``problem`` names it, the reason and where it went. Never raises for a damaged file.
+    ``max_bytes``: read no more than this (a larger file is refused by ``parse``)."""
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read() if max_bytes is None else handle.read(max_bytes + 1)
+    except FileNotFoundError:
+        return None, None
+    except OSError as exc:
+        reason = "unreadable: %s" % (exc.strerror or exc)
+        if exc.errno in _NOT_OURS:
+            return None, "%s is %s (left in place)" % (path, reason)
+        return None, _aside_problem(path, reason, now)
+    try:
+        return parse(raw, path), None
+    except RecordError as exc:
+        return None, _aside_problem(path, exc.reason if exc.field is None else "%s: %s" % (exc.field, exc.reason), now)
+
+
+def _aside_problem(path, reason, now):
+    target, reason = set_aside(path, reason, now)
+    return "%s is damaged (%s): set aside%s" % (path, reason, " as " + target if target else "")
 
 
 def marker_lines(text, owner, line_text):

@@ -100,7 +100,7 @@ def test_a_restart_resumes_after_the_stored_sequence_number_without_double_count
         out.write(record(4, XID))
     assert first.drain() == [XID]
     assert first.save() is None
-    assert json.loads((state / "kmsg-seq.json").read_text()) == {"seq": 4}
+    assert json.loads((state / "kmsg-seq.json").read_text()) == {"seq": 4, "boot_id": agent_events.read_boot_id()}
     first.close()
     with open(str(log), "ab") as out:  # written while the agent was down
         out.write(record(5, OFF_BUS))
@@ -111,11 +111,24 @@ def test_a_restart_resumes_after_the_stored_sequence_number_without_double_count
     second.close()
 
 
-def test_a_damaged_sequence_file_starts_from_the_end(tmp_path):
-    (tmp_path / "kmsg-seq.json").write_text("{not json")
-    assert agent_events.read_seq(str(tmp_path)) is None
-    (tmp_path / "kmsg-seq.json").write_text('{"seq": -3}')
-    assert agent_events.read_seq(str(tmp_path)) is None
+@pytest.mark.parametrize("content", [b"{not json", b'{"seq": -3}', b'{"seq": 4, "boot_id": "x"}', b'{"seq": NaN}',
+                                     b'{"seq": 4, "seq": 5}', b'{"seq": 4.0}', b'{"seq": true}', b"[4]"])
+def test_a_damaged_sequence_file_is_set_aside_and_suppresses_nothing(tmp_path, content):
+    """Unreadable means never "seen": the log is read from its start (not from its end, which
+    would skip what came since the boot), the file is set aside, and the status names it."""
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "kmsg-seq.json").write_bytes(content)
+    stored, problem = agent_events.read_seq(str(state))
+    assert stored is None and "kmsg-seq.json is damaged" in problem and "set aside as" in problem
+    assert [name for name in os.listdir(str(state)) if name.startswith("kmsg-seq.json.damaged-")]
+    (state / "kmsg-seq.json").write_bytes(content)
+    log = tmp_path / "kmsg"
+    log.write_bytes(b"".join(record(seq, XID if seq == 2 else NOISE) for seq in range(1, 4)))
+    sources = agent_events.EventSources({"kmsg": str(log), "nvml": False}, str(state), 60)
+    assert "kmsg-seq.json is damaged" in sources.status["kmsg"] and "read from its start" in sources.status["kmsg"]
+    assert sources.drain() == [XID]
+    sources.close()
 
 
 def test_overwritten_records_epipe_are_counted_and_reading_goes_on(kmsg, monkeypatch):
@@ -254,7 +267,7 @@ def test_a_kernel_xid_line_triggers_a_cycle_at_once(tmp_path, kmsg):
         signals.close()
         sources.close()
     assert loop.triggered == 1 and starts[1] - starts[0] < 5
-    assert json.loads((tmp_path / "kmsg-seq.json").read_text()) == {"seq": 2}
+    assert json.loads((tmp_path / "kmsg-seq.json").read_text()) == {"seq": 2, "boot_id": agent_events.read_boot_id()}
 
 
 def test_noise_does_not_trigger_a_cycle(tmp_path, kmsg):

@@ -86,11 +86,30 @@ def test_a_damaged_state_file_is_set_aside_and_the_cycle_goes_on(tmp_path, conte
     assert result["agent"]["failing"][0]["id"] in ("gpu.count", "gpu.lost")
     set_aside = [n for n in os.listdir(str(tmp_path / "state")) if n.startswith("agent-state.json.damaged-")]
     assert len(set_aside) == 1 and (tmp_path / "state" / set_aside[0]).read_bytes() == content
-    assert json.loads(state_file.read_text())["cycle"] == 1  # fresh state, written again
-    assert "is damaged" in lines[0] and "the cycle goes on from fresh state" in lines[0]
+    assert json.loads(state_file.read_text())["cycle"] == 1  # fresh counters, written again
+    assert "is damaged" in lines[0] and "its history is lost" in lines[0]
     # and the next cycle reads its own state again
     assert instance.cycle() == 0
     assert json.loads(state_file.read_text())["cycle"] == 2
+
+
+@pytest.mark.parametrize("content", [DAMAGED_STATES["truncated JSON"], b'{"checks": {}, "healthy": NaN}',
+                                     b'{"checks": {}, "cycle": 1e999}', b"[" * 5000 + b"]" * 5000])
+def test_a_damaged_state_file_never_makes_a_node_healthy_sooner(tmp_path, content):
+    """Unreadable is read in the safe direction: the history is lost, so every check counts as
+    failing until it passes its recover_after cycles (2): a healthy node is published unhealthy
+    for exactly the first cycle after the damage, and named as held, never healthy at once."""
+    instance, lines = make_agent(tmp_path, scenario="h100-healthy")
+    instance.cycle()
+    assert json.loads((tmp_path / "state" / "health.json").read_text())["agent"]["healthy"] is True
+    (tmp_path / "state" / "agent-state.json").write_bytes(content)
+    verdicts = []
+    for _cycle in range(3):
+        instance.cycle()
+        verdicts.append(json.loads((tmp_path / "state" / "health.json").read_text())["agent"])
+    assert [verdict["healthy"] for verdict in verdicts] == [False, True, True]
+    assert verdicts[0]["failing"][0]["message"].startswith("held failing: agent-state.json was unreadable")
+    assert any("agent-state.json is damaged" in line for line in lines)
 
 
 def test_an_unreadable_state_file_is_set_aside(tmp_path):
