@@ -4,9 +4,11 @@
 """The agent's Slurm publisher (docs/contracts.md, "Node health agent", "Slurm"), as LBNL NHC does:
 
 - unhealthy: drain the node with the reason ``gpufleet: <id>[<target>]`` (the first failing
-  check); a node already drained by gpufleet gets the new reason; a node drained or down for
-  another reason (an admin, another tool) is left alone;
-- healthy: resume the node only when its reason starts with ``gpufleet:`` (drained by the agent).
+  check); a node already drained by gpufleet gets the new reason;
+- healthy: resume the node only when gpufleet drained it (DRAIN with a reason starting ``gpufleet:``);
+- a node in someone else's hands (an admin's or Slurm's own: DOWN, FAIL, MAINTENANCE, REBOOT_*,
+  POWER* states, a reason that is not gpufleet's; ``node_hold``) is never drained, re-reasoned
+  or resumed.
 
 ``slurm_commands`` builds the scontrol commands from ``scontrol show node -o`` output (pure, unit
 tested); ``SlurmPublisher`` runs them through the command runner. It runs in each agent cycle
@@ -34,28 +36,99 @@ def parse_show_node(text):
     return dict((m.group(1), m.group(2).strip()) for m in _FIELD.finditer(line))
 
 
+# `scontrol show node`'s State= (Slurm src/common/slurm_protocol_defs.c, node_states[] and
+# node_state_flags[]; src/api/node_info.c prints node_state_string_complete(): BASE+FLAG+FLAG...
+# since Slurm 21.08, e.g. IDLE+DRAIN, DOWN+NOT_RESPONDING, MIXED+MAINTENANCE; up to 20.11 it printed
+# node_state_string() with a suffix symbol and +CLOUD, +COMPLETING, +DRAIN, +FAIL, +POWER,
+# +POWERING_DOWN, e.g. DOWN*+DRAIN, IDLE~, MAINT, REBOOT^).
+BASE_STATES = ("DOWN", "IDLE", "ALLOCATED", "ERROR", "MIXED", "FUTURE", "UNKNOWN")
+STATE_FLAGS = ("BLOCKED", "CLOUD", "COMPLETING", "DRAIN", "DYNAMIC_FUTURE", "DYNAMIC_NORM", "EXTERNAL",
+               "INVALID_REG", "FAIL", "MAINTENANCE", "POWER_DOWN", "POWER_UP", "POWERED_DOWN",
+               "REBOOT_REQUESTED", "REBOOT_ISSUED", "RESERVED", "RESUME", "NOT_RESPONDING", "PLANNED",
+               "POWERING_UP", "POWERING_DOWN", "PERFCTRS")
+# node_state_string()'s suffixes (Slurm <= 20.11 show node, sinfo's short form)
+_SUFFIXES = {"*": "NOT_RESPONDING", "$": "MAINTENANCE", "@": "REBOOT_REQUESTED", "^": "REBOOT_ISSUED",
+             "#": "POWERING_UP", "%": "POWERING_DOWN", "~": "POWERED_DOWN", "!": "POWER_DOWN", "-": "PLANNED"}
+# node_state_string()'s words that are not a base state: (base, flags)
+_WORDS = {"DRAINED": ("IDLE", ("DRAIN",)), "DRAINING": ("ALLOCATED", ("DRAIN",)), "FAILING": ("ALLOCATED", ("FAIL",)),
+          "MAINT": ("IDLE", ("MAINTENANCE",)), "REBOOT": ("IDLE", ("REBOOT_REQUESTED",)), "INVAL": (None, ("INVALID_REG",)),
+          "POWER": (None, ("POWERED_DOWN",)), "CANCEL_REBOOT": (None, ("REBOOT_REQUESTED",)), "UNDRAIN": (None, ("DRAIN",))}
+# Bases and flags that say the node is in someone else's hands (an admin's or Slurm's own): gpufleet
+# neither drains it with its reason, nor changes the reason, nor resumes it. DRAIN counts as ours
+# only with our reason. The other flags (BLOCKED, CLOUD, COMPLETING, DYNAMIC_*, EXTERNAL, RESERVED,
+# PLANNED, NOT_RESPONDING, PERFCTRS) say how Slurm schedules or reaches the node, not who holds it.
+USABLE_BASES = ("IDLE", "ALLOCATED", "MIXED")
+FOREIGN_FLAGS = ("FAIL", "MAINTENANCE", "POWER_DOWN", "POWER_UP", "POWERED_DOWN", "POWERING_UP", "POWERING_DOWN",
+                 "REBOOT_REQUESTED", "REBOOT_ISSUED", "INVALID_REG", "RESUME")
+
+
+def parse_state(state):
+    """(base or None, set of flags, [tokens not understood]) of a State= value in either form."""
+    tokens = [token for token in (state or "").strip().upper().split("+")]
+    base, flags, unknown = None, set(), []
+    for index, token in enumerate(tokens):
+        word = token.rstrip("".join(_SUFFIXES))
+        flags.update(_SUFFIXES[char] for char in token[len(word):])
+        if index == 0 and word in BASE_STATES:
+            base = word
+        elif index == 0 and word in _WORDS:
+            base = _WORDS[word][0]
+            flags.update(_WORDS[word][1])
+        elif word in STATE_FLAGS:
+            flags.add(word)
+        elif word == "POWER":  # Slurm <= 20.11: +POWER is the power-saving (powered down) flag
+            flags.add("POWERED_DOWN")
+        else:
+            unknown.append(token)
+    return base, flags, unknown
+
+
+def node_hold(state, reason, prefix):
+    """Who holds the node, from its State= and Reason= (``prefix``: our reason's start):
+    ``("ours", [])`` DRAIN set with our reason and nothing else held; ``("free", [])`` neither
+    drained nor held; ``("other", [what])`` anything else: a base other than IDLE, ALLOCATED,
+    MIXED (DOWN, ERROR, FUTURE, UNKNOWN), a flag of FOREIGN_FLAGS, DRAIN or any reason that is not
+    ours, or a state not understood (fail closed: left alone)."""
+    base, flags, unknown = parse_state(state)
+    reason = (reason or "").strip()
+    ours = reason.startswith(prefix)
+    held = []
+    if base not in USABLE_BASES:
+        held.append(base or "no base state")
+    held.extend(flag for flag in FOREIGN_FLAGS if flag in flags)
+    held.extend("%s (not understood)" % token for token in unknown)
+    if reason and not ours:
+        held.append("Reason=%s" % reason)
+    elif "DRAIN" in flags and not ours:
+        held.append("DRAIN without a reason of gpufleet")
+    if held:
+        return "other", held
+    return ("ours", []) if "DRAIN" in flags else ("free", [])
+
+
 def drain_reason(failing):
     first = failing[0]
     return "%s %s[%s]" % (SLURM_REASON_PREFIX, first["id"], first["target"])
 
 
 def slurm_commands(node, healthy, failing, show_output, scontrol="scontrol"):
-    """([argv, ...], explanation) for the node's health and its current Slurm state."""
+    """([argv, ...], explanation) for the node's health and its current Slurm state: drain (or
+    change our reason) when unhealthy, resume what we drained when healthy; a node held by
+    someone else (node_hold) is left alone either way."""
     fields = parse_show_node(show_output)
     if not fields.get("NodeName"):
         raise AgentError("scontrol show node %s: no NodeName in the answer %r" % (node, (show_output or "")[:200]))
-    state = fields.get("State", "").upper()
+    state = fields.get("State", "")
     reason = fields.get("Reason", "")
-    ours = reason.startswith(SLURM_REASON_PREFIX)
-    drained = "DRAIN" in state or "DOWN" in state
+    hold, held = node_hold(state, reason, SLURM_REASON_PREFIX)
+    if hold == "other":
+        return [], "left alone: State=%s is not gpufleet's (%s)" % (state, "; ".join(held))
     if not healthy:
         wanted = drain_reason(failing)
-        if drained and not ours:
-            return [], "left alone: drained or down for another reason (%s)" % (reason or state)
-        if drained and reason.split(" [", 1)[0] == wanted:
+        if hold == "ours" and reason.split(" [", 1)[0] == wanted:
             return [], "already drained: %s" % wanted
         return [[scontrol, "update", "NodeName=%s" % node, "State=DRAIN", "Reason=%s" % wanted]], "drain: %s" % wanted
-    if drained and ours:
+    if hold == "ours":
         return [[scontrol, "update", "NodeName=%s" % node, "State=RESUME"]], "resume (was %s)" % reason
     return [], "nothing to do"
 

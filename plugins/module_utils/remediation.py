@@ -20,7 +20,7 @@ __metaclass__ = type
 
 import copy
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_slurm import parse_show_node
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_slurm import node_hold, parse_show_node, parse_state
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gate import failing_checks
 
 ACTIONS = ("isolate", "drain", "reset", "reboot")  # weakest first
@@ -238,24 +238,28 @@ def step_checks(action, done, stopped=None, burn_in=True):
 
 SLURM_REASON = "gpufleet remediation:"  # the drain reason of playbooks/remediate.yml (the agent's is "gpufleet:")
 _SLURM_BUSY = ("ALLOCATED", "MIXED", "COMPLETING")
+# no new job starts on the node (Slurm's DRAIN, FAIL: "unavailable for use", DOWN)
+_SLURM_CLOSED = ("DRAIN", "FAIL")
 
 
 def slurm_state(show_output, node):
-    """The remediation's view of ``scontrol show node <node> -o``: {state, reason, draining (DRAIN set),
-    ours (drained with SLURM_REASON: we may resume it), admin (drained or down for another reason: never
-    resumed by us), drained (DRAIN set or DOWN, and no job left: ALLOCATED, MIXED, COMPLETING), busy}. PolicyError
-    when the answer is not this node's (fail closed: no state is never drained)."""
+    """The remediation's view of ``scontrol show node <node> -o``: {state, reason, draining (DRAIN
+    set), ours (drained with SLURM_REASON and held by nobody else: we may resume it), admin (in
+    someone else's hands, agent_slurm.node_hold: DOWN, FAIL, MAINTENANCE, REBOOT_*, POWER*, a
+    reason that is not ours, a state not understood; never drained with our reason nor resumed by
+    us), held (what makes it someone else's), drained (DRAIN, FAIL or DOWN, and no job left:
+    ALLOCATED, MIXED, COMPLETING), busy}. PolicyError when the answer is not this node's (fail
+    closed: no state is never drained)."""
     fields = parse_show_node(show_output)
     if fields.get("NodeName") != node or "State" not in fields:
         raise PolicyError("scontrol show node %s: no NodeName=%s and State in the answer %r"
                           % (node, node, (show_output or "")[:200]))
     state = fields["State"].upper()
-    flags = set(state.replace("*", "").split("+"))
+    base, flags, _unknown = parse_state(state)
     reason = fields.get("Reason", "")
-    draining = "DRAIN" in flags or "DRAINING" in flags or "DRAINED" in flags
-    ours = draining and reason.startswith(SLURM_REASON)
-    busy = sorted(flags & set(_SLURM_BUSY))
-    down = "DOWN" in flags  # runs no job (Slurm requeues or kills them)
-    return {"state": state, "reason": reason, "draining": draining, "ours": ours,
-            "admin": (draining or down) and not ours, "busy": busy,
-            "drained": (draining or down) and not busy}
+    hold, held = node_hold(state, reason, SLURM_REASON)
+    draining = "DRAIN" in flags
+    busy = sorted((flags | {base}) & set(_SLURM_BUSY))
+    closed = bool(flags & set(_SLURM_CLOSED)) or base == "DOWN"  # DOWN runs no job (Slurm requeues or kills them)
+    return {"state": state, "reason": reason, "draining": draining, "ours": hold == "ours",
+            "admin": hold == "other", "held": held, "busy": busy, "drained": closed and not busy}

@@ -5,6 +5,8 @@ import json
 import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from ansible_collections.gpufleet.cluster.plugins.module_utils import agent
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_slurm import (
     SlurmPublisher,
@@ -105,7 +107,121 @@ def test_health_check_program_mode_says_what_it_decided_every_run(tmp_path, monk
     monkeypatch.setattr(SlurmPublisher, "from_config", classmethod(lambda cls, config: cls("gpu-1", runner)))
     assert SlurmPublisher("gpu-1", runner).publish(True, []) == []
     assert agent.slurm_health_check({"state_dir": str(tmp_path)}) == 0
-    assert capsys.readouterr().out == "gpufleet-health-agent: slurm: nothing to do\n"
-    (tmp_path / "health.json").write_text(json.dumps({"agent": {"healthy": False, "failing": FAILING}}))
+    assert capsys.readouterr().out == ("gpufleet-health-agent: slurm: left alone: State=IDLE+DRAIN is not gpufleet's "
+                                       "(Reason=admin: bad dimm [root@2025-11-20T12:00:00])\n")
+    (tmp_path / "health.json").write_text(json.dumps({"generated_at": time.time(),
+                                                      "agent": {"healthy": False, "failing": FAILING}}))
     assert agent.slurm_health_check({"state_dir": str(tmp_path)}) == 0
-    assert "left alone: drained or down for another reason (admin: bad dimm" in capsys.readouterr().out
+    assert "left alone: State=IDLE+DRAIN is not gpufleet's (Reason=admin: bad dimm" in capsys.readouterr().out
+
+
+# --- whose state is it (issue 41) ----------------------------------------------------------------
+# State= as `scontrol show node` prints it: node_state_string_complete() of Slurm's
+# src/common/slurm_protocol_defs.c (SchedMD/slurm, master and slurm-21-08 .. 25-05): the base state
+# of node_states[] followed by "+FLAG" for each flag set, in the order of node_state_flags[]; Slurm
+# <= 20.11 (src/api/node_info.c of slurm-20-11-9-1) printed node_state_string()'s short form
+# (DOWN*, IDLE~, MAINT, REBOOT^ ...) with +CLOUD, +COMPLETING, +DRAIN or +FAIL, +POWER.
+FLAG_ORDER = ("BLOCKED", "CLOUD", "COMPLETING", "DRAIN", "DYNAMIC_FUTURE", "DYNAMIC_NORM", "EXTERNAL",
+              "INVALID_REG", "FAIL", "MAINTENANCE", "POWER_DOWN", "POWER_UP", "POWERED_DOWN", "REBOOT_REQUESTED",
+              "REBOOT_ISSUED", "RESERVED", "RESUME", "NOT_RESPONDING", "PLANNED", "POWERING_UP", "POWERING_DOWN")
+THEIRS = ("FAIL", "MAINTENANCE", "POWER_DOWN", "POWER_UP", "POWERED_DOWN", "POWERING_UP", "POWERING_DOWN",
+          "REBOOT_REQUESTED", "REBOOT_ISSUED", "INVALID_REG", "RESUME")
+OURS = "gpufleet: gpu.xid[gpu3]"
+
+
+def test_an_admins_fail_is_neither_redrained_nor_resumed():
+    # the issue's case: `scontrol update NodeName=gpu-1 State=FAIL Reason="fan"` on an idle node
+    for healthy in (True, False):
+        commands, why = slurm_commands("gpu-1", healthy, [] if healthy else FAILING, show("IDLE+FAIL", "fan"))
+        assert commands == [], why
+        assert why.startswith("left alone: State=IDLE+FAIL is not gpufleet's (FAIL; Reason=fan")
+
+
+@pytest.mark.parametrize("state", ["IDLE+DRAIN+MAINTENANCE", "IDLE+DRAIN+REBOOT_REQUESTED", "IDLE+DRAIN+REBOOT_ISSUED",
+                                   "IDLE+DRAIN+POWER_DOWN", "IDLE+DRAIN+POWERED_DOWN", "IDLE+DRAIN+POWERING_DOWN",
+                                   "IDLE+DRAIN+POWERING_UP", "IDLE+DRAIN+FAIL", "DOWN+DRAIN", "DOWN+DRAIN+NOT_RESPONDING",
+                                   "UNKNOWN+DRAIN", "FUTURE+DRAIN", "IDLE+DRAIN+SOMETHING_NEW",
+                                   # Slurm <= 20.11
+                                   "DOWN*+DRAIN", "IDLE~+DRAIN", "IDLE@+DRAIN", "MAINT+DRAIN", "REBOOT^+DRAIN",
+                                   "IDLE+DRAIN+POWER"])
+def test_our_drain_under_someone_elses_state_is_not_resumed_nor_rereasoned(state):
+    """An admin (or Slurm) took the node over after the agent drained it: hands off."""
+    assert slurm_commands("gpu-1", True, [], show(state, OURS))[0] == []
+    assert slurm_commands("gpu-1", False, [dict(FAILING[0], id="gpu.lost")], show(state, OURS))[0] == []
+
+
+@pytest.mark.parametrize("state", ["IDLE", "MIXED", "ALLOCATED+COMPLETING", "IDLE+NOT_RESPONDING", "IDLE+RESERVED",
+                                   "IDLE+CLOUD", "MIXED+PLANNED"])
+def test_a_reason_that_is_not_ours_keeps_the_node_out_of_our_hands(state):
+    assert slurm_commands("gpu-1", False, FAILING, show(state, "admin: network maintenance"))[0] == []
+    # the same states without a reason are drained when unhealthy
+    assert slurm_commands("gpu-1", False, FAILING, show(state))[0][0][3] == "State=DRAIN"
+
+
+@pytest.mark.parametrize("state", ["IDLE+DRAIN", "MIXED+DRAIN", "ALLOCATED+DRAIN+COMPLETING", "IDLE+DRAIN+NOT_RESPONDING",
+                                   "IDLE+CLOUD+DRAIN", "IDLE+DRAIN+RESERVED"])
+def test_our_own_drain_is_resumed(state):
+    assert slurm_commands("gpu-1", True, [], show(state, OURS))[0] == [
+        ["scontrol", "update", "NodeName=gpu-1", "State=RESUME"]]
+
+
+def test_the_remediation_keeps_its_hands_off_the_same_states():
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.remediation import slurm_state
+    mine = "gpufleet remediation: reset: xid_fatal -> reset (gpu.xid:gpu3)"
+    fail = slurm_state(show("IDLE+FAIL", "fan"), "gpu-1")
+    assert fail["admin"] and not fail["ours"] and fail["drained"]
+    assert fail["held"] == ["FAIL", "Reason=fan [root@2025-11-20T12:00:00]"]
+    taken_over = slurm_state(show("IDLE+DRAIN+REBOOT_REQUESTED", mine), "gpu-1")
+    assert taken_over["admin"] and not taken_over["ours"] and taken_over["draining"]
+    assert slurm_state(show("IDLE+DRAIN", mine), "gpu-1")["ours"]
+    maint = slurm_state(show("IDLE+MAINTENANCE"), "gpu-1")
+    assert maint["admin"] and not maint["drained"]  # nobody closed it to jobs: not drained, not ours to drain
+    assert slurm_state(show("MIXED+FAIL", "fan"), "gpu-1")["busy"] == ["MIXED"]
+
+
+STATE_STRINGS = st.builds(
+    lambda base, flags, stars: base + stars + "".join("+" + flag for flag in FLAG_ORDER if flag in flags),
+    st.sampled_from(("DOWN", "IDLE", "ALLOCATED", "ERROR", "MIXED", "FUTURE", "UNKNOWN")),
+    st.frozensets(st.sampled_from(FLAG_ORDER), max_size=4),
+    st.sampled_from(("", "", "*", "$", "@", "^", "~", "!", "#", "%")))
+REASONS = st.one_of(st.none(), st.sampled_from((OURS, "gpufleet: rdma.port.state[mlx5_0/1]", "gpufleet remediation: x",
+                                                "Not responding", "admin: bad dimm", "Kill task failed",
+                                                "reboot requested", "")),
+                    st.text(st.characters(blacklist_categories=("Cs", "Cc")), max_size=30))
+
+
+@settings(max_examples=300, deadline=None)
+@given(STATE_STRINGS, REASONS, st.booleans())
+def test_only_our_own_state_is_ever_changed(state, reason, healthy):
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_slurm import parse_state
+    reason_text = (reason or "").strip()
+    commands, why = slurm_commands("gpu-1", healthy, [] if healthy else FAILING,
+                                   show(state, reason_text) if reason_text else show(state))
+    base, flags, unknown = parse_state(state)
+    ours = reason_text.startswith("gpufleet:")
+    theirs = (base not in ("IDLE", "ALLOCATED", "MIXED") or unknown or flags & set(THEIRS)
+              or (reason_text and not ours) or ("DRAIN" in flags and not ours))
+    if theirs:
+        assert commands == [] and why.startswith("left alone"), (state, reason, why)
+    for argv in commands:
+        if argv[3] == "State=RESUME":
+            assert healthy and "DRAIN" in flags and ours
+        else:
+            assert argv[3] == "State=DRAIN" and not healthy
+    if not theirs and not healthy and not ("DRAIN" in flags and reason_text.startswith(OURS)):
+        assert commands, (state, reason)
+    if not theirs and healthy and "DRAIN" in flags:
+        assert commands == [["scontrol", "update", "NodeName=gpu-1", "State=RESUME"]]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=40), REASONS)
+def test_any_state_text_is_a_decision_never_a_crash(state, reason):
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.remediation import slurm_state
+    line = "NodeName=gpu-1 State=%s" % state.replace(" ", "_").replace("=", "_")
+    if reason:
+        line += " Reason=%s" % reason
+    commands, _why = slurm_commands("gpu-1", True, [], line)
+    assert commands in ([], [["scontrol", "update", "NodeName=gpu-1", "State=RESUME"]])
+    view = slurm_state(line, "gpu-1")
+    assert not (view["ours"] and view["admin"])
