@@ -51,6 +51,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import
     is_finite_number,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.xid import (
+    XID_ADVICE,
     XID_FATAL_DEFAULT,
     XID_IGNORE_DEFAULT,
     XID_SOURCE_KEYWORDS,
@@ -790,6 +791,10 @@ def _check_xid(results, options, source, gpus, now):
                                                 e["count"], e["class"]) for e in observed)
         pcis = sorted(set(e["pci"] for e in group))
         message = "%s on %s in the last %s (%s)" % (text, ", ".join(pcis), window, origin)
+        advice = ["XID %d: %s" % (xid, XID_ADVICE[xid]) for xid in sorted(set(e["xid"] for e in observed))
+                  if xid in XID_ADVICE and xid not in ignore]
+        if advice:
+            message += "; " + "; ".join(advice)
         undated = sum(1 for e in group if e["time"] is None)
         if undated:
             message += "; %d undated line(s) counted as recent" % undated

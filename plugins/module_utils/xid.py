@@ -63,7 +63,8 @@ import time
 # the default, warn). The policy maps the bucket to a status:
 #   fail: the GPU or node must be reset/rebooted/repaired before it takes work
 #         (RESET_GPU, RESTART_BM, WORKFLOW_XID_48, WORKFLOW_NVLINK_ERR, WORKFLOW_NVLINK5_ERR);
-#   pass: the catalog says IGNORE (or WORKFLOW_XID_45: follow the other XIDs logged with it);
+#   pass: the catalog says IGNORE (or WORKFLOW_XID_45: follow the other XIDs logged with it),
+#         except WARN_OVERRIDES (63: a reset is pending; see XID_ADVICE);
 #   warn: everything else (RESTART_APP: only the application must restart, the node is fine;
 #         CHECK_MECHANICALS, UPDATE_SWFW, RESTART_VM, XID_154, CHECK_UVM, CONTACT_SUPPORT) and
 #         any XID not in the table.
@@ -171,8 +172,27 @@ XID_CATALOG = {
     160: ("Channel Retirement Event", "IGNORE"),
     161: ("Channel Retirement Failure", "IGNORE"),
 }
+# XIDs the catalog buckets IGNORE that still ask for an action, read from NVIDIA's own pages: warn
+# by default (not in XID_IGNORE_DEFAULT), with the advice in the gpu.xid message.
+# 63: on Ampere and newer (A100, H100, B100, GB200) "successful recording of a row-remapping entry
+#     to the InfoROM" (NVIDIA, "A100 GPU Memory Error Management", User Visible Statistics,
+#     https://docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/user-visible-statistics.html); the
+#     remapping is pending until a GPU reset ("Row-remapping pending flag ... will happen at the next
+#     GPU reset", Error Recovery and Response Flags; "GPU reset is required", Row Remapping). Work
+#     may continue meanwhile. On Volta and older the same XID is a page retired by Dynamic Page
+#     Retirement, active after a driver reload (https://docs.nvidia.com/deploy/dynamic-page-retirement/
+#     visibility.html: "XID 63: A page has successfully been retired").
+# 64 (failure to record the remapping / to retire the page) is RESET_GPU in the catalog: fail.
+XID_ADVICE = {
+    63: "row remapping pending (Ampere and newer; a retired page on Volta and older): reset the GPU "
+        "(reload the driver on Volta and older) when convenient",
+    64: "row remapping could not be recorded (a page could not be retired on Volta and older): reset the "
+        "GPU; a recurrence is an RMA case",
+}
+WARN_OVERRIDES = frozenset([63])
 XID_FATAL_DEFAULT = sorted(x for x, (_name, bucket) in XID_CATALOG.items() if bucket in FATAL_BUCKETS)
-XID_IGNORE_DEFAULT = sorted(x for x, (_name, bucket) in XID_CATALOG.items() if bucket in IGNORE_BUCKETS)
+XID_IGNORE_DEFAULT = sorted(x for x, (_name, bucket) in XID_CATALOG.items()
+                            if bucket in IGNORE_BUCKETS and x not in WARN_OVERRIDES)
 XID_SOURCE_KEYWORDS = ("auto", "journal", "dmesg", "none")
 # XIDs whose catalog severity varies by error unit and is printed in the line (Fatal / Nonfatal):
 # the NVLink5 XIDs 144-150 (catalog "Severity" per unit; lines as in leptonai/gpud PR #1174).

@@ -81,7 +81,7 @@ options:
       - The default is every XID NVIDIA's XID catalog says to ignore, and 45 (it follows the XIDs logged with it).
     type: list
     elements: int
-    default: [14, 37, 38, 43, 44, 45, 63, 66, 67, 92, 93, 106, 107, 108, 121, 137, 141, 157, 160, 161]
+    default: [14, 37, 38, 43, 44, 45, 66, 67, 92, 93, 106, 107, 108, 121, 137, 141, 157, 160, 161]
   nvml_binding_path:
     description:
       - A directory on the managed host searched first for the NVML Python binding (C(pynvml)), for

@@ -103,7 +103,7 @@ options:
         description: See O(gpufleet.cluster.gpu_health#module:xid_ignore).
         type: list
         elements: int
-        default: [14, 37, 38, 43, 44, 45, 63, 66, 67, 92, 93, 106, 107, 108, 121, 137, 141, 157, 160, 161]
+        default: [14, 37, 38, 43, 44, 45, 66, 67, 92, 93, 106, 107, 108, 121, 137, 141, 157, 160, 161]
       nvml_binding_path:
         description: See O(gpufleet.cluster.gpu_health#module:nvml_binding_path).
         type: path

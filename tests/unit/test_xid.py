@@ -6,7 +6,9 @@ import os
 import pytest
 from ansible_collections.gpufleet.cluster.plugins.module_utils.xid import (
     FATAL_BUCKETS,
+    IGNORE_BUCKETS,
     MAX_LOG_BYTES,
+    WARN_OVERRIDES,
     XID_CATALOG,
     XID_FATAL_DEFAULT,
     XID_IGNORE_DEFAULT,
@@ -18,6 +20,8 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.xid import (
     skew_note,
 )
 from conftest import FIXTURES
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from runners import ScriptedRunner
 
 XID_DIR = os.path.join(FIXTURES, "xid")
@@ -108,7 +112,8 @@ def test_pci_address_is_normalised():
         (94, "warn"),  # RESTART_APP: contained, restart the application (was fatal before)
         (13, "warn"),  # RESTART_APP
         (31, "warn"),  # RESTART_APP
-        (63, "pass"),  # IGNORE (row remapping event)
+        (63, "warn"),  # IGNORE in the catalog, but a row remapping is pending until a GPU reset
+        (64, "fail"),  # RESET_GPU (row remapping failure)
         (92, "pass"),  # IGNORE (high single-bit ECC rate)
         (45, "pass"),  # WORKFLOW_XID_45: follows the XIDs logged with it
         (154, "warn"),  # XID_154: informational, the action comes with the other XID
@@ -126,11 +131,24 @@ def test_fatal_wins_over_ignore():
 def test_defaults_follow_the_catalog_table():
     assert XID_FATAL_DEFAULT == [46, 48, 62, 64, 74, 79, 95, 109, 110, 119, 120, 136, 140, 143,
                                  144, 145, 146, 147, 148, 149, 150, 155, 156, 158]
-    assert XID_IGNORE_DEFAULT == [14, 37, 38, 43, 44, 45, 63, 66, 67, 92, 93, 106, 107, 108, 121,
+    assert XID_IGNORE_DEFAULT == [14, 37, 38, 43, 44, 45, 66, 67, 92, 93, 106, 107, 108, 121,
                                   137, 141, 157, 160, 161]
     for xid, (name, bucket) in XID_CATALOG.items():
         assert name and bucket, xid
         assert (xid in XID_FATAL_DEFAULT) == (bucket in FATAL_BUCKETS)
+        assert (xid in XID_IGNORE_DEFAULT) == (bucket in IGNORE_BUCKETS and xid not in WARN_OVERRIDES)
+
+
+@settings(max_examples=200, deadline=None)
+@given(xid=st.integers(0, 400), in_fatal=st.booleans(), in_ignore=st.booleans())
+def test_a_pending_row_remap_is_never_a_silent_pass_by_default(xid, in_fatal, in_ignore):
+    """The default lists never pass XID 63 or 64 (a reset is due); explicit lists still decide."""
+    fatal = set(XID_FATAL_DEFAULT) | ({xid} if in_fatal else set())
+    ignore = set(XID_IGNORE_DEFAULT) - ({xid} if in_fatal else set()) | ({xid} if in_ignore and not in_fatal else set())
+    status = classify(xid, fatal, ignore)
+    if xid in (63, 64) and not in_ignore:
+        assert status in ("warn", "fail")
+    assert status == ("fail" if xid in fatal else "pass" if xid in ignore else "warn")
 
 
 # -- sources ------------------------------------------------------------------------------
