@@ -22,6 +22,8 @@ Run 1 (all nodes in one batch, no stop threshold):
 - stuck: a pod that never goes away (finalizer): the drain times out, the node is held with step
   "drain" and the reason naming the timeout.
 - foreign: cordoned by someone else before the run, no gpufleet record: skipped and reported.
+- nan: its upgrade-state annotation holds NaN (set after the check run): the node is refused before
+  anything is done, the message naming the annotation; an admin removes it and run 2 upgrades it.
 - reboot: the upgrade leaves nvidia_driver_reboot_required and rolling_upgrade_reboot is false
   (the default): held with taint value reboot-required and a reason naming rolling_upgrade_reboot.
 Run 2 (API back): outage and down are recognised as gpufleet's cordon and carried on to
@@ -42,7 +44,9 @@ PLAYBOOK = os.path.join(REPO, "playbooks", "rolling-upgrade.yml")
 TAINT_KEY = "gpufleet.io/unhealthy"
 STATE_ANNOTATION = "gpufleet.io/upgrade-state"
 OTHER_TAINT = {"key": "example.com/maintenance", "value": "true", "effect": "NoSchedule"}
-NODES = ["ru-ok", "ru-pdb", "ru-outage", "ru-down", "ru-stuck", "ru-foreign", "ru-reboot"]
+NODES = ["ru-ok", "ru-pdb", "ru-outage", "ru-down", "ru-stuck", "ru-foreign", "ru-reboot", "ru-nan"]
+# what Python's json.loads accepts and JSON does not: a record holding it is unreadable, never "none"
+NAN_RECORD = '{"state": "admitted", "run_id": "run-0", "components": ["driver"], "target": {"driver": NaN}}'
 WRITES = ("PATCH", "POST", "PUT", "DELETE")
 NEEDS_REBOOT = os.path.join(REPO, "tests", "integration", "tasks", "rolling_upgrade_needs_reboot.yml")
 
@@ -133,9 +137,14 @@ def runs(tmp_path_factory):
         # callback's own files (reports/fleet-report.*, junit.xml) are not the upgrade's
         check_files = sorted(str(p.relative_to(tmp)) for p in [*(tmp / "nodes").glob("**/*"),
                                                              *(tmp / "reports" / "upgrades").glob("**/*")])
+        api.patch_node("ru-nan", "application/merge-patch+json",
+                       {"metadata": {"annotations": {STATE_ANNOTATION: NAN_RECORD}}})
         first = _run(tmp, "run-1")
+        nan_after_first = api.node("ru-nan")
         after_first = {node: {"file": _file_state(tmp, node), "annotation": _annotation(api, node),
-                              "node": api.node(node)} for node in NODES}
+                              "node": api.node(node)} for node in NODES if node != "ru-nan"}
+        api.patch_node("ru-nan", "application/merge-patch+json",
+                       {"metadata": {"annotations": {STATE_ANNOTATION: None}}})
         api.end_outage("ru-outage")
         api.end_outage("ru-down")
         second = _run(tmp, "run-2")
@@ -147,7 +156,7 @@ def runs(tmp_path_factory):
                 summaries[run_id] = json.load(handle)
         yield {"api": api, "check": check, "check_requests": check_requests, "before_check": before_check,
                "after_check": after_check, "check_files": check_files,
-               "first": first, "second": second, "after_first": after_first,
+               "first": first, "second": second, "after_first": after_first, "nan_after_first": nan_after_first,
                "after_second": after_second, "summaries": summaries, "tmp": tmp}
     finally:
         api.stop()
@@ -176,9 +185,20 @@ def test_first_run_fails_only_the_nodes_whose_api_went_away(runs):
     for node in ("ru-ok", "ru-pdb", "ru-stuck", "ru-foreign", "ru-reboot"):
         line = [ln for ln in recap.splitlines() if ln.startswith(node)][0]
         assert "failed=0" in line, line
-    for node in ("ru-outage", "ru-down"):
+    for node in ("ru-outage", "ru-down", "ru-nan"):
         line = [ln for ln in recap.splitlines() if ln.startswith(node)][0]
         assert "failed=0" not in line, line
+
+
+def test_an_unreadable_record_refuses_the_node_before_anything_is_done(runs):
+    out = runs["first"].stdout + runs["first"].stderr
+    assert "ru-nan not touched: unreadable record annotation gpufleet.io/upgrade-state" in out, out
+    node = runs["nan_after_first"]
+    assert "unschedulable" not in node["spec"] and not node["spec"].get("taints")
+    assert node["metadata"]["annotations"][STATE_ANNOTATION] == NAN_RECORD  # left for the admin
+    assert _file_state(runs["tmp"], "ru-nan") is not None  # run 2 (record removed) wrote it
+    outcomes = _outcomes(runs["summaries"]["run-2"])
+    assert outcomes["ru-nan"]["outcome"] == "upgraded"
 
 
 def test_admitted_node_keeps_the_other_controllers_taint(runs):

@@ -1,0 +1,86 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The one reader of rolling_upgrade's records: the node's upgrade state (``upgrade-state.json``
+and its copy in the Node annotation ``gpufleet.io/upgrade-state``) and what the last successful
+upgrade applied (``applied.json``). Both are data from outside (an earlier run, another gpufleet
+version, an admin's editor): checked strictly with module_utils/records.py, and a record that
+cannot be read raises RecordError naming it, which the role turns into a refusal of the node
+(docs/contracts.md, "Records read back"). Written by roles/rolling_upgrade/tasks/state.yml and
+admit.yml.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils import records
+
+STATES = ("planned", "cordoned", "drained", "upgrading", "validating", "admitted", "held")
+KEYS = ("state", "run_id", "components", "target", "updated", "step", "reason", "failed_checks",
+        "versions_before", "versions_after", "resumed_from", "etcd_snapshot")
+UPDATED_RE = re.compile(r"\A[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z\Z")
+
+
+def _scalar_map(value, record, field, max_items=64):
+    """{name: version}: string keys, scalar values (string, finite number, bool, null)."""
+    records.mapping(value, record, field)
+    if len(value) > max_items:
+        raise records.RecordError(record, "%d entries, more than %d" % (len(value), max_items), field)
+    for key, item in value.items():
+        records.string(key, record, field, max_length=128)
+        if item is None or isinstance(item, (bool, str)):
+            if isinstance(item, str):
+                records.string(item, record, "%s.%s" % (field, key), max_length=512)
+        else:
+            records.number(item, record, "%s.%s" % (field, key))
+    return value
+
+
+def _strings(value, record, field, max_items=64, max_length=256):
+    records.listing(value, record, field, max_items)
+    for item in value:
+        records.string(item, record, field, max_length=max_length)
+    return value
+
+
+def read_state(text, record):
+    """The upgrade state record in ``text`` ({} when ``text`` is empty: no record)."""
+    if text is None or (isinstance(text, str) and not text.strip()):
+        return {}
+    doc = records.mapping(records.load_json(text, record), record, required=("state",), allowed=KEYS)
+    records.string(doc["state"], record, "state", choices=STATES)
+    for field in ("run_id", "step", "reason", "etcd_snapshot"):
+        if field in doc:
+            records.string(doc[field], record, field, max_length=4096 if field == "reason" else 1024)
+    if "updated" in doc and not UPDATED_RE.match(records.string(doc["updated"], record, "updated", 32)):
+        raise records.RecordError(record, "not a UTC time YYYY-MM-DDTHH:MM:SSZ: %r" % doc["updated"], "updated")
+    if "components" in doc:
+        _strings(doc["components"], record, "components", max_length=64)
+    for field in ("target", "versions_before", "versions_after"):
+        if field in doc:
+            _scalar_map(doc[field], record, field)
+    if "resumed_from" in doc:
+        records.mapping(doc["resumed_from"], record, "resumed_from", allowed=("run_id", "state"))
+        for key, item in doc["resumed_from"].items():
+            records.string(item, record, "resumed_from.%s" % key, max_length=1024)
+    if "failed_checks" in doc:
+        records.listing(doc["failed_checks"], record, "failed_checks", 1024)
+        for item in doc["failed_checks"]:
+            if not isinstance(item, (str, dict)):
+                raise records.RecordError(record, "an item is neither a check id nor a check: %r" % (item,),
+                                          "failed_checks")
+    return doc
+
+
+def read_applied(text, record):
+    """What the last successful upgrade applied ({} when ``text`` is empty: nothing recorded)."""
+    if text is None or (isinstance(text, str) and not text.strip()):
+        return {}
+    doc = records.mapping(records.load_json(text, record), record, required=("components", "target"),
+                          allowed=("components", "target"))
+    _strings(doc["components"], record, "components", max_length=64)
+    _scalar_map(doc["target"], record, "target")
+    return doc

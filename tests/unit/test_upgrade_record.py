@@ -1,0 +1,67 @@
+"""The one reader of rolling_upgrade's records (module_utils/upgrade_record.py, filter upgrade_record):
+what a run wrote reads back; anything else is unreadable, named, and never taken as "no record"."""
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ansible_collections.gpufleet.cluster.plugins.filter.upgrade_record import upgrade_record
+from ansible_collections.gpufleet.cluster.plugins.module_utils import upgrade_record as reader
+from ansible_collections.gpufleet.cluster.plugins.module_utils.records import RecordError
+
+WRITTEN = {  # what roles/rolling_upgrade/tasks/state.yml writes (a held node, resumed)
+    "state": "held", "run_id": "2026-11-29T0400Z", "components": ["driver", "kubernetes"],
+    "target": {"driver": "580.95.05", "kubernetes": "1.36.5"}, "updated": "2026-11-29T04:01:02Z",
+    "step": "validate", "reason": "gpu.xid: XID 79", "failed_checks": ["gpu.xid"],
+    "versions_before": {"nvidia-driver": "570.1"}, "versions_after": {}, "etcd_snapshot": "/var/lib/x.db",
+    "resumed_from": {"run_id": "r0", "state": "drained"},
+}
+
+
+def test_what_a_run_writes_reads_back():
+    assert reader.read_state(json.dumps(WRITTEN, indent=2) + "\n", "f") == WRITTEN
+    assert reader.read_state("", "f") == {} and reader.read_state(" \n", "f") == {}
+    applied = {"components": ["driver"], "target": {"driver": "580.95.05"}}
+    assert reader.read_applied(json.dumps(applied), "a") == applied
+
+
+@pytest.mark.parametrize("change", [
+    {"state": "done"}, {"state": None}, {"target": {"driver": float("nan")}}, {"components": "driver"},
+    {"updated": "yesterday"}, {"failed_checks": [3]}, {"resumed_from": {"run_id": 1}}, {"extra": 1},
+    {"target": {"driver": {"nested": "x"}}}, {"reason": ["x"]},
+])
+def test_damaged_state_records_are_unreadable_and_named(change):
+    doc = dict(WRITTEN, **change)
+    text = json.dumps(doc, allow_nan=True)
+    with pytest.raises(RecordError, match="upgrade-state.json"):
+        reader.read_state(text, "upgrade-state.json")
+    result = upgrade_record(text, "state", "upgrade-state.json")
+    assert result["record"] == {} and "unreadable record upgrade-state.json" in result["error"]
+
+
+@pytest.mark.parametrize("text", ['{"state": "held", "state": "admitted"}', "[" * 100000, '"held"', "{"])
+def test_hostile_texts_are_unreadable(text):
+    assert upgrade_record(text, "state", "annotation x")["error"].startswith("unreadable record annotation x")
+
+
+def test_applied_must_be_the_fingerprint():
+    for text in ('{"components": []}', '{"components": [], "target": {}, "x": 1}', '{"components": [1], "target": {}}'):
+        with pytest.raises(RecordError):
+            reader.read_applied(text, "applied.json")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.text(max_size=300), st.builds(json.dumps, st.recursive(
+    st.none() | st.booleans() | st.floats() | st.integers() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+        st.sampled_from(sorted(reader.KEYS) + ["x"]), inner, max_size=6), max_leaves=25))))
+def test_any_text_is_a_record_or_a_named_refusal(text):
+    for kind in ("state", "applied"):
+        result = upgrade_record(text, kind, "rec")
+        assert set(result) == {"record", "error"}
+        if result["error"]:
+            assert result["record"] == {} and "rec" in result["error"]
+        elif kind == "state" and result["record"]:
+            assert result["record"]["state"] in reader.STATES
