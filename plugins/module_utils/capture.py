@@ -36,10 +36,8 @@ __metaclass__ = type
 import fnmatch
 import hashlib
 import io
-import ipaddress
 import json
 import os
-import re
 import shutil
 import socket
 import stat
@@ -47,9 +45,10 @@ import tarfile
 import tempfile
 import time
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.capture_pseudonym import Pseudonymiser
 from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import ModuleFailure, checked_root
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu import gather_gpu_facts
-from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import MAX_READ, PLACEHOLDERS, SysfsReader, open_regular
+from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import MAX_READ, SysfsReader, open_regular
 
 FORMAT = 1
 ARCHIVE_TOP = "gpufleet-capture"
@@ -145,6 +144,11 @@ def _under(rel, tree):
     return rel == tree or rel.startswith(tree + "/")
 
 
+def _relative(target, parent):
+    """The relative link text from directory ``parent`` to ``target`` (components below root)."""
+    return os.path.relpath("/" + "/".join(target), "/" + "/".join(parent))
+
+
 def allowed(rel, patterns=None):
     """Whether a path a reader looks at (relative to root) is covered by the capture: it matches a
     pattern, or a pattern's leading components (a directory the capture lists or passes through)."""
@@ -176,7 +180,9 @@ class TreeWalker(object):
         self.truncated = []
         self.total_bytes = 0
         self.reads = 0
+        self.rewritten = {}
         self._resolved = {(): ()}
+        self._root_forms = sorted(set((os.path.normpath(os.path.abspath(root)), os.path.realpath(root))))
 
     def _full(self, parts):
         return os.path.join(self.root, *parts) if parts else self.root
@@ -214,42 +220,109 @@ class TreeWalker(object):
         except (OSError, ValueError):
             return None
         if stat.S_ISLNK(info.st_mode):
-            try:
-                target = os.readlink(self._full(cand))
-            except OSError as exc:
-                self.unreadable["/".join(cand)] = "readlink failed: %s" % exc
-                return None
-            if os.path.isabs(target):
-                if not self.host_root:
-                    self.skipped["/".join(cand)] = "absolute link target %s: outside root, not followed" % target
-                    self._add(cand, ("link", target))
-                    return None
-                comps = tuple(part for part in target.split("/") if part)
-                relative = os.path.relpath("/" + "/".join(comps), "/" + "/".join(parent))
-                self._add(cand, ("link", relative))
-            else:
-                comps = parent + tuple(part for part in target.split("/") if part)
-                self._add(cand, ("link", target))
-            normal = []
-            for part in comps:
-                if part == "..":
-                    if not normal:
-                        self.skipped["/".join(cand)] = "link target leaves root: not followed"
-                        return None
-                    normal.pop()
-                elif part != ".":
-                    normal.append(part)
-            if depth >= MAX_LINKS:
-                self.skipped["/".join(cand)] = "more than %d links in a row: not followed" % MAX_LINKS
-                return None
-            if not self._inside_trees(normal):
-                self.skipped["/".join(cand)] = ("link target /%s outside the captured trees: not followed"
-                                                % "/".join(normal))
-                return None
-            return self.resolve(tuple(normal), depth + 1)
+            return self._link(parent, cand, depth)
         if stat.S_ISDIR(info.st_mode):
             self._add(cand, ("dir",))
         return cand
+
+    def _link(self, parent, cand, depth):
+        """A symbolic link: recorded relative and inside root (an absolute target below root is
+        rewritten relative), or, when it leads out of root or into a loop, an empty placeholder
+        (listed as skipped); followed only inside the captured trees."""
+        key = "/".join(cand)
+        if key in self.nodes and self.nodes[key][0] != "link":
+            return None  # replaced by a placeholder already
+        try:
+            target = os.readlink(self._full(cand))
+        except OSError as exc:
+            self.unreadable[key] = "readlink failed: %s" % (exc.strerror or type(exc).__name__)
+            return None
+        normal = self._link_target(parent, target)
+        if normal is None:
+            self._placeholder(cand, "link target leaves root (%s): not followed, replaced by an empty placeholder"
+                              % ("absolute" if os.path.isabs(target) else "relative"))
+            return None
+        if os.path.isabs(target) and key not in self.nodes:
+            self.rewritten[key] = "absolute link target made relative"
+        self._add(cand, ("link", _relative(normal, parent), normal))
+        if depth >= MAX_LINKS:
+            self.skipped[key] = "more than %d links in a row: not followed" % MAX_LINKS
+            return None
+        if not self._inside_trees(normal):
+            self.skipped[key] = "link target /%s outside the captured trees: not followed" % "/".join(normal)
+            return None
+        return self.resolve(normal, depth + 1)
+
+    def settle_links(self):
+        """Replace by an empty placeholder every link that does not lead somewhere in the archive:
+        into a loop (more than ``MAX_LINKS`` links in a row) or through a file (a placeholder). Such
+        a link replays as an error on the node too, and tarfile's data filter refuses it where it
+        resolves links strictly (a loop, a file used as a directory)."""
+        links = sorted(key for key, entry in self.nodes.items() if entry[0] == "link")
+        while links:
+            bad = [key for key in links if not self._leads_somewhere(self.nodes[key][2])]
+            for key in bad:  # all at once: every link of a loop is replaced, not all but one
+                self._placeholder(tuple(key.split("/")), "link leads into a loop or through a file: "
+                                                         "replaced by an empty placeholder")
+            links = [key for key in links if key not in bad] if bad else []
+
+    def _leads_somewhere(self, parts, depth=0):
+        """Whether the path ``parts`` resolves in the archive without a loop and without passing
+        through a file; a missing component ends the walk (what is below it is missing too)."""
+        for index in range(len(parts)):
+            entry = self.nodes.get("/".join(parts[:index + 1]))
+            if entry is None:
+                return True
+            if entry[0] == "link":
+                if depth >= MAX_LINKS:
+                    return False
+                return self._leads_somewhere(tuple(entry[2]) + tuple(parts[index + 1:]), depth + 1)
+            if entry[0] != "dir" and index < len(parts) - 1:
+                return False
+        return True
+
+    def _placeholder(self, cand, reason):
+        key = "/".join(cand)
+        self.rewritten.pop(key, None)
+        self.nodes.pop(key, None)
+        self._add(cand, ("device", "link not kept: empty"))
+        self.skipped[key] = reason
+
+    def _link_target(self, parent, target):
+        """Components below root of where a link in ``parent`` to ``target`` leads (lexically, as
+        the link is stored), or None when that is outside root. Below the host's root ``..`` of
+        root is root (as the kernel resolves it); an absolute target below another root counts
+        when it names a path below that root."""
+        if os.path.isabs(target):
+            if self.host_root:
+                comps = target.split("/")
+            else:
+                comps = self._below_root(target)
+                if comps is None:
+                    return None
+            base = ()
+        else:
+            comps, base = target.split("/"), parent
+        normal = list(base)
+        for part in comps:
+            if part in ("", "."):
+                continue
+            if part != "..":
+                normal.append(part)
+            elif normal:
+                normal.pop()
+            elif not self.host_root:
+                return None
+        return tuple(normal)
+
+    def _below_root(self, target):
+        path = os.path.normpath(target)
+        for base in self._root_forms:
+            if path == base:
+                return []
+            if path.startswith(base.rstrip(os.sep) + os.sep):
+                return path[len(base.rstrip(os.sep)) + 1:].split(os.sep)
+        return None
 
     def expand(self, pattern):
         """Capture every path matching ``pattern`` (components may be globs)."""
@@ -266,7 +339,8 @@ class TreeWalker(object):
                     try:
                         names = sorted(os.listdir(self._full(real)))
                     except (OSError, ValueError) as exc:
-                        self.unreadable["/".join(real)] = "listing failed: %s" % exc
+                        self.unreadable["/".join(real)] = "listing failed: %s" % (
+                            getattr(exc, "strerror", None) or type(exc).__name__)
                         continue
                     following.extend(logical + (name,) for name in names if fnmatch.fnmatchcase(name, comp))
                 else:
@@ -334,165 +408,6 @@ class TreeWalker(object):
             else:
                 with open(path, "wb") as handle:
                     handle.write(entry[1] if entry[0] == "file" else b"")
-
-
-# -- pseudonyms -------------------------------------------------------------------------------
-_H = "[0-9A-Fa-f]"
-_SHAPES = (
-    r"(?P<uuid>(?<![\w-])(?:(?:GPU|MIG)-)?{h}{{8}}-{h}{{4}}-{h}{{4}}-{h}{{4}}-{h}{{12}}(?![\w-]))"
-    r"|(?P<octets>(?<![\w:]){h}{{2}}(?::{h}{{2}}){{5}}(?:(?::{h}{{2}}){{14}}|(?::{h}{{2}}){{2}})?(?![\w:]))"
-    r"|(?P<gid>(?<![\w:]){h}{{4}}(?::{h}{{4}}){{7}}(?![\w:]))"
-    r"|(?P<guid>(?<![\w:]){h}{{4}}(?::{h}{{4}}){{3}}(?![\w:]))"
-    r"|(?P<enx>(?<![\w])enx{h}{{12}}(?![\w]))"
-    r"|(?P<ip6>(?<![\w:.])(?:{h}{{1,4}}(?::{h}{{1,4}})*)?::(?:{h}{{1,4}}(?::{h}{{1,4}})*)?(?![\w:.]))"
-    r"|(?P<ip4>(?<![\w.-])(?:[0-9]{{1,3}}\.){{3}}[0-9]{{1,3}}(?![\w.-]))"
-).format(h=_H)
-_MASK64 = (1 << 64) - 1
-# ``Serial Number: 1654922003455``, ``serial=...``: the value is replaced wherever it appears.
-SERIAL_FIELD = re.compile(r"(?i)\bserial(?:[ _-]?(?:number|no\.?))?[ \t]*[:=][ \t]*([^\s,;\"']{3,})")
-
-
-class Pseudonymiser(object):
-    """Stable pseudonyms of the same shape: ``GPU-00000000-0000-4000-8000-00000000000N`` (UUIDs),
-    ``0200:00ff:fe00:000N`` (GUIDs, also inside GIDs and IPoIB hardware addresses), ``02:00:00:…``
-    (MACs), ``198.18.x.y`` (IPv4; inside RoCE GIDs too, so an IPv4-mapped GID stays one),
-    ``fd00::N`` (IPv6), ``host-N`` / ``serial-N`` / ``redacted-N`` (literals: host names, serials,
-    values given in ``redact``). Unspecified, loopback and broadcast addresses and all-zero
-    identifiers are kept: they identify nothing and the checks read them."""
-
-    def __init__(self):
-        self._maps = {}
-        self._literals = {}
-        self._regex = None
-        self.counts = {}
-
-    def add_literal(self, value, kind="redacted"):
-        """A value replaced wherever it appears as a whole word (host names, serials)."""
-        if not isinstance(value, str):
-            return
-        value = value.strip()
-        too_short = len(value) < (1 if kind == "hostname" else 3)
-        if too_short or value in PLACEHOLDERS or value.lower() in ("localhost", "none", "null"):
-            return
-        if value.lower() not in self._literals:
-            self._literals[value.lower()] = kind
-            self._regex = None
-
-    def _pattern(self):
-        if self._regex is None:
-            shapes = _SHAPES
-            if self._literals:
-                words = "|".join(re.escape(v) for v in sorted(self._literals, key=len, reverse=True))
-                shapes = r"(?P<lit>(?<![\w.-])(?i:%s)(?![\w-]))|%s" % (words, shapes)
-            self._regex = re.compile(shapes)
-        return self._regex
-
-    def _number(self, kind, key):
-        table = self._maps.setdefault(kind, {})
-        if key not in table:
-            table[key] = len(table) + 1
-            self.counts[kind] = self.counts.get(kind, 0) + 1
-        return table[key]
-
-    def text(self, value):
-        if not value:
-            return value
-        return self._pattern().sub(self._replace, value)
-
-    def data(self, raw):
-        return self.text(raw.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
-
-    def value(self, obj):
-        """Every string of a JSON-like structure (keys included)."""
-        if isinstance(obj, str):
-            return self.text(obj)
-        if isinstance(obj, list):
-            return [self.value(item) for item in obj]
-        if isinstance(obj, dict):
-            return dict((self.value(k), self.value(v)) for k, v in obj.items())
-        return obj
-
-    def _replace(self, match):
-        kind = match.lastgroup
-        text = match.group(0)
-        if kind == "lit":
-            label = self._literals.get(text.lower(), "redacted")
-            return "%s-%d" % ({"hostname": "host"}.get(label, label), self._number(label, text.lower()))
-        return getattr(self, "_" + kind)(text)
-
-    def _uuid(self, text):
-        prefix, body = "", text
-        if text[:4].upper() in ("GPU-", "MIG-"):
-            prefix, body = text[:4], text[4:]
-        if set(body.replace("-", "")) <= set("0"):
-            return text
-        return "%s00000000-0000-4000-8000-%012x" % (prefix, self._number("uuid", body.lower()))
-
-    def _guid_int(self, value):
-        if value == 0:
-            return 0
-        return 0x020000FFFE000000 + self._number("guid", value)
-
-    def _guid(self, text):
-        new = self._guid_int(int(text.replace(":", ""), 16))
-        return _groups(new, 4, 4, text)
-
-    def _ipv4_int(self, value):
-        if value in (0, 0xFFFFFFFF) or (value >> 24) == 127:
-            return value
-        return int(ipaddress.IPv4Address("198.18.0.0")) + self._number("ipv4", value)
-
-    def _ip4(self, text):
-        try:
-            value = int(ipaddress.IPv4Address(text))
-        except ValueError:
-            return text
-        return str(ipaddress.IPv4Address(self._ipv4_int(value)))
-
-    def _gid_int(self, value):
-        if (value >> 32) == 0xFFFF:  # IPv4-mapped (RoCE v2 over IPv4): the address is mapped
-            return (value >> 32 << 32) | self._ipv4_int(value & 0xFFFFFFFF)
-        prefix, low = value >> 64, value & _MASK64
-        if prefix not in (0, 0xFE80000000000000):
-            prefix = 0xFD00000000000000 + self._number("prefix", prefix)
-        return (prefix << 64) | self._guid_int(low)
-
-    def _gid(self, text):
-        return _groups(self._gid_int(int(text.replace(":", ""), 16)), 8, 4, text)
-
-    def _ip6(self, text):
-        try:
-            address = ipaddress.IPv6Address(text)
-        except ValueError:
-            return text
-        if address.is_unspecified or address.is_loopback:
-            return text
-        return str(ipaddress.IPv6Address(self._gid_int(int(address))))
-
-    def _enx(self, text):
-        """A network interface named after its MAC (``enx0c42a1b2c3d4``, systemd's predictable names)."""
-        mac = ":".join(text[3 + i:5 + i] for i in range(0, 12, 2))
-        return "enx" + self._octets(mac).replace(":", "")
-
-    def _octets(self, text):
-        raw = text.replace(":", "")
-        value = int(raw, 16)
-        count = len(raw) // 2
-        if count == 6:
-            if value in (0, (1 << 48) - 1):
-                return text
-            new = 0x020000000000 + self._number("mac", value)
-        elif count == 8:
-            new = self._guid_int(value)
-        else:  # 20 bytes: IPoIB (QPN + GID)
-            new = (value >> 128 << 128) | self._gid_int(value & ((1 << 128) - 1))
-        return _groups(new, count, 2, text)
-
-
-def _groups(value, groups, width, like):
-    digits = "%0*x" % (groups * width, value)
-    text = ":".join(digits[i:i + width] for i in range(0, len(digits), width))
-    return text.upper() if like == like.upper() and like != like.lower() else text
 
 
 # -- NVML -------------------------------------------------------------------------------------
@@ -867,6 +782,7 @@ def capture_node(params, runner=None, binding=None, now=None):
                         params.get("max_total_bytes") or DEFAULT_MAX_TOTAL_BYTES)
     for pattern in patterns:
         walker.expand(pattern)
+    walker.settle_links()
     pseudo = Pseudonymiser()
     for name in host_names():
         pseudo.add_literal(name, "hostname")
@@ -875,11 +791,7 @@ def capture_node(params, runner=None, binding=None, now=None):
     for key, entry in walker.nodes.items():
         if entry[0] != "file":
             continue
-        text = entry[1].decode("utf-8", "replace")
-        if os.path.basename(key).endswith("serial"):
-            pseudo.add_literal(text, "serial")
-        for match in SERIAL_FIELD.finditer(text):
-            pseudo.add_literal(match.group(1), "serial")
+        pseudo.collect_serials(entry[1].decode("utf-8", "replace"), whole=os.path.basename(key).endswith("serial"))
     capture = Capture(walker, pseudo, patterns, now)
     staging = tempfile.mkdtemp(prefix="gpufleet-capture-")
     try:
@@ -895,6 +807,7 @@ def capture_node(params, runner=None, binding=None, now=None):
             if scenario is not None:
                 for device in scenario["devices"]:
                     pseudo.add_literal(device.get("serial"), "serial")
+                pseudo.value(scenario, collect=True)
                 capture.scenario = scenario
         else:
             capture.nvml = {"recorded": False, "reason": "option nvml is false"}
@@ -903,9 +816,13 @@ def capture_node(params, runner=None, binding=None, now=None):
     if facts["gpu_count"]:
         capture.kernel_log, capture.xid_status = kernel_log_lines(
             root, runner, params.get("xid_source") or "auto", params.get("xid_window_hours") or 24.0, now)
+        for line in capture.kernel_log or ():
+            pseudo.collect_serials(line)  # NVRM: GPU Board Serial Number: …, … GPU serial number is ….
     else:
         capture.xid_status = {"recorded": False, "reason": NO_GPU}
     capture.ofed_info = ofed_info_output(root, runner, params.get("ofed_info"))
+    if capture.ofed_info is not None:
+        pseudo.collect_serials(capture.ofed_info["stdout"])
     capture.elapsed_s = time.time() - started
     return capture
 
@@ -966,16 +883,18 @@ class Capture(object):
             "captured_at_epoch": int(self.now),
             "host": self.pseudo.text(host_names()[0]) if host_names() else None,
             "root_is_host": walker.host_root,
-            "patterns": self.patterns,
-            "trees": list(walker.trees),
+            "patterns": self.pseudo.value(list(self.patterns)),
+            "trees": self.pseudo.value(list(walker.trees)),
             "counts": {"entries": len(members), "files_read": walker.reads, "bytes": walker.total_bytes,
                        "skipped": len(walker.skipped), "unreadable": len(walker.unreadable),
-                       "truncated": len(walker.truncated)},
+                       "truncated": len(walker.truncated), "links_rewritten": len(walker.rewritten)},
             "limits": {"max_file_bytes": walker.max_file_bytes, "max_entries": walker.max_entries,
                        "max_total_bytes": walker.max_total_bytes},
             "pseudonymised": self.pseudonym_counts(),
-            "nvml": dict(self.nvml, file=NVML_FILE if self.scenario is not None else None),
-            "kernel_log": dict(self.xid_status, file=("root/" + KERN_LOG) if self.kernel_log is not None else None),
+            # the reasons and errors quote what NVML and the log readers said: pseudonymised too
+            "nvml": self.pseudo.value(dict(self.nvml, file=NVML_FILE if self.scenario is not None else None)),
+            "kernel_log": self.pseudo.value(dict(self.xid_status, file=("root/" + KERN_LOG)
+                                                 if self.kernel_log is not None else None)),
             "ofed_info": None if self.ofed_info is None else {"rc": self.ofed_info["rc"],
                                                               "file": "commands/ofed_info-s.txt"},
             "elapsed_s": round(self.elapsed_s, 3),
@@ -1001,7 +920,8 @@ class Capture(object):
         def shown(key):
             return "/".join(pseudo.text(part) for part in key.split("/"))
 
-        for title, table in (("skipped", walker.skipped), ("unreadable", walker.unreadable)):
+        for title, table in (("skipped", walker.skipped), ("unreadable", walker.unreadable),
+                             ("rewritten", walker.rewritten)):
             for key in sorted(table):
                 lines.append("%s - - root/%s: %s" % (title, shown(key), pseudo.text(table[key])))
         for key in walker.truncated:

@@ -78,9 +78,17 @@ def capture_to(tmp_path, root, binding, hostnames=("gpu-node-17.example.org", "g
         capture.write_archive(result, dest)
     finally:
         capture.host_names = original
-    with tarfile.open(dest) as tar:
-        tar.extractall(str(tmp_path / "unpacked"))
+    unpack(dest, str(tmp_path / "unpacked"))
     return result, str(tmp_path / "unpacked" / capture.ARCHIVE_TOP), dest
+
+
+def unpack(dest, target):
+    """Unpack an archive the way Python 3.14 does by default (tarfile's ``data`` filter: no absolute
+    link, no link or member outside the destination, no device): every capture of the tests goes
+    through here, so each one is an archive the receiver can unpack safely."""
+    with tarfile.open(dest) as tar:
+        tar.extractall(target, filter="data")
+    return target
 
 
 _CAPTURES = {}
@@ -401,6 +409,81 @@ def test_pseudonyms_keep_the_shape_the_checks_read():
     assert first.startswith("GPU-00000000-0000-4000-8000-")
 
 
+# The NVIDIA driver names a GPU's board serial in the kernel log, in two lines of
+# NVIDIA/open-gpu-kernel-modules: with the first Xid of a GPU, src/nvidia/src/kernel/gpu/rc/kernel_rc.c
+# (_krcLogUuidOnce) prints "NVRM: GPU at PCI:%04x:%02x:%02x: %s" (the UUID) and "NVRM: GPU Board Serial
+# Number: %s" before krcReportXid's "NVRM: Xid (PCI:%04x:%02x:%02x): %d, pid=%s, name=%s, %s"; when a
+# GPU falls off the bus, src/nvidia/arch/nvalloc/unix/src/osinit.c prints "GPU has fallen off the
+# bus." and "GPU serial number is %s." through NV_DEV_PRINTF ("NVRM: GPU %04x:%02x:%02x.%x: " first,
+# kernel-open/common/inc/nv.h). Real dmesg with the first pair: akash-network/support#244 (535.183.01,
+# Xid 43/31/94, one serial per GPU) and leptonai/gpud's testdata (tests/fixtures/real/captures/xid,
+# test_real_captures.py); a GPU without a serial prints "[N/A]". Serials and UUIDs below are made up.
+KERNEL_LOG = [
+    "2025-11-20T10:59:58+0000 gpu-node-17 kernel: NVRM: GPU at PCI:0000:18:00: GPU-3b6ec030-5adc-1847-e155-79f635584b4e",
+    "2025-11-20T10:59:58+0000 gpu-node-17 kernel: NVRM: GPU Board Serial Number: 1652923099001",
+    "2025-11-20T10:59:58+0000 gpu-node-17 kernel: NVRM: Xid (PCI:0000:18:00): 79, pid='<unknown>', "
+    "name=<unknown>, GPU has fallen off the bus.",
+    "2025-11-20T10:59:58+0000 gpu-node-17 kernel: NVRM: GPU 0000:18:00.0: GPU has fallen off the bus.",
+    "2025-11-20T10:59:58+0000 gpu-node-17 kernel: NVRM: GPU 0000:18:00.0: GPU serial number is 1652923099002.",
+    "2025-11-20T10:59:59+0000 gpu-node-17 kernel: NVRM: GPU at PCI:0000:19:00: GPU-c24840ec-8de1-83d5-b126-08000173ae32",
+    "2025-11-20T10:59:59+0000 gpu-node-17 kernel: NVRM: GPU Board Serial Number: [N/A]",
+    "2025-11-20T10:59:59+0000 gpu-node-17 kernel: NVRM: Xid (PCI:0000:19:00): 43, pid=1045242, "
+    "name=pt_main_thread, Ch 00000008",
+]
+
+
+def small_gpu_tree(root, kernel_log, information=""):
+    """One NVIDIA function on the PCI bus (so the GPU family reads the kernel log), its driver
+    information file and ``var/log/kern.log`` (read by xid_source auto below a root other than /)."""
+    function = os.path.join(root, "sys/bus/pci/devices/0000:18:00.0")
+    os.makedirs(function)
+    for attr, value in (("vendor", "0x10de"), ("class", "0x030200"), ("device", "0x2330")):
+        with open(os.path.join(function, attr), "w") as handle:
+            handle.write(value + "\n")
+    os.makedirs(os.path.join(root, "proc/driver/nvidia/gpus/0000:18:00.0"))
+    with open(os.path.join(root, "proc/driver/nvidia/gpus/0000:18:00.0/information"), "w") as handle:
+        handle.write(information)
+    os.makedirs(os.path.join(root, "var/log"))
+    with open(os.path.join(root, "var/log/kern.log"), "w") as handle:
+        handle.write("".join(line + "\n" for line in kernel_log))
+    return root
+
+
+def test_serials_the_driver_writes_to_the_kernel_log_are_pseudonymised(tmp_path):
+    """Both serial lines of the driver, NVML not recorded (nothing else names the serials): the
+    serials are replaced; one that a captured file names too gets the same pseudonym in both."""
+    root = small_gpu_tree(str(tmp_path / "node"), KERNEL_LOG,
+                          "Model: \t\t NVIDIA H100 80GB HBM3\nBoard serial: \t 1652923099002\n")
+    result, unpacked, dest = capture_to(tmp_path, root, None, nvml=False)
+    blob = archive_bytes(dest)
+    for value in ("1652923099001", "1652923099002", "3b6ec030", "c24840ec", "gpu-node-17"):
+        assert value.encode() not in blob, value
+    with open(os.path.join(unpacked, "root/var/log/kern.log")) as handle:
+        log = handle.read().splitlines()
+    assert len(log) == len(KERNEL_LOG)
+    assert log[1].endswith("NVRM: GPU Board Serial Number: serial-2")
+    assert log[4].endswith("NVRM: GPU 0000:18:00.0: GPU serial number is serial-1.")
+    assert log[6].endswith("NVRM: GPU Board Serial Number: [N/A]")  # no serial: nothing to replace
+    with open(os.path.join(unpacked, "root/proc/driver/nvidia/gpus/0000:18:00.0/information")) as handle:
+        assert "Board serial: \t serial-1\n" in handle.read()  # the file's and the log's: the same pseudonym
+    assert result.pseudonym_counts()["serial"] == 2
+
+
+def test_serials_are_found_in_every_form():
+    pseudo = capture.Pseudonymiser()
+    for text in ("NVRM: GPU Board Serial Number: 1652923099001", "GPU serial number is 1652923099002.",
+                 "Serial No.: MT2234X00001", "serial=ABC123", "Board serial: \t 0422318024689"):
+        pseudo.collect_serials(text)
+    for text in ("NVRM: GPU Board Serial Number: [N/A]", "Serial Number: N/A", "serial: 000000000000",
+                 "the serial is fine"):
+        pseudo.collect_serials(text)
+    assert pseudo.text("1652923099001 1652923099002 MT2234X00001 ABC123 0422318024689") == (
+        "serial-1 serial-2 serial-3 serial-4 serial-5")
+    assert pseudo.text("[N/A] N/A 000000000000 fine") == "[N/A] N/A 000000000000 fine"
+    # a long serial is replaced inside a longer word too; a short one only as a whole word
+    assert pseudo.text("gpu_1652923099001.log ABC1234 xABC123") == "gpu_serial-1.log ABC1234 xABC123"
+
+
 # -- bounded ------------------------------------------------------------------------------------
 def test_links_out_of_the_trees_are_recorded_not_followed(tmp_path):
     root = tmp_path / "node"
@@ -418,15 +501,83 @@ def test_links_out_of_the_trees_are_recorded_not_followed(tmp_path):
     walker = capture.TreeWalker(str(root))
     for pattern in capture.capture_patterns():
         walker.expand(pattern)
+    assert "links in a row" in walker.skipped["sys/bus/pci/devices/loop"]
+    walker.settle_links()
     links = dict((k, v[1]) for k, v in walker.nodes.items() if v[0] == "link")
-    assert sorted(links) == ["sys/bus/pci/devices/0000:01:00.0", "sys/bus/pci/devices/0000:02:00.0",
-                             "sys/bus/pci/devices/0000:03:00.0", "sys/bus/pci/devices/loop"]
+    # kept: the link that stays inside root (not followed out of the trees); out of root or in a
+    # loop: an empty placeholder, so that the directory lists the same and the archive unpacks safely
+    assert links == {"sys/bus/pci/devices/0000:03:00.0": "../../../../etc"}
     assert not any(v[0] == "file" for v in walker.nodes.values())
-    assert walker.nodes["sys/bus/pci/devices/fifo"][0] == "device" and "links in a row" in walker.skipped[
-        "sys/bus/pci/devices/loop"]
-    assert "outside root" in walker.skipped["sys/bus/pci/devices/0000:01:00.0"]
-    assert "leaves root" in walker.skipped["sys/bus/pci/devices/0000:02:00.0"]
+    for name in ("fifo", "0000:01:00.0", "0000:02:00.0", "loop"):
+        assert walker.nodes["sys/bus/pci/devices/" + name][0] == "device", name
+    assert "into a loop" in walker.skipped["sys/bus/pci/devices/loop"]
+    assert "leaves root (absolute)" in walker.skipped["sys/bus/pci/devices/0000:01:00.0"]
+    assert "leaves root (relative)" in walker.skipped["sys/bus/pci/devices/0000:02:00.0"]
     assert "outside the captured trees" in walker.skipped["sys/bus/pci/devices/0000:03:00.0"]
+    assert str(tmp_path) not in json.dumps(walker.skipped)  # where an outside link leads is not said
+
+
+def archive_links(dest):
+    """{member name: link target} of every symbolic link of the archive."""
+    with tarfile.open(dest) as tar:
+        return dict((m.name, m.linkname) for m in tar.getmembers() if m.issym() or m.islnk())
+
+
+def assert_links_inside_root(dest):
+    top = capture.ARCHIVE_TOP + "/root"
+    for name, target in archive_links(dest).items():
+        assert not os.path.isabs(target), (name, target)
+        where = os.path.normpath(os.path.join(os.path.dirname(name), target))
+        assert where == top or where.startswith(top + "/"), (name, target)
+
+
+def test_links_are_stored_relative_and_inside_root(tmp_path):
+    """An absolute link below root is stored relative (and followed, as the readers follow it); a
+    link out of root, absolute or climbing, and the links of a loop are empty placeholders listed
+    in the MANIFEST: the archive unpacks with tarfile's data filter (capture_to's unpack)."""
+    root = tmp_path / "node"
+    function = root / "sys" / "devices" / "pci0000:00" / "0000:00:01.0" / "0000:1a:00.0"
+    function.mkdir(parents=True)
+    for attr, value in (("vendor", "0x15b3"), ("class", "0x020700"), ("device", "0x1021")):
+        (function / attr).write_text(value + "\n")
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "vendor").write_text("0x10de\n")
+    devices = root / "sys" / "bus" / "pci" / "devices"
+    devices.mkdir(parents=True)
+    os.symlink(str(function), str(devices / "0000:1a:00.0"))  # absolute, below root
+    os.symlink(str(tmp_path / "outside"), str(devices / "0000:01:00.0"))  # absolute, outside root
+    os.symlink("../../../../../outside", str(devices / "0000:02:00.0"))  # climbs out of root
+    ib = root / "sys" / "class" / "infiniband"
+    ib.mkdir(parents=True)
+    os.symlink("loop1", str(ib / "loop1"))
+    os.symlink("loop3", str(ib / "loop2"))
+    os.symlink("loop2", str(ib / "loop3"))
+    os.symlink("loop2/ports", str(ib / "through"))  # a link through a loop
+    result, unpacked, dest = capture_to(tmp_path, str(root), None)
+    assert_links_inside_root(dest)
+    links = archive_links(dest)
+    top = capture.ARCHIVE_TOP + "/root/"
+    assert links == {top + "sys/bus/pci/devices/0000:1a:00.0": "../../../devices/pci0000:00/0000:00:01.0/0000:1a:00.0"}
+    with open(os.path.join(unpacked, "root/sys/bus/pci/devices/0000:1a:00.0/vendor")) as handle:
+        assert handle.read() == "0x15b3\n"  # followed: captured as the readers see it
+    with open(os.path.join(unpacked, "MANIFEST")) as handle:
+        manifest = handle.read().splitlines()
+    for name in ("bus/pci/devices/0000:01:00.0", "bus/pci/devices/0000:02:00.0", "class/infiniband/loop1",
+                 "class/infiniband/loop2", "class/infiniband/loop3", "class/infiniband/through"):
+        path = os.path.join(unpacked, "root/sys", name)
+        assert os.path.isfile(path) and not os.path.islink(path) and os.path.getsize(path) == 0, name
+        assert any(line.startswith("placeholder 0 ") and line.endswith(" root/sys/" + name) for line in manifest), name
+        assert any(line.startswith("skipped - - root/sys/%s: " % name) and "placeholder" in line
+                   for line in manifest), name
+    assert "rewritten - - root/sys/bus/pci/devices/0000:1a:00.0: absolute link target made relative" in manifest
+    with open(os.path.join(unpacked, "capture.json")) as handle:
+        assert json.load(handle)["counts"]["links_rewritten"] == 1
+    assert str(tmp_path).encode().lower() not in archive_bytes(dest)
+    # the readers see the same below the original root and in the replay
+    before = everything(str(root), None, options="defaults")
+    after = everything(os.path.join(unpacked, "root"), None, options="defaults")
+    assert json.loads(as_text(after, os.path.join(unpacked, "root")))["mlx5_facts"] == json.loads(
+        result.pseudo.text(as_text(before, str(root))))["mlx5_facts"]
 
 
 def test_each_file_read_once_and_capped(tmp_path, monkeypatch):
