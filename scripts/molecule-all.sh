@@ -29,6 +29,8 @@ export GPUFLEET_TEST_IMAGE
 # The base config mounts /sys/fs/cgroup with this mode (scripts/cgroup-mode.sh).
 GPUFLEET_CGROUP_MODE="$(bash scripts/cgroup-mode.sh)"
 export GPUFLEET_CGROUP_MODE
+# The create and destroy playbooks of .config/molecule/ (its config.yml reads this).
+export GPUFLEET_MOLECULE_DIR="$root/.config/molecule"
 echo "molecule: image $GPUFLEET_TEST_IMAGE ready after $(( $(date +%s) - t0 )) s"
 
 # Two scenarios running at once must not share a container name.
