@@ -5,16 +5,22 @@
 (module ``role_state``; docs/performance.md, "Converged-role skip").
 
 A stamp says: role R converged with inputs digest D, and at that moment the files and packages R
-declares it manages were in this state (a snapshot: sha256 and mode of each file, or absent; the
-installed version of each package, or absent). ``verify`` takes the snapshot again and names every
-difference ("drift"); a role is skipped only when its stamp has a snapshot and nothing drifted.
+declares it manages were in this state (a snapshot: for each file its type, owner, group, mode and
+sha256, for a symlink its target and what it points to, or its absence; the installed version of
+each package, or its absence). ``verify`` takes the snapshot again and names every difference
+("drift"); a role is skipped only when its stamp has a snapshot of something and nothing drifted.
 Fail closed: a file that cannot be read, a package database that cannot be queried, a stamp
-without a snapshot or a damaged state file all count as drift (the role runs), never as verified.
+without a snapshot, an empty declaration or a state file that is unreadable (``read_stamps``, the
+one strict reader, on module_utils/records.py) all count as drift (the role runs), never as
+verified.
 
-File format: ``{"roles": {<role>: {"inputs": <digest>, "managed": {"files": {<path>: {"sha256":
-<hex>, "mode": "0644"} | {"absent": true}}, "packages": {<name>: <version> | null}} | null}}}``
-(``managed`` null: the role declared nothing to verify; stamps of gpufleet 0.3 have no
-``managed`` at all: the same).
+File format: ``{"roles": {<role>: {"inputs": <digest>, "managed": {"files": {<path>: <file>},
+"packages": {<name>: <version> | null}} | null}}}`` with ``<file>`` one of ``{"absent": true}``,
+``{"type": "file", "sha256": <hex>, "mode": "0644", "uid": 0, "gid": 0}``, ``{"type":
+"symlink", "target": <link text>, "uid": 0, "gid": 0, "points_to": <file>}`` (``points_to``:
+the regular file or absence it resolves to). ``managed`` null: the role declared nothing to
+verify; stamps of gpufleet 0.3 have no ``managed`` at all (the same); file records of gpufleet
+0.4 (``{"sha256", "mode"}`` only: no type, owner or group) are read but never verified.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -24,39 +30,71 @@ __metaclass__ = type
 import hashlib
 import json
 import os
+import re
 import stat
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils import records
 from ansible_collections.gpufleet.cluster.plugins.module_utils.state_files import atomic_write, read_bytes
 
 DEFAULT_PATH = "/var/lib/gpufleet/role-state.json"
 _CHUNK = 1 << 20
+_open = os.open  # tests replace it to see an unreadable file
 
 
 class SnapshotError(Exception):
     """Something a role manages cannot be observed (names it)."""
 
 
+def _regular_state(path, follow):
+    """{"type": "file", sha256, mode, uid, gid} of the regular file at ``path``, opened without
+    following a symlink (``follow`` False) so what is hashed is what was stat'ed."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) * (not follow) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        handle = _open(path, flags)
+    except OSError as exc:
+        raise SnapshotError("%s cannot be read: %s" % (path, exc.strerror or exc))
+    try:
+        info = os.fstat(handle)
+        if not stat.S_ISREG(info.st_mode):
+            raise SnapshotError("%s is not a regular file" % path)
+        digest = hashlib.sha256()
+        for block in iter(lambda: os.read(handle, _CHUNK), b""):
+            digest.update(block)
+    except OSError as exc:
+        raise SnapshotError("%s cannot be read: %s" % (path, exc.strerror or exc))
+    finally:
+        os.close(handle)
+    return {"type": "file", "sha256": digest.hexdigest(), "mode": "%04o" % (info.st_mode & 0o7777),
+            "uid": info.st_uid, "gid": info.st_gid}
+
+
 def file_state(path):
-    """{"sha256": hex, "mode": "0644"} of a regular file (symlinks followed), {"absent": True}
-    when nothing is there; SnapshotError naming the path otherwise (unreadable, a directory ...)."""
+    """The state of what is at ``path`` (symlinks not followed): {"absent": True}; a regular file
+    {"type": "file", "sha256", "mode", "uid", "gid"}; a symlink {"type": "symlink", "target",
+    "uid", "gid", "points_to": the regular file or absence it resolves to}. SnapshotError naming
+    the path otherwise (unreadable, a directory, a device, a link to one ...)."""
     if not os.path.isabs(path):
         raise SnapshotError("%s is not an absolute path" % path)
     try:
-        info = os.stat(path)
+        info = os.lstat(path)
     except FileNotFoundError:
         return {"absent": True}
     except OSError as exc:
         raise SnapshotError("%s cannot be read: %s" % (path, exc.strerror or exc))
+    if stat.S_ISLNK(info.st_mode):
+        try:
+            target = os.readlink(path)
+            os.stat(path)
+        except FileNotFoundError:
+            return {"type": "symlink", "target": target, "uid": info.st_uid, "gid": info.st_gid,
+                    "points_to": {"absent": True}}
+        except OSError as exc:
+            raise SnapshotError("%s cannot be read: %s" % (path, exc.strerror or exc))
+        return {"type": "symlink", "target": target, "uid": info.st_uid, "gid": info.st_gid,
+                "points_to": _regular_state(path, follow=True)}
     if not stat.S_ISREG(info.st_mode):
         raise SnapshotError("%s is not a regular file" % path)
-    digest = hashlib.sha256()
-    try:
-        with open(path, "rb") as handle:
-            for block in iter(lambda: handle.read(_CHUNK), b""):
-                digest.update(block)
-    except OSError as exc:
-        raise SnapshotError("%s cannot be read: %s" % (path, exc.strerror or exc))
-    return {"sha256": digest.hexdigest(), "mode": "%04o" % (info.st_mode & 0o7777)}
+    return _regular_state(path, follow=False)
 
 
 def parse_dpkg(text):
@@ -145,6 +183,10 @@ def snapshots(declarations, run_command, which):
             files[role], packages[role] = _declared(managed)
         except ValueError as exc:
             missing[role] = "its managed-state declaration %s" % exc
+            continue
+        if not files[role] and not packages[role]:
+            del files[role], packages[role]
+            missing[role] = "the role declares nothing to verify on the node (no files, no packages)"
     versions, package_error = {}, None
     wanted = [name for role in packages for name in packages[role]]
     try:
@@ -162,18 +204,40 @@ def snapshots(declarations, run_command, which):
     return taken, missing
 
 
+def _describe(state):
+    if state.get("absent"):
+        return "absent"
+    if state.get("type") == "symlink":
+        return "a symlink to %s" % state.get("target")
+    return "a regular file"
+
+
 def _file_drift(path, recorded, now):
+    """What differs between the recorded and the current state of ``path`` (None: nothing)."""
+    if not recorded.get("absent") and "type" not in recorded:
+        return "%s recorded by an older gpufleet (no file type, owner or group): not verified" % path
     if now.get("absent") and not recorded.get("absent"):
         return "%s missing" % path
     if recorded.get("absent") and not now.get("absent"):
         return "%s present (absent when the role converged)" % path
     if recorded.get("absent"):
         return None
-    if recorded.get("sha256") != now.get("sha256"):
-        return "%s changed (content differs from the converged run)" % path
-    if recorded.get("mode") != now.get("mode"):
-        return "%s mode %s (%s when the role converged)" % (path, now.get("mode"), recorded.get("mode"))
-    return None
+    if recorded.get("type") != now.get("type") or recorded.get("target") != now.get("target"):
+        return "%s is %s (%s when the role converged)" % (path, _describe(now), _describe(recorded))
+    found = []
+    for key, what in (("uid", "owner"), ("gid", "group")):
+        if recorded.get(key) != now.get(key):
+            found.append("%s %s (%s when the role converged)" % (what, now.get(key), recorded.get(key)))
+    if recorded.get("type") == "symlink":
+        pointed = _file_drift("%s -> %s" % (path, recorded.get("target")), recorded["points_to"], now["points_to"])
+        if pointed:
+            found.append(pointed[len(path) + 1:] if pointed.startswith(path + " ") else pointed)
+    else:
+        if recorded.get("sha256") != now.get("sha256"):
+            found.append("changed (content differs from the converged run)")
+        if recorded.get("mode") != now.get("mode"):
+            found.append("mode %s (%s when the role converged)" % (now.get("mode"), recorded.get("mode")))
+    return "%s %s" % (path, "; ".join(found)) if found else None
 
 
 def _package_drift(name, recorded, now):
@@ -187,13 +251,13 @@ def _package_drift(name, recorded, now):
 
 
 def drift(stamps, run_command, which):
-    """{role: [what drifted]} for every stamp of ``stamps`` ({role: stamp}); an empty list means
-    verified. A stamp without a snapshot, a snapshot that is malformed, a file that cannot be
-    read and a package database that cannot be queried are drift (fail closed)."""
+    """{role: [what drifted]} for every stamp of ``stamps`` ({role: stamp} as read_stamps gives
+    them); an empty list means verified. A stamp without a snapshot or with an empty one, a file
+    that cannot be read and a package database that cannot be queried are drift (fail closed)."""
     result, packages = {}, []
     for stamp in stamps.values():
-        managed = stamp.get("managed") if isinstance(stamp, dict) else None
-        if isinstance(managed, dict) and isinstance(managed.get("packages"), dict):
+        managed = stamp.get("managed")
+        if managed:
             packages.extend(managed["packages"])
     versions, package_error = {}, None
     try:
@@ -201,24 +265,19 @@ def drift(stamps, run_command, which):
     except SnapshotError as exc:
         package_error = str(exc)
     for role, stamp in sorted(stamps.items()):
-        managed = stamp.get("managed") if isinstance(stamp, dict) else None
-        if managed is None:
+        managed = stamp.get("managed")
+        if managed is None or not (managed["files"] or managed["packages"]):
             result[role] = ["nothing recorded to verify on the node (the role declares no managed state)"]
             continue
-        files = managed.get("files") if isinstance(managed, dict) else None
-        recorded_packages = managed.get("packages") if isinstance(managed, dict) else None
-        if not isinstance(files, dict) or not isinstance(recorded_packages, dict) \
-                or not all(isinstance(value, dict) for value in files.values()):
-            result[role] = ["its record of the managed state is malformed"]
-            continue
         found = []
-        for path, recorded in sorted(files.items()):
+        for path, recorded in sorted(managed["files"].items()):
             try:
                 message = _file_drift(path, recorded, file_state(path))
             except SnapshotError as exc:
                 message = str(exc)
             if message:
                 found.append(message)
+        recorded_packages = managed["packages"]
         if recorded_packages and package_error:
             found.append(package_error)
         elif recorded_packages:
@@ -229,23 +288,90 @@ def drift(stamps, run_command, which):
     return result
 
 
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_MODE = re.compile(r"^[0-7]{4}$")
+_FILE_KEYS = ("type", "sha256", "mode", "uid", "gid")
+_LINK_KEYS = ("type", "target", "uid", "gid", "points_to")
+_MAX_ID = 2 ** 32 - 1
+
+
+def _file_record(value, record, field, link_allowed=True):
+    """One file's recorded state, checked (a gpufleet 0.4 record, sha256 and mode only, is kept as
+    it is: _file_drift never verifies it)."""
+    records.mapping(value, record, field)
+    if "absent" in value:
+        records.mapping(value, record, field, required=("absent",), allowed=("absent",))
+        if value["absent"] is not True:
+            raise records.RecordError(record, "absent must be true", field)
+        return {"absent": True}
+    if "type" not in value:  # gpufleet 0.4: sha256 and mode only
+        records.mapping(value, record, field, required=("sha256", "mode"), allowed=("sha256", "mode"))
+        return {"sha256": records.string(value["sha256"], record, field + ".sha256", max_length=64),
+                "mode": records.string(value["mode"], record, field + ".mode", max_length=4)}
+    kind = records.string(value["type"], record, field + ".type",
+                          choices=("file", "symlink") if link_allowed else ("file",))
+    keys = _FILE_KEYS if kind == "file" else _LINK_KEYS
+    records.mapping(value, record, field, required=keys, allowed=keys)
+    state = {"type": kind,
+             "uid": records.integer(value["uid"], record, field + ".uid", 0, _MAX_ID),
+             "gid": records.integer(value["gid"], record, field + ".gid", 0, _MAX_ID)}
+    if kind == "symlink":
+        state["target"] = records.string(value["target"], record, field + ".target", allow_empty=False)
+        state["points_to"] = _file_record(value["points_to"], record, field + ".points_to", link_allowed=False)
+        return state
+    if not _SHA256.match(records.string(value["sha256"], record, field + ".sha256", max_length=64)):
+        raise records.RecordError(record, "not 64 lowercase hex digits: %r" % (value["sha256"],), field + ".sha256")
+    if not _MODE.match(records.string(value["mode"], record, field + ".mode", max_length=4)):
+        raise records.RecordError(record, "not a mode of 4 octal digits: %r" % (value["mode"],), field + ".mode")
+    state.update(sha256=value["sha256"], mode=value["mode"])
+    return state
+
+
+def parse_stamps(raw, record=DEFAULT_PATH):
+    """{role: {"inputs": digest, "managed": None | {"files": {path: state}, "packages": {name:
+    version or None}}}} of the state file's bytes; records.RecordError naming the file (and the
+    field) for anything else: the one reader of this record kind."""
+    document = records.mapping(records.load_json(raw, record), record, required=("roles",), allowed=("roles",))
+    roles = records.mapping(document["roles"], record, "roles")
+    stamps = {}
+    for role, stamp in roles.items():
+        field = "roles.%s" % role
+        records.string(role, record, field, max_length=255, allow_empty=False)
+        records.mapping(stamp, record, field, required=("inputs",), allowed=("inputs", "managed"))
+        inputs = records.string(stamp["inputs"], record, field + ".inputs", max_length=1024, allow_empty=False)
+        managed = stamp.get("managed")
+        if managed is not None:
+            where = field + ".managed"
+            records.mapping(managed, record, where, required=("files", "packages"), allowed=("files", "packages"))
+            files = {}
+            for path, state in records.mapping(managed["files"], record, where + ".files").items():
+                if not os.path.isabs(path):
+                    raise records.RecordError(record, "%r is not an absolute path" % path, where + ".files")
+                files[path] = _file_record(state, record, "%s.files[%s]" % (where, path))
+            packages = {}
+            for name, version in records.mapping(managed["packages"], record, where + ".packages").items():
+                if version is not None:
+                    records.string(version, record, "%s.packages[%s]" % (where, name), max_length=1024)
+                packages[name] = version
+            managed = {"files": files, "packages": packages}
+        stamps[role] = {"inputs": inputs, "managed": managed}
+    return stamps
+
+
 def read_stamps(path):
     """({role: stamp}, problem or None): the stamps of the state file; no file is no stamps, a
-    file that cannot be read or parsed is no stamps and a problem naming it."""
+    file that cannot be read or is unreadable as a record (parse_stamps) is no stamps and a
+    problem naming it (every role runs)."""
     try:
         data = read_bytes(path)
     except OSError as exc:
-        return {}, "%s cannot be read: %s" % (path, exc.strerror or exc)
+        return {}, "%s cannot be read: %s: every role runs" % (path, exc.strerror or exc)
     if data is None:
         return {}, None
     try:
-        document = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        return {}, "%s is not JSON (%s): every role runs" % (path, exc)
-    roles = document.get("roles") if isinstance(document, dict) else None
-    if not isinstance(roles, dict):
-        return {}, "%s has no \"roles\" object: every role runs" % path
-    return dict((role, stamp) for role, stamp in roles.items() if isinstance(stamp, dict)), None
+        return parse_stamps(data, path), None
+    except records.RecordError as exc:
+        return {}, "%s: every role runs" % exc
 
 
 def render(stamps):

@@ -16,12 +16,15 @@ description:
   - "The node side of the converged-role skip (C(common_internal) entry points C(state_read) and
     C(state_write), docs/performance.md). A stamp in O(path) says that a role converged with an
     inputs digest and records a snapshot of what the role declares it manages on the node (the
-    fact C(<role>_managed_state)): sha256 and mode of each file (or its absence) and the
-    installed version of each package (or its absence)."
+    fact C(<role>_managed_state)): what is at each file's path, symlinks not followed (a regular
+    file's sha256, mode, owner and group; a symlink's target, owner and group and the file it
+    points to; or its absence) and the installed version of each package (or its absence)."
   - "O(action=verify) takes the snapshot again, in one module call for all roles, and returns per
-    role the differences (drift): a file missing, changed, with another mode, unreadable; a
-    package removed or at another version. Fail closed: anything that cannot be observed, a stamp
-    without a snapshot and a damaged state file count as drift, never as verified. Read-only."
+    role the differences (drift): a file missing, changed, with another mode, owner or group,
+    replaced by a symlink (or a symlink by a file, or pointing elsewhere), unreadable; a package
+    removed or at another version. Fail closed: anything that cannot be observed, a stamp
+    without a snapshot (or with an empty one) and a state file that the strict reader refuses
+    (named in O(path)'s problem with the field) count as drift, never as verified. Read-only."
   - O(action=record) takes the snapshot of each role of O(stamps) and writes its stamp, removes the
     stamps of O(forget) and keeps the others (atomic write, C(module_utils/state_files.py)).
 author:
@@ -47,8 +50,9 @@ options:
     description:
       - "With O(action=record), what each role of O(stamps) declares it manages, C({<role>: {files:
         [<absolute path>], packages: [<name>]}}) (the fact C(<role>_managed_state)). A role
-        missing here (or with an empty value), with a malformed declaration or whose state cannot
-        be observed now is stamped without a snapshot, so it is never verified (it runs)."
+        missing here (or with an empty value, or declaring no file and no package), with a
+        malformed declaration or whose state cannot be observed now is stamped without a
+        snapshot, so it is never verified (it runs)."
     type: dict
     default: {}
   forget:

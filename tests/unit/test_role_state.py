@@ -6,8 +6,12 @@ fail closed, a role is skipped only when its snapshot was verified."""
 import json
 import os
 import shutil
+import tempfile
 
 import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from ansible.errors import AnsibleFilterError, AnsibleLookupError
 from ansible_collections.gpufleet.cluster.plugins.filter.role_state import converged_plan, converged_roles
 from ansible_collections.gpufleet.cluster.plugins.module_utils import role_stamps
@@ -271,7 +275,7 @@ def test_an_unreadable_file_is_drift_never_verified(tmp_path, monkeypatch):
 
     def denied(path, *args, **kwargs):
         raise PermissionError(13, "Permission denied", path)
-    monkeypatch.setattr(role_stamps, "open", denied, raising=False)
+    monkeypatch.setattr(role_stamps, "_open", denied)
     assert role_stamps.drift(stamp, dpkg(), which_dpkg) == {
         "nvidia_driver": ["%s cannot be read: Permission denied" % managed]}
 
@@ -298,11 +302,102 @@ def test_a_package_database_that_does_not_answer_is_drift(tmp_path):
         "nvidia_driver": ["no dpkg-query or rpm on this host: packages cannot be checked"]}
 
 
-@pytest.mark.parametrize("managed", [None, "garbage", {"files": ["x"], "packages": {}},
-                                     {"files": {"/a": "sha"}, "packages": {}}])
-def test_a_stamp_without_a_usable_snapshot_is_drift(managed):
+@pytest.mark.parametrize("managed", [None, {"files": {}, "packages": {}}])
+def test_a_stamp_without_a_snapshot_or_with_an_empty_one_is_drift(managed):
     drifted = role_stamps.drift({"r": {"inputs": "D", "managed": managed}}, dpkg(), which_dpkg)["r"]
-    assert drifted and drifted[0].startswith(("nothing recorded to verify", "its record of the managed state is malformed"))
+    assert drifted == ["nothing recorded to verify on the node (the role declares no managed state)"]
+
+
+@pytest.mark.parametrize("managed, field", [
+    ("garbage", "roles.r.managed"),
+    ({"files": ["x"], "packages": {}}, "roles.r.managed.files"),
+    ({"files": {"/a": "sha"}, "packages": {}}, "roles.r.managed.files[/a]"),
+    ({"files": {"relative": {"absent": True}}, "packages": {}}, "roles.r.managed.files"),
+    ({"files": {"/a": {"absent": False}}, "packages": {}}, "roles.r.managed.files[/a]"),
+    ({"files": {"/a": {"type": "file", "sha256": "0" * 64, "mode": "0644", "uid": 0}}, "packages": {}},
+     "roles.r.managed.files[/a]"),
+    ({"files": {"/a": {"type": "file", "sha256": "0" * 64, "mode": "0644", "uid": -1, "gid": 0}}, "packages": {}},
+     "roles.r.managed.files[/a].uid"),
+    ({"files": {"/a": {"type": "file", "sha256": "0" * 64, "mode": "644", "uid": 0, "gid": 0}}, "packages": {}},
+     "roles.r.managed.files[/a].mode"),
+    ({"files": {"/a": {"type": "file", "sha256": "xyz", "mode": "0644", "uid": 0, "gid": True}}, "packages": {}},
+     "roles.r.managed.files[/a].gid"),
+    ({"files": {"/a": {"type": "fifo", "sha256": "0" * 64, "mode": "0644", "uid": 0, "gid": 0}}, "packages": {}},
+     "roles.r.managed.files[/a].type"),
+    ({"files": {"/a": {"type": "symlink", "target": "/b", "uid": 0, "gid": 0,
+                       "points_to": {"type": "symlink", "target": "/c", "uid": 0, "gid": 0, "points_to": {"absent": True}}}},
+      "packages": {}}, "roles.r.managed.files[/a].points_to.type"),
+    ({"files": {}, "packages": {"bash": 5}}, "roles.r.managed.packages[bash]"),
+    ({"files": {}}, "roles.r.managed"),
+])
+def test_a_damaged_stamp_is_unreadable_naming_the_file_and_field(tmp_path, managed, field):
+    """The one strict reader (parse_stamps over module_utils/records.py): a damaged stamp makes the
+    whole file unreadable, so nothing is verified and the problem names the file and the field."""
+    state = tmp_path / "role-state.json"
+    state.write_text(json.dumps({"roles": {"ok": {"inputs": "D", "managed": None},
+                                           "r": {"inputs": "D", "managed": managed}}}))
+    result = role_stamps.role_state_work(FakeModule(action="verify", path=str(state)))
+    assert result["roles"] == {}
+    assert result["problem"].startswith("unreadable record %s (field %s)" % (state, field)), result["problem"]
+    assert result["problem"].endswith("every role runs")
+
+
+def test_a_file_record_of_an_older_gpufleet_is_read_but_never_verified(tmp_path):
+    managed = tmp_path / "a.conf"
+    managed.write_text("x")
+    state = tmp_path / "role-state.json"
+    state.write_text(json.dumps({"roles": {"r": {"inputs": "D", "managed": {
+        "files": {str(managed): {"sha256": role_stamps.file_state(str(managed))["sha256"], "mode": "0644"}},
+        "packages": {}}}, "old": {"inputs": "D"}}}))
+    verified = role_stamps.role_state_work(FakeModule(action="verify", path=str(state)))["roles"]
+    assert verified["r"]["drift"] == ["%s recorded by an older gpufleet (no file type, owner or group): not verified"
+                                      % managed]
+    assert verified["old"]["verified"] is False
+
+
+def test_an_empty_declaration_gets_no_snapshot_and_never_verifies(tmp_path):
+    state = str(tmp_path / "role-state.json")
+    result = role_stamps.role_state_work(FakeModule(action="record", path=state, stamps={"r": "D"},
+                                                    managed={"r": {"files": [], "packages": []}}))
+    assert result["recorded"] == [] and "declares nothing" in result["unrecorded"]["r"]
+    assert role_stamps.role_state_work(FakeModule(action="verify", path=state))["roles"]["r"]["verified"] is False
+
+
+def test_a_file_replaced_by_a_symlink_to_an_identical_copy_is_drift(tmp_path):
+    managed, stamp = recorded_state(tmp_path)
+    copy = tmp_path / "copy.conf"
+    shutil.copy2(str(managed), str(copy))
+    managed.unlink()
+    os.symlink(str(copy), str(managed))
+    assert role_stamps.drift(stamp, dpkg(), which_dpkg) == {"nvidia_driver": [
+        "%s is a symlink to %s (a regular file when the role converged)" % (managed, copy)]}
+
+
+def test_a_managed_symlink_is_verified_with_what_it_points_to(tmp_path):
+    target = tmp_path / "real.conf"
+    target.write_text("a\n")
+    link = tmp_path / "link.conf"
+    os.symlink(str(target), str(link))
+    taken, missing = role_stamps.snapshots({"r": {"files": [str(link)]}}, dpkg(), which_dpkg)
+    assert missing == {} and taken["r"]["files"][str(link)]["type"] == "symlink"
+    stamp = {"r": {"inputs": "D", "managed": taken["r"]}}
+    assert role_stamps.drift(stamp, dpkg(), which_dpkg) == {"r": []}
+    target.write_text("b\n")
+    assert role_stamps.drift(stamp, dpkg(), which_dpkg) == {"r": [
+        "%s -> %s changed (content differs from the converged run)" % (link, target)]}
+    target.unlink()
+    assert role_stamps.drift(stamp, dpkg(), which_dpkg) == {"r": ["%s -> %s missing" % (link, target)]}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")
+def test_a_file_given_to_another_owner_or_group_is_drift(tmp_path):
+    managed, stamp = recorded_state(tmp_path)
+    os.chown(str(managed), 4711, -1)
+    assert role_stamps.drift(stamp, dpkg(), which_dpkg) == {"nvidia_driver": [
+        "%s owner 4711 (0 when the role converged)" % managed]}
+    os.chown(str(managed), 0, 4712)
+    assert role_stamps.drift(stamp, dpkg(), which_dpkg) == {"nvidia_driver": [
+        "%s group 4712 (0 when the role converged)" % managed]}
 
 
 @pytest.mark.parametrize("declared, reason", [
@@ -310,6 +405,8 @@ def test_a_stamp_without_a_usable_snapshot_is_drift(managed):
     ({"files": ["relative/path"]}, "files must be absolute paths"),
     ({"files": "/etc/x"}, "files must be a list"),
     ({"services": ["x"]}, "unknown keys services"),
+    ({"files": [], "packages": []}, "declares nothing to verify"),
+    ({}, "declares nothing to verify"),
 ])
 def test_a_role_without_a_usable_declaration_gets_no_snapshot(declared, reason):
     taken, missing = role_stamps.snapshots({"r": declared}, dpkg(), which_dpkg)
@@ -368,8 +465,10 @@ def test_record_then_verify_on_the_node(tmp_path):
 
 
 @pytest.mark.parametrize("content, problem", [
-    (b"{not json", "is not JSON"),
-    (b"[]", "has no \"roles\" object"),
+    (b"{not json", "not JSON"),
+    (b"[]", "not an object but list"),
+    (b'{"roles": {}, "roles": {}}', "duplicate key"),
+    (b'{"roles": {"r": {"inputs": NaN}}}', "NaN is not a JSON number"),
 ])
 def test_a_damaged_state_file_verifies_nothing_and_says_so(tmp_path, content, problem):
     state = tmp_path / "role-state.json"
@@ -389,3 +488,102 @@ def test_record_needs_a_digest_per_role(tmp_path):
     from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import ModuleFailure
     with pytest.raises(ModuleFailure, match="option stamps: r need an inputs digest"):
         role_stamps.role_state_work(FakeModule(action="record", path=str(tmp_path / "s.json"), stamps={"r": ""}))
+
+
+# --- the verifier as a state machine: verified iff nothing changed since the stamp -----------------
+
+class ManagedFiles(RuleBasedStateMachine):
+    """Writes and changes of two managed files (content, mode, owner, group, replaced by a symlink to
+    an identical copy, removed) with stamps taken in between: the stamp, written to the state file
+    and read back by the strict reader, verifies iff what is at each path is as it was when the stamp
+    was taken (type, link target, mode, owner, group, content), as a model of the files says."""
+
+    def __init__(self):
+        super(ManagedFiles, self).__init__()
+        self.root = tempfile.mkdtemp(prefix="role-state-")
+        self.paths = [os.path.join(self.root, "managed-%d.conf" % index) for index in range(2)]
+        self.model = dict((path, ("absent",)) for path in self.paths)
+        self.copies = 0
+        self.stamped = None  # the model when the stamp was taken
+        self.state = os.path.join(self.root, "role-state.json")
+
+    def teardown(self):
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def _clear(self, path):
+        if os.path.lexists(path):
+            os.unlink(path)
+
+    @rule(index=st.integers(0, 1), content=st.sampled_from([b"", b"a\n", b"b\n"]),
+          mode=st.sampled_from([0o644, 0o600, 0o755]))
+    def write(self, index, content, mode):
+        path = self.paths[index]
+        self._clear(path)
+        with open(path, "wb") as handle:
+            handle.write(content)
+        os.chmod(path, mode)
+        self.model[path] = ("file", content, mode, os.geteuid(), os.getegid())
+
+    @rule(index=st.integers(0, 1), content=st.sampled_from([b"", b"a\n", b"b\n"]))
+    def rewrite_in_place(self, index, content):
+        path = self.paths[index]
+        if self.model[path][0] != "file":
+            return
+        with open(path, "wb") as handle:  # keeps mode, owner and group
+            handle.write(content)
+        self.model[path] = ("file", content) + self.model[path][2:]
+
+    @rule(index=st.integers(0, 1), mode=st.sampled_from([0o644, 0o600, 0o755, 0o4755]))
+    def chmod(self, index, mode):
+        path = self.paths[index]
+        if self.model[path][0] == "file":
+            os.chmod(path, mode)
+            self.model[path] = self.model[path][:2] + (mode,) + self.model[path][3:]
+
+    @precondition(lambda self: os.geteuid() == 0)
+    @rule(index=st.integers(0, 1), uid=st.sampled_from([0, 4711]), gid=st.sampled_from([0, 4712]))
+    def chown(self, index, uid, gid):
+        path = self.paths[index]
+        if self.model[path][0] == "file":
+            os.chown(path, uid, gid)
+            self.model[path] = self.model[path][:3] + (uid, gid)
+
+    @rule(index=st.integers(0, 1))
+    def replace_by_a_symlink_to_an_identical_copy(self, index):
+        path = self.paths[index]
+        if self.model[path][0] != "file":
+            return
+        self.copies += 1
+        copy = os.path.join(self.root, "copy-%d.conf" % self.copies)
+        shutil.copy2(path, copy)
+        if os.geteuid() == 0:
+            os.chown(copy, self.model[path][3], self.model[path][4])
+        os.unlink(path)
+        os.symlink(copy, path)
+        self.model[path] = ("symlink", copy, self.model[path])
+
+    @rule(index=st.integers(0, 1))
+    def remove(self, index):
+        self._clear(self.paths[index])
+        self.model[self.paths[index]] = ("absent",)
+
+    @rule()
+    def stamp(self):
+        result = role_stamps.role_state_work(FakeModule(action="record", path=self.state, stamps={"r": "D"},
+                                                        managed={"r": {"files": list(self.paths)}}))
+        assert result["recorded"] == ["r"], result
+        self.stamped = dict(self.model)
+
+    @invariant()
+    def verified_iff_nothing_changed(self):
+        if self.stamped is None:
+            return
+        verified = role_stamps.role_state_work(FakeModule(action="verify", path=self.state))
+        assert verified["problem"] is None
+        role = verified["roles"]["r"]
+        assert role["verified"] is (self.model == self.stamped), (role, self.model, self.stamped)
+        assert role["verified"] is (not role["drift"])
+
+
+ManagedFiles.TestCase.settings = settings(max_examples=60, stateful_step_count=12, deadline=None)
+TestManagedFiles = ManagedFiles.TestCase
