@@ -1,10 +1,17 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""kubeadm on the node: ``kubeadm certs check-expiration`` and ``kubeadm upgrade plan`` output
-parsed, the certificate expiry check, and the version-skew rules of an upgrade.
+"""kubeadm on the node: what ``kubeadm upgrade plan``, ``upgrade apply``, ``upgrade node`` and
+``certs check-expiration`` say, kubeadm's own version policy, and an upgrade judged by what the
+cluster then shows.
 
-Formats (real captures, sources named in tests/fixtures/kubeadm/README.md):
+Machine-readable first. Since kubeadm 1.30 (``JSON_OUTPUT_SINCE``) ``upgrade plan -o json`` prints
+an ``UpgradePlan`` and ``certs check-expiration -o json`` a ``CertificateExpirationInfo``, both of
+``apiVersion: output.kubeadm.k8s.io/v1alpha3`` (kubernetes/kubernetes
+cmd/kubeadm/app/apis/output/v1alpha3/types.go; PR #123461 and #123492 for the plan, PR #123372 for
+the certificates). They are read strictly (plugins/module_utils/records.py: one document, known
+keys only, typed fields): anything else is unreadable and fails. The text of older kubeadm is
+read only for a kubeadm older than 1.30 (``parse_upgrade_plan``, ``parse_check_expiration``):
 
 - ``certs check-expiration`` prints ``[check-expiration]`` lines, then two tables whose columns
   are aligned with spaces (``CERTIFICATE  EXPIRES  RESIDUAL TIME  CERTIFICATE AUTHORITY
@@ -12,18 +19,27 @@ Formats (real captures, sources named in tests/fixtures/kubeadm/README.md):
   MANAGED``). A cell may be empty (older kubeadm left the CA of kubeconfig files blank), so the
   rows are cut at the header's column offsets, not split on spaces. EXPIRES is
   ``Jan 02, 2006 15:04 UTC`` (English month names whatever the locale); the residual time is
-  ``<invalid>`` once expired, so expiry is judged from EXPIRES.
+  ``<invalid>`` once expired, so expiry is judged from EXPIRES. Any other line after the first
+  table (an authority table whose header is not the one above, say) is unreadable: fail.
 - ``upgrade plan`` prints ``[upgrade/versions] Cluster version: vX.Y.Z`` and ``kubeadm version:``,
   then tables ``COMPONENT  [NODE]  CURRENT  TARGET`` (AVAILABLE in old releases) and, when an
   upgrade is possible, ``kubeadm upgrade apply vX.Y.Z``; ``Awesome, you're up-to-date!`` when
   there is nothing to do; ``[upgrade/version] FATAL:`` / ``[ERROR ...]`` / ``error execution
-  phase`` lines when kubeadm refuses, and a ``Note: Before you can perform this upgrade, you have
-  to update kubeadm to vX.Y.Z.`` when the installed kubeadm is too old.
+  phase`` lines when kubeadm refuses.
 
-Version-skew rules (https://kubernetes.io/releases/version-skew-policy/ and the kubeadm upgrade
-page): the control plane moves one minor at a time (1.y -> 1.y+1, never 1.y+2) and never down;
-a kubelet is never newer than the API server, so every node but the first control-plane node
-waits until the API server runs the target.
+An upgrade is judged by what is observed, never by a banner: ``kubeadm upgrade apply`` succeeded
+when it exited 0 AND the API server's ``/version`` (``kubectl version -o json``,
+``serverVersion.gitVersion``) reports the target; a node is upgraded when its kubelet reports the
+target (``kubectl get node <name> -o json``, ``status.nodeInfo.kubeletVersion``; action
+``verify``, after the kubelet restart). kubeadm's closing line changed in 1.32 (apply.go:
+``[upgrade/successful] SUCCESS! Your cluster was upgraded to "vX.Y.Z". Enjoy!`` up to 1.31,
+``[upgrade] SUCCESS! A control plane node of your cluster was upgraded to "vX.Y.Z".`` from 1.32):
+it is returned as information (``banner``) and decides nothing.
+
+Version rules: kubeadm's (``version_policy``, cmd/kubeadm/app/phases/upgrade/policy.go
+EnforceVersionPolicies, each rule cited where it is implemented; gpufleet never passes
+``--force``, so its skippable errors refuse too) and gpufleet's own (``skew_problems``: never down,
+and a kubelet never newer than the API server, https://kubernetes.io/releases/version-skew-policy/).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -31,16 +47,22 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import calendar
-import json
 import re
 import time
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import FAIL_ON_CHOICES, CheckResults, exit_with_checks
 from ansible_collections.gpufleet.cluster.plugins.module_utils.clock import utc_text
 from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import ModuleFailure
+from ansible_collections.gpufleet.cluster.plugins.module_utils.records import (RecordError, boolean, integer, listing,
+                                                                              load_json, mapping, string)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.runner import ModuleRunner
 from ansible_collections.gpufleet.cluster.plugins.module_utils.versions import parse_version
 
+# kubeadm 1.30 is the first with -o json for upgrade plan (output.kubeadm.k8s.io/v1alpha3,
+# kubernetes/kubernetes PR #123461) and certs check-expiration (PR #123372); an older kubeadm
+# is read from its text.
+JSON_OUTPUT_SINCE = (1, 30)
+OUTPUT_API_VERSION = "output.kubeadm.k8s.io/v1alpha3"
 CERTS_CHECK_ID = "k8s.certs_expiry"
 DAY = 86400.0
 # kubeadm prints Go's English month names whatever the locale (calendar.month_abbr follows the locale)
@@ -102,37 +124,45 @@ def _cells(line, starts):
             for start, end in zip(starts, bounds)]
 
 
+_KLOG = re.compile(r"^[IWEF][0-9]{4} [0-9:.]+ +[0-9]+ [^ ]+:[0-9]+\] ")
+
+
 def parse_check_expiration(text):
-    """``{certificates: [...], authorities: [...]}`` from ``kubeadm certs check-expiration``;
-    each entry ``{name, expires (epoch), expires_text, residual, ca?, externally_managed,
-    missing}``. KubeadmOutputError when no certificate table is found or a row cannot be read
-    (fail closed: an unreadable table never passes)."""
+    """``{certificates: [...], authorities: [...]}`` from the text of ``kubeadm certs
+    check-expiration`` (kubeadm older than 1.30; ``parse_certs_json`` otherwise); each entry
+    ``{name, expires (epoch), expires_text, residual, ca?, externally_managed, missing}``.
+    KubeadmOutputError when either table is missing or empty, a row cannot be read, or a line
+    after the first table is neither a row, a blank line nor one of the two known headers (fail
+    closed: an authority table under a header this reader does not know is never skipped)."""
     lines = (text or "").splitlines()
     tables = {"certificates": None, "authorities": None}
-    current = None
+    current, seen_table = None, False
     for line in lines:
         if not line.strip():
             current = None
             continue
         cert_cols = _columns(line, _CERT_HEADER)
         ca_cols = _columns(line, _CA_HEADER)
-        if cert_cols is not None:
-            current, starts, kind = [], cert_cols, "certificates"
-            tables[kind] = current
-            continue
-        if ca_cols is not None:
-            current, starts, kind = [], ca_cols, "authorities"
+        if cert_cols is not None or ca_cols is not None:
+            kind = "certificates" if cert_cols is not None else "authorities"
+            if tables[kind] is not None:
+                raise KubeadmOutputError("a second %s table in the output: %r" % (kind, line.strip()))
+            current, starts, seen_table = [], cert_cols if cert_cols is not None else ca_cols, True
             tables[kind] = current
             continue
         if current is None:
-            continue  # [check-expiration] lines, klog warnings
+            if not seen_table and (line.startswith("[check-expiration]") or _KLOG.match(line)):
+                continue  # kubeadm's own progress lines and klog warnings before the tables
+            if seen_table and _KLOG.match(line):
+                continue
+            raise KubeadmOutputError("a line this reader does not know %s: %r (a table header of another kubeadm?)"
+                                     % ("after the tables" if seen_table else "before the tables", line.strip()))
         if line.strip().startswith("!MISSING!"):
             # kubeadm prints "!MISSING! <name>" and nothing else for a certificate it cannot find
             words = line.strip().split()
-            current.append({"name": words[1] if len(words) > 1 else "", "missing": True,
-                            "externally_managed": False})
-            if not current[-1]["name"]:
+            if len(words) < 2:
                 raise KubeadmOutputError("a !MISSING! row without a certificate name: %r" % line.strip())
+            current.append({"name": words[1], "missing": True, "externally_managed": False})
             continue
         cells = _cells(line, starts)
         entry = {"name": cells[0], "missing": False, "expires_text": cells[1],
@@ -143,12 +173,87 @@ def parse_check_expiration(text):
         if managed not in ("yes", "no"):
             raise KubeadmOutputError("EXTERNALLY MANAGED is %r, not yes or no, in line %r" % (managed, line.strip()))
         entry["externally_managed"] = managed == "yes"
-        if not entry["name"]:
-            raise KubeadmOutputError("a row without a certificate name: %r" % line.strip())
+        if not entry["name"] or " " in entry["name"]:
+            raise KubeadmOutputError("a row without a single certificate name: %r" % line.strip())
         current.append(entry)
     if not tables["certificates"]:
         raise KubeadmOutputError("no certificate table (CERTIFICATE  EXPIRES  RESIDUAL TIME ...) with rows in the output")
-    return {"certificates": tables["certificates"], "authorities": tables["authorities"] or []}
+    if not tables["authorities"]:
+        raise KubeadmOutputError("no certificate authority table (CERTIFICATE AUTHORITY  EXPIRES  RESIDUAL TIME ...) "
+                                 "with rows in the output: the authorities' expiry is unknown")
+    return {"certificates": tables["certificates"], "authorities": tables["authorities"]}
+
+
+_RFC3339_UTC = re.compile(r"^([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})Z$")
+_CERT_KEYS = ("name", "expirationDate", "residualTime", "externallyManaged", "caName", "missing")
+
+
+def _rfc3339(value, record, field):
+    """metav1.Time as kubeadm marshals it (RFC 3339, UTC, seconds: ``2027-11-09T09:17:00Z``)."""
+    match = _RFC3339_UTC.match(string(value, record, field, max_length=40))
+    if not match:
+        raise RecordError(record, "%r is not an RFC 3339 UTC time (YYYY-MM-DDTHH:MM:SSZ)" % (value,), field)
+    parts = tuple(int(group) for group in match.groups())
+    if not (1 <= parts[1] <= 12 and 1 <= parts[2] <= calendar.monthrange(parts[0], parts[1])[1]
+            and parts[3] < 24 and parts[4] < 60 and parts[5] < 60):
+        raise RecordError(record, "%r is not a date" % (value,), field)
+    return float(calendar.timegm(parts + (0, 0, 0)))
+
+
+def _json_document(text, record):
+    """The JSON document of a kubeadm ``-o json`` stdout: from its first line that opens an object
+    to the end (informational lines a kubeadm may print before it are left out), read strictly."""
+    lines = (text or "").splitlines(True)
+    for index, line in enumerate(lines):
+        if line.startswith("{"):
+            return load_json("".join(lines[index:]), record)
+    raise RecordError(record, "no JSON object in the output")
+
+
+def _typed(document, record, kind):
+    mapping(document, record)
+    string(document.get("kind"), record, "kind", choices=(kind,))
+    string(document.get("apiVersion"), record, "apiVersion", choices=(OUTPUT_API_VERSION,))
+
+
+def parse_certs_json(text):
+    """``{certificates, authorities}`` (the entries of ``parse_check_expiration``) from the
+    ``CertificateExpirationInfo`` of ``kubeadm certs check-expiration -o json`` (kubeadm 1.30+).
+    KubeadmOutputError when it is not exactly that document (unknown keys, wrong types, a
+    certificate list that is empty or absent)."""
+    record = "kubeadm certs check-expiration -o json"
+    try:
+        document = _json_document(text, record)
+        _typed(document, record, "CertificateExpirationInfo")
+        mapping(document, record, required=("kind", "apiVersion", "certificates", "certificateAuthorities"),
+                allowed=("kind", "apiVersion", "certificates", "certificateAuthorities"))
+        parsed = {}
+        for key, kind in (("certificates", "certificates"), ("certificateAuthorities", "authorities")):
+            entries = listing(document[key], record, key, max_items=200)
+            if not entries:
+                raise RecordError(record, "empty: nothing to judge", key)
+            parsed[kind] = []
+            for index, item in enumerate(entries):
+                where = "%s[%d]" % (key, index)
+                mapping(item, record, where, required=("name", "expirationDate", "residualTime", "externallyManaged",
+                                                       "missing"), allowed=_CERT_KEYS)
+                name = string(item["name"], record, where + ".name", max_length=253, allow_empty=False)
+                missing = boolean(item["missing"], record, where + ".missing")
+                entry = {"name": name, "missing": missing,
+                         "externally_managed": boolean(item["externallyManaged"], record, where + ".externallyManaged")}
+                residual = integer(item["residualTime"], record, where + ".residualTime")
+                if not missing:
+                    entry["expires"] = _rfc3339(item["expirationDate"], record, where + ".expirationDate")
+                    entry["expires_text"] = item["expirationDate"]
+                    entry["residual"] = "%ds" % residual
+                if kind == "certificates":
+                    entry["ca"] = string(item.get("caName", ""), record, where + ".caName", max_length=253)
+                elif "caName" in item:
+                    string(item["caName"], record, where + ".caName", max_length=253)
+                parsed[kind].append(entry)
+    except RecordError as exc:
+        raise KubeadmOutputError(str(exc))
+    return parsed
 
 
 def certs_expiry_checks(parsed, now, warn_days, target="kubeadm-pki"):
@@ -222,6 +327,7 @@ def parse_upgrade_plan(text):
         "components": [],
         "blocking": [],
         "update_kubeadm_to": "",
+        "format": "text",
     }
     in_table = False
     for line in text.splitlines():
@@ -248,43 +354,190 @@ def parse_upgrade_plan(text):
             if row:
                 result["components"].append({"component": row.group(1), "node": row.group(2) or "",
                                              "current": row.group(3), "target": row.group(4)})
+    result["kubelet_versions"] = [c["current"] for c in result["components"] if c["component"].lower() == "kubelet"]
     return result
 
 
-def judge_plan(plan, target):
-    """Problems (list of strings, empty: go ahead) of a parsed plan for ``target`` (X.Y.Z)."""
+_PLAN_COMPONENT_KEYS = ("name", "currentVersion", "newVersion", "nodeName")
+_COUNTED = re.compile(r"^[0-9]+ x (\S+)$")
+
+
+def parse_plan_json(text):
+    """The ``UpgradePlan`` of ``kubeadm upgrade plan -o json`` (kubeadm 1.30+), in the shape of
+    ``parse_upgrade_plan``: ``{format: json, cluster_version, kubeadm_version, up_to_date,
+    apply_versions, components, blocking, update_kubeadm_to, kubelet_versions}``.
+    ``availableUpgrades`` is omitted by kubeadm when nothing is to be upgraded (types.go,
+    omitempty): then ``up_to_date``, and the cluster version is the API server's to tell
+    (``cluster_version`` empty). A component config that needs a manual upgrade blocks.
+    KubeadmOutputError when it is not exactly that document."""
+    record = "kubeadm upgrade plan -o json"
+    try:
+        document = _json_document(text, record)
+        _typed(document, record, "UpgradePlan")
+        mapping(document, record, allowed=("kind", "apiVersion", "availableUpgrades", "configVersions"))
+        result = {"format": "json", "cluster_version": "", "kubeadm_version": "", "up_to_date": False,
+                  "apply_versions": [], "components": [], "blocking": [], "update_kubeadm_to": "",
+                  "kubelet_versions": []}
+        upgrades = listing(document.get("availableUpgrades", []), record, "availableUpgrades", max_items=20)
+        result["up_to_date"] = not upgrades
+        for number, upgrade in enumerate(upgrades):
+            where = "availableUpgrades[%d]" % number
+            mapping(upgrade, record, where, required=("description", "components"),
+                    allowed=("kind", "apiVersion", "description", "components"))
+            string(upgrade["description"], record, where + ".description", max_length=200)
+            components = listing(upgrade["components"], record, where + ".components", max_items=5000)
+            if not components:
+                raise RecordError(record, "no components", where + ".components")
+            for index, item in enumerate(components):
+                at = "%s.components[%d]" % (where, index)
+                mapping(item, record, at, required=("name", "currentVersion", "newVersion"),
+                        allowed=("kind", "apiVersion") + _PLAN_COMPONENT_KEYS)
+                row = {"component": string(item["name"], record, at + ".name", max_length=100, allow_empty=False),
+                       "node": string(item.get("nodeName", ""), record, at + ".nodeName", max_length=253),
+                       "current": string(item["currentVersion"], record, at + ".currentVersion", max_length=100),
+                       "target": string(item["newVersion"], record, at + ".newVersion", max_length=100)}
+                result["components"].append(row)
+                if row["component"] == "kube-apiserver":
+                    result["apply_versions"].append(row["target"])
+                    result["cluster_version"] = result["cluster_version"] or row["current"]
+                elif row["component"] == "kubeadm":
+                    result["kubeadm_version"] = row["current"]
+                    if row["current"] != row["target"]:
+                        result["update_kubeadm_to"] = row["target"]
+                elif row["component"] == "kubelet":
+                    counted = _COUNTED.match(row["current"])  # "2 x v1.32.8" (no node column) or "v1.32.8"
+                    result["kubelet_versions"].append(counted.group(1) if counted else row["current"])
+            if not result["apply_versions"]:
+                raise RecordError(record, "no kube-apiserver component: the upgrade's target is unknown", where)
+        for index, item in enumerate(listing(document.get("configVersions", []), record, "configVersions", 100)):
+            at = "configVersions[%d]" % index
+            mapping(item, record, at, required=("group", "currentVersion", "preferredVersion", "manualUpgradeRequired"),
+                    allowed=("group", "currentVersion", "preferredVersion", "manualUpgradeRequired"))
+            group = string(item["group"], record, at + ".group", max_length=253)
+            for key in ("currentVersion", "preferredVersion"):
+                string(item[key], record, "%s.%s" % (at, key), max_length=100)
+            if boolean(item["manualUpgradeRequired"], record, at + ".manualUpgradeRequired"):
+                result["blocking"].append("component config %s %s needs a manual upgrade to %s"
+                                          % (group, item["currentVersion"] or "(unknown)", item["preferredVersion"]))
+    except RecordError as exc:
+        raise KubeadmOutputError(str(exc))
+    return result
+
+
+# cmd/kubeadm/app/phases/upgrade/policy.go: MaximumAllowedMinorVersionUpgradeSkew = 1,
+# MaximumAllowedMinorVersionDowngradeSkew = 1; MaximumAllowedMinorVersionKubeletSkew = 1 up to
+# kubeadm 1.28 and 3 from 1.29 (kubernetes/kubernetes PR #120825, the n-3 kubelet skew).
+UPGRADE_SKEW = 1
+DOWNGRADE_SKEW = 1
+
+
+def kubelet_skew(kubeadm):
+    return 3 if tuple(kubeadm[:2]) >= (1, 29) else 1
+
+
+def version_policy(cluster, kubeadm, target, kubelets=()):
+    """kubeadm's EnforceVersionPolicies (cmd/kubeadm/app/phases/upgrade/policy.go) for upgrading
+    a cluster at ``cluster`` to ``target`` with a kubeadm at ``kubeadm`` while the kubelets run
+    ``kubelets`` (version tuples): ``{"mandatory": [...], "skippable": [...]}``, kubeadm's own
+    messages. Mandatory errors stop kubeadm; skippable ones stop it unless ``--force`` is given,
+    which gpufleet never does. Versions here are released X.Y.Z (no pre-release), so the rules
+    that lower an error to skippable for a pre-release, and detectUnstableVersionError, never apply."""
+    errors = {"mandatory": [], "skippable": []}
+    new, have = version_text(target), version_text(kubeadm)
+    # policy.go: "if !newK8sVersion.AtLeast(constants.MinimumControlPlaneVersion)" (mandatory);
+    # constants.MinimumControlPlaneVersion is kubeadm's own minor - 1, patch 0
+    minimum = (kubeadm[0], max(kubeadm[1] - 1, 0), 0)
+    if tuple(target) < minimum:
+        errors["mandatory"].append("Specified version to upgrade to \"%s\" is equal to or lower than the minimum supported "
+                                   "version \"%s\". Please specify a higher version to upgrade to"
+                                   % (new, version_text(cluster)))
+    # policy.go: "if newK8sVersion.Minor() > clusterVersion.Minor()+MaximumAllowedMinorVersionUpgradeSkew" (mandatory)
+    if target[1] > cluster[1] + UPGRADE_SKEW:
+        errors["mandatory"].append("Specified version to upgrade to \"%s\" is too high; kubeadm can upgrade only %d minor "
+                                   "version at a time" % (new, UPGRADE_SKEW))
+    # policy.go: "if newK8sVersion.Minor() < clusterVersion.Minor()-MaximumAllowedMinorVersionDowngradeSkew" (mandatory)
+    if target[1] < cluster[1] - DOWNGRADE_SKEW:
+        errors["mandatory"].append("Specified version to downgrade to \"%s\" is too low; kubeadm can downgrade only %d "
+                                   "minor version at a time" % (new, DOWNGRADE_SKEW))
+    # policy.go: "if kubeadmVersion.LessThan(newK8sVersion)": a newer minor is mandatory, a newer patch skippable
+    if tuple(kubeadm) < tuple(target):
+        if target[1] > kubeadm[1]:
+            errors["mandatory"].append("Specified version to upgrade to \"%s\" is at least one minor release higher than "
+                                       "the kubeadm minor release (%d > %d). Such an upgrade is not supported"
+                                       % (new, target[1], kubeadm[1]))
+        else:
+            errors["skippable"].append("Specified version to upgrade to \"%s\" is higher than the kubeadm version \"%s\". "
+                                       "Upgrade kubeadm first using the tool you used to install kubeadm" % (new, have))
+    # policy.go: "if kubeadmVersion.Major() > newK8sVersion.Major() || kubeadmVersion.Minor() > newK8sVersion.Minor()"
+    # (skippable): "Kubeadm version %s can only be used to upgrade to Kubernetes version %d.%d"
+    if kubeadm[0] > target[0] or kubeadm[1] > target[1]:
+        errors["skippable"].append("Kubeadm version %s can only be used to upgrade to Kubernetes version %d.%d"
+                                   % (have, kubeadm[0], kubeadm[1]))
+    # policy.go detectTooOldKubelets: "newK8sVersion.Minor() > kubeletVersion.Minor()+MaximumAllowedMinorVersionKubeletSkew"
+    # (skippable)
+    old = sorted(set(version_text(k) for k in kubelets if target[1] > k[1] + kubelet_skew(kubeadm)))
+    if old:
+        errors["skippable"].append("There are kubelets in this cluster that are too old that have these versions [%s]"
+                                   % " ".join(old))
+    return errors
+
+
+def judge_plan(plan, target, cluster=None, kubeadm=None):
+    """Problems (list of strings, empty: go ahead) of a parsed plan (``parse_plan_json`` or
+    ``parse_upgrade_plan``) for ``target`` (X.Y.Z). ``cluster`` (the API server's version, as
+    observed) and ``kubeadm`` (``kubeadm version -o short``) are tuples; when not given they are
+    taken from the plan. kubeadm's version policy is applied in full (``version_policy``: its
+    skippable errors refuse too, gpufleet never forces), then gpufleet's own (no downgrade)."""
     wanted = kube_version(target, "rolling_upgrade_target.kubernetes")
     problems = list("kubeadm upgrade plan: %s" % line for line in plan["blocking"])
     if plan["update_kubeadm_to"]:
         problems.append("kubeadm upgrade plan: the installed kubeadm (%s) is older than the target; kubeadm %s is "
                         "needed" % (plan["kubeadm_version"] or "unknown", plan["update_kubeadm_to"]))
-    if plan["kubeadm_version"]:
-        try:
-            have = kube_version(plan["kubeadm_version"], "kubeadm version")
-        except ValueError as exc:
-            problems.append(str(exc))
-        else:
-            if have < wanted or have[1] > wanted[1] + 1:
-                problems.append("kubeadm %s cannot upgrade the cluster to %s (kubeadm at least the target, at most "
-                                "one minor newer, is needed)" % (plan["kubeadm_version"], version_text(wanted)))
-    cluster = kube_version(plan["cluster_version"], "cluster version")
+    try:
+        if kubeadm is None and plan["kubeadm_version"]:
+            kubeadm = kube_version(plan["kubeadm_version"], "kubeadm version")
+        if cluster is None:
+            if not plan["cluster_version"]:
+                raise ValueError("the cluster's version is unknown (neither observed nor in the plan)")
+            cluster = kube_version(plan["cluster_version"], "cluster version")
+        kubelets = [kube_version(v, "kubelet version") for v in plan.get("kubelet_versions", [])]
+    except ValueError as exc:
+        return problems + [str(exc)]
+    if kubeadm is None:
+        return problems + ["the kubeadm version is unknown: kubeadm's version policy cannot be applied"]
+    if cluster[0] != wanted[0]:
+        return problems + ["rolling_upgrade_target.kubernetes %s changes the major version of the cluster (%s): not "
+                           "supported" % (version_text(wanted), version_text(cluster))]
+    policy = version_policy(cluster, kubeadm, wanted, kubelets)
+    problems.extend("kubeadm's version policy (policy.go, mandatory): %s" % e for e in policy["mandatory"])
+    problems.extend("kubeadm's version policy (policy.go, needs --force, which gpufleet never passes): %s" % e
+                    for e in policy["skippable"])
     if cluster == wanted:
         return problems  # nothing to apply (resumed run or current cluster)
     problems.extend(skew_problems(cluster, wanted, first_control_plane=True))
-    offered = [kube_version(v, "apply version") for v in plan["apply_versions"]]
-    targets = [c["target"] for c in plan["components"] if c["component"] in ("kube-apiserver", "API Server")]
-    if wanted not in offered and not any(kube_version(t, "target") == wanted for t in targets):
+    offered = []
+    for text in plan["apply_versions"]:
+        try:
+            offered.append(kube_version(text, "apply version"))
+        except ValueError as exc:
+            problems.append("kubeadm upgrade plan: %s" % exc)
+    if plan["up_to_date"] and plan["format"] == "json":
+        problems.append("kubeadm upgrade plan has nothing to upgrade, but the API server runs %s, not %s"
+                        % (version_text(cluster), version_text(wanted)))
+    elif wanted not in offered:
         problems.append("kubeadm upgrade plan does not offer %s (it offers %s)"
                         % (version_text(wanted), ", ".join(version_text(v) for v in offered) or "nothing"))
     return problems
 
 
 def skew_problems(server, target, first_control_plane):
-    """Problems of upgrading a node to ``target`` while the API server runs ``server`` (tuples).
+    """gpufleet's rules for upgrading a node to ``target`` while the API server runs ``server``
+    (tuples), checked before the node is touched.
 
-    First control-plane node (it moves the API server): no downgrade, at most one minor up.
-    Every other node (other control-plane nodes, workers): the API server must already run the
-    target's minor and at least its patch, since a kubelet is never newer than the API server."""
+    First control-plane node (it moves the API server): no downgrade (gpufleet upgrades; kubeadm
+    itself would go down one minor), at most one minor up (policy.go). Every other node: the API
+    server must already run the target's minor and at least its patch, since a kubelet is never
+    newer than the API server (https://kubernetes.io/releases/version-skew-policy/#kubelet)."""
     problems = []
     if server[0] != target[0]:
         problems.append("rolling_upgrade_target.kubernetes %s changes the major version of the cluster (%s): "
@@ -293,8 +546,8 @@ def skew_problems(server, target, first_control_plane):
     if first_control_plane:
         if target < server:
             problems.append("rolling_upgrade_target.kubernetes %s is older than the cluster (API server %s): "
-                            "kubeadm does not downgrade" % (version_text(target), version_text(server)))
-        elif target[1] > server[1] + 1:
+                            "gpufleet does not downgrade" % (version_text(target), version_text(server)))
+        elif target[1] > server[1] + UPGRADE_SKEW:
             problems.append("rolling_upgrade_target.kubernetes %s skips a minor: the cluster runs %s and kubeadm "
                             "upgrades one minor at a time; upgrade to 1.%d first"
                             % (version_text(target), version_text(server), server[1] + 1))
@@ -305,15 +558,103 @@ def skew_problems(server, target, first_control_plane):
     return problems
 
 
+def _git_version(value, record, field):
+    text = string(value, record, field, max_length=100, allow_empty=False)
+    try:
+        return kube_version(text, "%s %s" % (record, field))
+    except ValueError as exc:
+        raise RecordError(record, str(exc), field)
+
+
 def server_version(kubectl_json):
     """The API server's version tuple from ``kubectl version -o json`` (``serverVersion.gitVersion``)."""
+    record = "kubectl version -o json"
     try:
-        data = json.loads(kubectl_json)
-        text = data["serverVersion"]["gitVersion"]
-    except (ValueError, TypeError, KeyError):
-        raise KubeadmOutputError("kubectl version -o json has no serverVersion.gitVersion (the API server did not "
-                                 "answer?): %s" % (kubectl_json or "").strip()[:300])
-    return kube_version(text, "the API server's version")
+        data = mapping(_json_document(kubectl_json, record), record, required=("serverVersion",))
+        server = mapping(data["serverVersion"], record, "serverVersion", required=("gitVersion",))
+        return _git_version(server["gitVersion"], record, "serverVersion.gitVersion")
+    except RecordError as exc:
+        raise KubeadmOutputError("the API server's version is unknown (did it answer?): %s" % exc)
+
+
+def kubelet_version(node_json, node_name):
+    """The kubelet version the Node ``node_name`` reports (``status.nodeInfo.kubeletVersion`` of
+    ``kubectl get node <name> -o json``)."""
+    record = "kubectl get node %s -o json" % node_name
+    try:
+        node = mapping(_json_document(node_json, record), record, required=("metadata", "status"))
+        name = mapping(node["metadata"], record, "metadata", required=("name",))["name"]
+        if name != node_name:
+            raise RecordError(record, "the Node is %r, not %r" % (name, node_name), "metadata.name")
+        status = mapping(node["status"], record, "status", required=("nodeInfo",))
+        info = mapping(status["nodeInfo"], record, "status.nodeInfo", required=("kubeletVersion",))
+        return _git_version(info["kubeletVersion"], record, "status.nodeInfo.kubeletVersion")
+    except RecordError as exc:
+        raise KubeadmOutputError("the kubelet version of node %s is unknown: %s" % (node_name, exc))
+
+
+def short_version(text):
+    """kubeadm's own version from ``kubeadm version -o short`` (``v1.33.4``)."""
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    if len(lines) != 1:
+        raise KubeadmOutputError("kubeadm version -o short printed %d lines, not one version: %r"
+                                 % (len(lines), (text or "")[:200]))
+    try:
+        return kube_version(lines[0], "kubeadm version")
+    except ValueError as exc:
+        raise KubeadmOutputError(str(exc))
+
+
+_BANNERS = (
+    # apply.go up to release-1.31
+    ("1.31-", re.compile(r'^\[upgrade/successful\] SUCCESS! Your cluster was upgraded to "(v[^"]+)"\. Enjoy!$')),
+    # apply.go from release-1.32 (phased apply)
+    ("1.32+", re.compile(r'^\[upgrade\] SUCCESS! A control plane node of your cluster was upgraded to "(v[^"]+)"\.$')),
+)
+
+
+def apply_banner(text):
+    """Information only: ``{wording, version}`` of kubeadm's closing line, or None when there is
+    none. It decides nothing: an apply is judged by its exit status and the API server's version."""
+    for line in (text or "").splitlines():
+        for wording, pattern in _BANNERS:
+            match = pattern.match(line.strip())
+            if match:
+                return {"wording": wording, "version": match.group(1)}
+    return None
+
+
+def apply_verdict(rc, observed, target):
+    """Problems (empty: succeeded) of ``kubeadm upgrade apply`` to ``target``: it exited ``rc``
+    and the API server then reported ``observed`` (a version tuple, or None when it could not be
+    read). Both must show the upgrade; no output line can stand in for either."""
+    problems = []
+    if rc != 0:
+        problems.append("kubeadm upgrade apply exited with rc %s" % rc)
+    if observed is None:
+        problems.append("the API server's version could not be read after the apply")
+    elif tuple(observed) != tuple(target):
+        problems.append("the API server reports %s, not the target %s" % (version_text(observed), version_text(target)))
+    return problems
+
+
+def node_verdict(server, kubelet, target, first_control_plane):
+    """Problems (empty: upgraded) of a node after its kubelet restart: the API server (``server``)
+    runs the target (first control-plane node) or its minor and at least its patch (other nodes),
+    and this node's kubelet (``kubelet``) reports the target. None: could not be read."""
+    problems = []
+    if server is None:
+        problems.append("the API server's version could not be read")
+    elif first_control_plane and tuple(server) != tuple(target):
+        problems.append("the API server reports %s, not the target %s" % (version_text(server), version_text(target)))
+    elif not first_control_plane and (tuple(server[:2]) != tuple(target[:2]) or tuple(server) < tuple(target)):
+        problems.append("the API server reports %s: not at the target's minor and patch %s"
+                        % (version_text(server), version_text(target)))
+    if kubelet is None:
+        problems.append("this node's kubelet version could not be read")
+    elif tuple(kubelet) != tuple(target):
+        problems.append("this node's kubelet reports %s, not the target %s" % (version_text(kubelet), version_text(target)))
+    return problems
 
 
 # --- module work (kubeadm_certs, kubeadm_upgrade) ------------------------------------------------
@@ -334,16 +675,35 @@ CERTS_ARGSPEC = {
 }
 
 
+def kubeadm_own_version(runner, kubeadm):
+    """``kubeadm version -o short`` as a tuple; ModuleFailure when it cannot be read."""
+    command = [kubeadm, "version", "-o", "short"]
+    result = runner.run(command, timeout=60)
+    if result.rc != 0:
+        raise ModuleFailure("%s failed (rc %s): %s" % (" ".join(command), result.rc,
+                                                        _tail(_output(result), 5) or "no output"))
+    try:
+        return short_version(result.stdout)
+    except KubeadmOutputError as exc:
+        raise ModuleFailure(str(exc))
+
+
 def certs_checks(runner, kubeadm, warn_days, now, target="kubeadm-pki"):
     """``(CheckResults, parsed or None)`` of ``kubeadm certs check-expiration`` run through
-    ``runner``; a command that fails or prints no readable table is a failing check (fail closed)."""
-    command = [kubeadm, "certs", "check-expiration"]
+    ``runner``: ``-o json`` for a kubeadm 1.30+ (``JSON_OUTPUT_SINCE``), the text before; a
+    command that fails or prints nothing readable is a failing check (fail closed)."""
+    try:
+        own = kubeadm_own_version(runner, kubeadm)
+    except ModuleFailure as exc:
+        return certs_command_failed("%s version -o short" % kubeadm, None, exc.msg, target), None
+    structured = tuple(own[:2]) >= JSON_OUTPUT_SINCE
+    command = [kubeadm, "certs", "check-expiration"] + (["-o", "json"] if structured else [])
     result = runner.run(command, timeout=120)
     text = _output(result)
     if result.rc != 0 or getattr(result, "timed_out", False):
         return certs_command_failed(" ".join(command), result.rc, _tail(text, 5) or "no output", target), None
     try:
-        parsed = parse_check_expiration(result.stdout)
+        parsed = parse_certs_json(result.stdout) if structured else parse_check_expiration(result.stdout)
     except KubeadmOutputError as exc:
         return certs_command_failed(" ".join(command), result.rc, str(exc), target), None
     return certs_expiry_checks(parsed, now, warn_days, target), parsed
@@ -360,30 +720,66 @@ def certs_work(module):
 
 
 UPGRADE_ARGSPEC = {
-    "action": {"type": "str", "required": True, "choices": ["preflight", "plan", "apply", "node"]},
+    "action": {"type": "str", "required": True, "choices": ["preflight", "plan", "apply", "node", "verify"]},
     "version": {"type": "str", "required": True},
     "first_control_plane": {"type": "bool", "default": False},
+    "node_name": {"type": "str"},
     "kubeadm": {"type": "str", "default": "kubeadm"},
     "kubectl": {"type": "str", "default": "kubectl"},
     "kubeconfig": {"type": "path", "default": "/etc/kubernetes/admin.conf"},
     "etcd_upgrade": {"type": "bool", "default": True},
     "timeout": {"type": "int", "default": 1800},
+    "observe_timeout": {"type": "int", "default": 180},
 }
+OBSERVE_INTERVAL = 5.0
+
+
+def _kubectl(params):
+    return [params["kubectl"], "--kubeconfig", params["kubeconfig"]]
+
+
+def observed_server(runner, params):
+    """The API server's version (tuple), or ``(None, why)`` when it cannot be read."""
+    command = _kubectl(params) + ["version", "-o", "json"]
+    result = runner.run(command, timeout=60)
+    if result.rc != 0:
+        return None, "%s (rc %s): %s" % (" ".join(command), result.rc, _tail(_output(result), 5) or "no output")
+    try:
+        return server_version(result.stdout), ""
+    except KubeadmOutputError as exc:
+        return None, str(exc)
+
+
+def observed_kubelet(runner, params):
+    command = _kubectl(params) + ["get", "node", params["node_name"], "-o", "json"]
+    result = runner.run(command, timeout=60)
+    if result.rc != 0:
+        return None, "%s (rc %s): %s" % (" ".join(command), result.rc, _tail(_output(result), 5) or "no output")
+    try:
+        return kubelet_version(result.stdout, params["node_name"]), ""
+    except KubeadmOutputError as exc:
+        return None, str(exc)
+
+
+def _observe(look, judge, params, sleep, clock):
+    """Look (a function returning what was seen and why not) until ``judge`` finds no problem or
+    ``observe_timeout`` seconds passed; the last problems (empty: observed)."""
+    deadline = clock() + max(params["observe_timeout"], 0)
+    while True:
+        seen = look()
+        problems = judge(seen)
+        if not problems or clock() >= deadline:
+            return seen, problems
+        sleep(OBSERVE_INTERVAL)
 
 
 def preflight(runner, params):
-    """The API server's version and the skew rules for this node; ModuleFailure naming
+    """The API server's version and gpufleet's skew rules for this node; ModuleFailure naming
     rolling_upgrade_target.kubernetes when the upgrade is refused."""
     target = kube_version(params["version"], "version (rolling_upgrade_target.kubernetes)")
-    command = [params["kubectl"], "--kubeconfig", params["kubeconfig"], "version", "-o", "json"]
-    result = runner.run(command, timeout=60)
-    if result.rc != 0:
-        raise ModuleFailure("could not read the API server's version (%s, rc %s): %s"
-                            % (" ".join(command), result.rc, _tail(_output(result), 5) or "no output"))
-    try:
-        server = server_version(result.stdout)
-    except KubeadmOutputError as exc:
-        raise ModuleFailure(str(exc))
+    server, why = observed_server(runner, params)
+    if server is None:
+        raise ModuleFailure("could not read the API server's version: %s" % why)
     problems = skew_problems(server, target, params["first_control_plane"])
     info = {"server_version": version_text(server), "target_version": version_text(target)}
     if problems:
@@ -392,44 +788,66 @@ def preflight(runner, params):
 
 
 def plan(runner, params):
+    """``kubeadm upgrade plan <version>`` (``-o json`` for a kubeadm 1.30+) judged against the
+    API server's version as observed and kubeadm's own version (``version_policy``)."""
     target = kube_version(params["version"], "version (rolling_upgrade_target.kubernetes)")
-    command = [params["kubeadm"], "upgrade", "plan", version_text(target)]
+    own = kubeadm_own_version(runner, params["kubeadm"])
+    server, why = observed_server(runner, params)
+    if server is None:
+        raise ModuleFailure("could not read the API server's version before the plan: %s" % why)
+    structured = tuple(own[:2]) >= JSON_OUTPUT_SINCE
+    command = [params["kubeadm"], "upgrade", "plan", version_text(target)] + (["-o", "json"] if structured else [])
     result = runner.run(command, timeout=600)
     text = _output(result)
+    info = {"cluster_version": version_text(server), "target_version": version_text(target),
+            "kubeadm_version": version_text(own), "cluster_at_target": server == target}
+    if result.rc != 0:
+        raise ModuleFailure("kubeadm upgrade plan refuses %s: %s exited with rc %s: %s"
+                            % (version_text(target), " ".join(command), result.rc, _tail(text) or "no output"), **info)
     try:
-        parsed = parse_upgrade_plan(text)
+        parsed = parse_plan_json(result.stdout) if structured else parse_upgrade_plan(text)
     except KubeadmOutputError as exc:
-        raise ModuleFailure("%s (rc %s): %s; output: %s" % (" ".join(command), result.rc, exc, _tail(text) or "none"))
-    problems = judge_plan(parsed, params["version"])
-    if result.rc != 0 and not problems:
-        problems.append("kubeadm upgrade plan exited with rc %s" % result.rc)
-    info = {"plan": parsed, "cluster_version": parsed["cluster_version"], "target_version": version_text(target),
-            "cluster_at_target": kube_version(parsed["cluster_version"], "cluster version") == target}
+        raise ModuleFailure("%s (rc %s): %s; output: %s" % (" ".join(command), result.rc, exc, _tail(text) or "none"),
+                            **info)
+    problems = judge_plan(parsed, params["version"], cluster=server, kubeadm=own)
+    info["plan"] = parsed
     if problems:
         raise ModuleFailure("kubeadm upgrade plan refuses %s: %s" % (version_text(target), "; ".join(problems)), **info)
     return dict(info, changed=False)
 
 
-def apply(runner, params, check_mode):
-    """``kubeadm upgrade apply`` after a passing plan; nothing when the cluster already runs the
-    target (a resumed run)."""
+def apply(runner, params, check_mode, sleep=time.sleep, clock=time.time):
+    """``kubeadm upgrade apply`` after a passing plan; nothing when the API server already runs
+    the target (a resumed run). Succeeded when kubeadm exited 0 and the API server then reports
+    the target (looked at for up to ``observe_timeout`` seconds while it restarts)."""
     result = plan(runner, params)
     if result["cluster_at_target"]:
-        return dict(result, changed=False, msg="the cluster already runs %s" % result["target_version"])
+        return dict(result, changed=False, msg="the API server already runs %s" % result["target_version"])
     if check_mode:
         return dict(result, changed=True)
+    target = kube_version(params["version"], "version")
     command = [params["kubeadm"], "upgrade", "apply", "--yes", result["target_version"],
                "--etcd-upgrade=%s" % ("true" if params["etcd_upgrade"] else "false")]
     done = runner.run(command, timeout=params["timeout"])
     text = _output(done)
-    if done.rc != 0 or "[upgrade/successful] SUCCESS!" not in text:
-        raise ModuleFailure("%s failed (rc %s): %s" % (" ".join(command), done.rc, _tail(text) or "no output"),
-                            cluster_version=result["cluster_version"], target_version=result["target_version"])
-    return dict(result, changed=True, output=_tail(text))
+    banner = apply_banner(text)
+    if done.rc != 0:
+        # kubeadm failed: what the API server runs now is still worth saying, but nothing is waited for
+        (observed, why), problems = observed_server(runner, params), apply_verdict(done.rc, None, target)
+    else:
+        (observed, why), problems = _observe(lambda: observed_server(runner, params),
+                                             lambda seen: apply_verdict(done.rc, seen[0], target), params, sleep, clock)
+    info = dict(result, banner=banner, observed_version=version_text(observed) if observed else "")
+    if problems:
+        raise ModuleFailure("%s did not upgrade the control plane: %s%s; kubeadm: %s"
+                            % (" ".join(command), "; ".join(problems), " (%s)" % why if why else "",
+                               _tail(text) or "no output"), **info)
+    return dict(info, changed=True, output=_tail(text))
 
 
 def node(runner, params, check_mode):
-    """``kubeadm upgrade node`` (another control-plane node, or a worker); harmless when repeated."""
+    """``kubeadm upgrade node`` (another control-plane node, or a worker); harmless when repeated.
+    Its exit status decides here; the kubelet's version is observed later (action verify)."""
     if check_mode:
         return {"changed": True}
     command = [params["kubeadm"], "upgrade", "node"]
@@ -440,13 +858,41 @@ def node(runner, params, check_mode):
     return {"changed": True, "output": _tail(text)}
 
 
-def upgrade_work(module, runner=None):
+def verify(runner, params, sleep=time.sleep, clock=time.time):
+    """After the kubelet restart: the API server and this node's kubelet report the target
+    (``node_verdict``), looked at for up to ``observe_timeout`` seconds; ModuleFailure otherwise."""
+    if not params.get("node_name"):
+        raise ModuleFailure("action verify needs node_name (the Node whose kubelet is looked at)")
+    target = kube_version(params["version"], "version (rolling_upgrade_target.kubernetes)")
+
+    def look():
+        return observed_server(runner, params), observed_kubelet(runner, params)
+
+    def judge(seen):
+        return node_verdict(seen[0][0], seen[1][0], target, params["first_control_plane"])
+
+    seen, problems = _observe(look, judge, params, sleep, clock)
+    info = {"target_version": version_text(target),
+            "server_version": version_text(seen[0][0]) if seen[0][0] else "",
+            "kubelet_version": version_text(seen[1][0]) if seen[1][0] else ""}
+    if problems:
+        reasons = [why for why in (seen[0][1], seen[1][1]) if why]
+        raise ModuleFailure("node %s is not seen at %s: %s%s" % (params["node_name"], version_text(target),
+                                                                  "; ".join(problems),
+                                                                  " (%s)" % "; ".join(reasons) if reasons else ""),
+                            **info)
+    return dict(info, changed=False)
+
+
+def upgrade_work(module, runner=None, sleep=time.sleep, clock=time.time):
     params = module.params
     runner = runner or ModuleRunner(module)
     try:
         kube_version(params["version"], "version (rolling_upgrade_target.kubernetes)")
     except ValueError as exc:
         raise ModuleFailure(str(exc))
+    if params.get("observe_timeout", 0) < 0:
+        raise ModuleFailure("observe_timeout must be a number of seconds >= 0, got %d" % params["observe_timeout"])
     action = params["action"]
     if action == "preflight":
         return preflight(runner, params)
@@ -456,5 +902,7 @@ def upgrade_work(module, runner=None):
         if not params["first_control_plane"]:
             raise ModuleFailure("action apply runs on the first control-plane node only (first_control_plane=true); "
                                 "the other nodes run action node")
-        return apply(runner, params, module.check_mode)
+        return apply(runner, params, module.check_mode, sleep, clock)
+    if action == "verify":
+        return verify(runner, params, sleep, clock)
     return node(runner, params, module.check_mode)

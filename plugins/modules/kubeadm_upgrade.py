@@ -17,12 +17,20 @@ description:
   - C(preflight) reads the API server's version (C(kubectl version -o json) with O(kubeconfig)) and
     refuses, naming C(rolling_upgrade_target.kubernetes), a target that skips a minor or goes down (first
     control-plane node), or that would make the node's kubelet newer than the API server (every other node).
-  - C(plan) runs C(kubeadm upgrade plan <version>) and refuses when it prints a blocking message (FATAL,
-    C([ERROR ...]), C(error execution phase), an installed kubeadm older than the target) or does
-    not offer the version.
+  - C(plan) reads kubeadm's own version (C(kubeadm version -o short)) and the API server's, runs
+    C(kubeadm upgrade plan <version>) (with C(-o json) for a kubeadm 1.30 or newer, read strictly; the
+    text of an older kubeadm) and refuses when it exits non-zero, a component config needs a manual
+    upgrade, it does not offer the version, or kubeadm's version policy (cmd/kubeadm/app/phases/upgrade/policy.go,
+    mandatory and skippable errors alike, since gpufleet never passes C(--force)) forbids it.
   - C(apply) plans, then runs C(kubeadm upgrade apply --yes <version>) on the first control-plane node;
-    nothing when the cluster already runs the version (a resumed run).
+    nothing when the API server already runs the version (a resumed run). It succeeded only when kubeadm
+    exited 0 AND the API server's C(/version) then reports the version (looked at for up to
+    O(observe_timeout) seconds). kubeadm's closing line is returned as information (RV(banner)) and
+    decides nothing (it changed in 1.32).
   - C(node) runs C(kubeadm upgrade node) (other control-plane nodes, workers); repeating it is harmless.
+  - C(verify) (after the kubelet restart) looks, for up to O(observe_timeout) seconds, until the API server
+    runs the version (first control-plane node) or its minor and at least its patch (other nodes) and the
+    kubelet of O(node_name) reports the version (C(status.nodeInfo.kubeletVersion)); fails otherwise.
 author:
   - gpufleet contributors (@gpufleet)
 options:
@@ -30,7 +38,7 @@ options:
     description: The step.
     type: str
     required: true
-    choices: [preflight, plan, apply, node]
+    choices: [preflight, plan, apply, node, verify]
   version:
     description: The target Kubernetes version, X.Y.Z (C(v) optional).
     type: str
@@ -39,16 +47,21 @@ options:
     description: This node is the first control-plane node (the one that runs C(kubeadm upgrade apply)).
     type: bool
     default: false
+  node_name:
+    description: The Node whose kubelet C(verify) looks at.
+    type: str
   kubeadm:
     description: The kubeadm command.
     type: str
     default: kubeadm
   kubectl:
-    description: The kubectl command (C(preflight)).
+    description: The kubectl command (C(preflight), C(plan), C(apply), C(verify)).
     type: str
     default: kubectl
   kubeconfig:
-    description: Kubeconfig of C(preflight) (C(/etc/kubernetes/kubelet.conf) on workers; any credential may read C(/version)).
+    description:
+      - Kubeconfig of the kubectl calls (C(/etc/kubernetes/kubelet.conf) on workers; any credential may read
+        C(/version), and a kubelet's may read its own Node).
     type: path
     default: /etc/kubernetes/admin.conf
   etcd_upgrade:
@@ -59,6 +72,10 @@ options:
     description: Seconds C(apply) and C(node) may take.
     type: int
     default: 1800
+  observe_timeout:
+    description: Seconds C(apply) and C(verify) look for the version before they fail.
+    type: int
+    default: 180
 extends_documentation_fragment:
   - gpufleet.cluster.attributes
 attributes:
@@ -78,25 +95,42 @@ EXAMPLES = r"""
 
 RETURN = r"""
 server_version:
-  description: The API server's version (C(preflight)).
-  returned: action preflight
+  description: The API server's version (C(preflight), C(verify)).
+  returned: actions preflight and verify
   type: str
 cluster_version:
-  description: The cluster version kubeadm reports (C(plan), C(apply)).
+  description: The API server's version before the plan (C(plan), C(apply)).
   returned: actions plan and apply
+  type: str
+kubeadm_version:
+  description: kubeadm's own version (C(kubeadm version -o short)).
+  returned: actions plan and apply
+  type: str
+observed_version:
+  description: The API server's version seen after C(kubeadm upgrade apply).
+  returned: action apply, when kubeadm upgrade apply ran
+  type: str
+banner:
+  description:
+    - Information only - kubeadm's closing line, C(wording) (C(1.31-) or C(1.32+)) and C(version), or null.
+  returned: action apply, when kubeadm upgrade apply ran
+  type: dict
+kubelet_version:
+  description: The kubelet version node_name reports (C(verify)).
+  returned: action verify
   type: str
 target_version:
   description: The target, C(vX.Y.Z).
-  returned: actions preflight, plan and apply
+  returned: actions preflight, plan, apply and verify
   type: str
 cluster_at_target:
-  description: The API server (preflight) or the cluster (plan, apply) already runs the target or newer.
+  description: The API server already runs the target (or newer, preflight).
   returned: actions preflight, plan and apply
   type: bool
 plan:
   description:
-    - The parsed plan - C(cluster_version), C(kubeadm_version), C(up_to_date), C(apply_versions),
-      C(components), C(blocking), C(update_kubeadm_to).
+    - The parsed plan - C(format) (C(json) or C(text)), C(cluster_version), C(kubeadm_version), C(up_to_date),
+      C(apply_versions), C(components), C(blocking), C(update_kubeadm_to), C(kubelet_versions).
   returned: actions plan and apply
   type: dict
 output:
