@@ -19,16 +19,17 @@ __metaclass__ = type
 
 import base64
 import binascii
-import json
 import re
 import time
 
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_cycle import result_max_age
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_state import parse_health
 from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import FAIL_ON_CHOICES, offending
 from ansible_collections.gpufleet.cluster.plugins.module_utils.clock import FRESH, FUTURE, describe, freshness, parse_utc
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gate import CONDITION_TYPE, summary_message
+from ansible_collections.gpufleet.cluster.plugins.module_utils.records import RecordError
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.gpufleet_tier import tier_default
 
 CONDITION_CHECK = "agent.condition"
@@ -104,15 +105,15 @@ def _health_result(read, path):
             return None, None
         return None, "cannot read %s: %s" % (path, message)
     try:
-        text = base64.b64decode(read["content"]).decode("utf-8") if read.get("encoding", "base64") == "base64" \
-            else str(read["content"])
-        result = json.loads(text)
-    except (TypeError, ValueError, binascii.Error, UnicodeDecodeError) as exc:
+        raw = base64.b64decode(read["content"]) if read.get("encoding", "base64") == "base64" else str(read["content"])
+    except (TypeError, ValueError, binascii.Error) as exc:
         return None, "%s is not the agent's JSON result: %s" % (path, exc)
-    if not isinstance(result, dict) or not isinstance(result.get("agent"), dict) \
-            or not isinstance(result["agent"].get("healthy"), bool):
-        return None, "%s has no agent verdict (agent.healthy): not written by the node health agent" % path
-    return result, None
+    try:  # the one reader of health.json (docs/contracts.md, "Records read back")
+        return parse_health(raw, path), None
+    except RecordError as exc:
+        if exc.field == "agent.healthy":
+            return None, "%s has no agent verdict (agent.healthy): not written by the node health agent" % path
+        return None, "%s is not the agent's JSON result: %s" % (path, exc)
 
 
 def agent_health_check(read, expected=True, reason=None, installing=False, interval=60, now=None,

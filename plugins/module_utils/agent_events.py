@@ -72,9 +72,11 @@ def parse_record(line):
     return None, line
 
 
-def read_boot_id(path=BOOT_ID):
-    """This boot's id (the kernel's random UUID, new at each boot), or None when unreadable."""
+def read_boot_id(path=None):
+    """This boot's id (the kernel's random UUID, new at each boot; ``path`` default BOOT_ID), or
+    None when unreadable."""
     try:
+        path = BOOT_ID if path is None else path
         with open(path, "rb") as handle:
             text = handle.read(128).decode("ascii").strip().lower()
     except (OSError, UnicodeDecodeError):
@@ -389,14 +391,14 @@ class EventSources(object):
     one that cannot start is reported in ``status`` and the agent polls. ``fds()`` for select(),
     ``drain()`` -> the relevant lines of every source (reading the readable ones only)."""
 
-    def __init__(self, settings, state_dir, interval, binding_loader=load_binding, boot_id_path=BOOT_ID):
+    def __init__(self, settings, state_dir, interval, binding_loader=load_binding, boot_id_path=None):
         self.settings = settings
         self.state_dir = state_dir
         self.min_gap = settings.get("min_gap", DEFAULT_MIN_GAP)
         self.watchers = []
         self.status = {}
         self.stored = None  # (seq, boot id) in kmsg-seq.json
-        self.boot_id = read_boot_id(boot_id_path)
+        self.boot_id = read_boot_id(BOOT_ID if boot_id_path is None else boot_id_path)
         self.polling = polling = "polling every %g s" % interval
         kmsg = settings.get("kmsg", DEFAULT_KMSG)
         if kmsg:

@@ -99,17 +99,21 @@ def parse_state(raw, record=STATE_FILE):
 def parse_health(raw, record=HEALTH_FILE):
     """health.json as a cycle writes it, checked where it is acted on: ``agent.healthy`` (a
     boolean), ``agent.failing`` (the published failing checks), ``generated_at`` (a finite
-    number; whether it is current is clock.freshness's), ``cycle``, ``node``. The rest (the node_validate
+    number; whether it is current is clock.freshness's: missing is never current), ``cycle``,
+    ``node``. The rest (the node_validate
     payload) is bounded in size and depth by records.load_json. RecordError otherwise."""
-    doc = records.mapping(records.load_json(raw, record, max_bytes=MAX_BYTES), record,
-                          required=("agent", "generated_at"))
-    agent = records.mapping(doc["agent"], record, "agent", required=("healthy",))
-    records.boolean(agent["healthy"], record, "agent.healthy")
+    doc = records.mapping(records.load_json(raw, record, max_bytes=MAX_BYTES), record)
+    agent = doc.get("agent")
+    if not isinstance(agent, dict) or not isinstance(agent.get("healthy"), bool):
+        raise records.RecordError(record, "no agent verdict (true or false): not written by the node health agent",
+                                  "agent.healthy")
+    records.mapping(agent, record, "agent")
     if "failing" in agent:
         _check_list(agent["failing"], record, "agent.failing")
     if agent["healthy"] and agent.get("failing"):
         raise records.RecordError(record, "healthy with failing checks", "agent.failing")
-    _when(doc["generated_at"], record, "generated_at")
+    if "generated_at" in doc:  # without it the result is never current (clock.freshness: unknown)
+        _when(doc["generated_at"], record, "generated_at")
     if "cycle" in doc:
         records.integer(doc["cycle"], record, "cycle", 0, MAX_COUNT)
     if "node" in doc:
