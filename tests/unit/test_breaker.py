@@ -3,13 +3,17 @@ group with resourceVersion conflicts as the real server answers them, attempts o
 the faults: racing controllers, the breaker open, a conflict storm, API server errors."""
 
 import json
+import math
 import threading
 
 import pytest
 from fake_kube_api.server import FakeKubeAPI
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import breaker
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_node import KubeClient
+from ansible_collections.gpufleet.cluster.plugins.module_utils.records import MAX_TIME, MIN_TIME, RecordError
 
 NS = "kube-system"
 LEASE = "gpufleet-remediation-gpu-a100"
@@ -402,3 +406,73 @@ def test_the_double_answers_leases_like_the_real_server(api):
         c.request("POST", "/apis/coordination.k8s.io/v1/namespaces/nowhere/leases", body, "application/json")
     with pytest.raises(Exception, match="must be greater than 0"):
         c.request("PUT", path + "/x", dict(body, spec={"leaseDurationSeconds": 0}), "application/json")
+
+
+@pytest.mark.parametrize("held_before", [False, True])
+def test_the_attempt_count_is_decided_again_at_the_write(api, held_before):
+    """Another run (the same controller id) records an attempt between our read of the Node and
+    our PATCH: the PATCH conflicts, the Node is read again, and max_attempts is decided on what
+    is there then. A slot taken now is given back; a slot held before is kept."""
+    now = [T0]
+    b = make(api, max_parallel=1, max_attempts=2, clock=lambda: now[0])
+    if held_before:
+        assert b.acquire("gpu-0")["admitted"]
+    else:
+        api.patch_node("gpu-0", "application/merge-patch+json",
+                       {"metadata": {"annotations": {breaker.ATTEMPTS_ANNOTATION: json.dumps([T0 - 10])}}})
+    now[0] += 60
+
+    def another_run_counts_its_attempt(server):
+        current = json.loads(server.nodes["gpu-0"]["metadata"]["annotations"][breaker.ATTEMPTS_ANNOTATION])
+        server.patch_node("gpu-0", "application/merge-patch+json", {"metadata": {"annotations": {
+            breaker.ATTEMPTS_ANNOTATION: json.dumps(current + [now[0] - 1])}}})
+
+    api.interleave("gpu-0", another_run_counts_its_attempt, times=1)
+    refused = b.acquire("gpu-0")
+    assert not refused["admitted"] and refused["attempts"] == 2, refused
+    assert refused["reason"].endswith("slot kept (held before)" if held_before else "slot released")
+    assert holders(api) == (["gpu-0"] if held_before else [])
+    assert len(json.loads(api.node("gpu-0")["metadata"]["annotations"][breaker.ATTEMPTS_ANNOTATION])) == 2
+
+
+JSONISH = st.recursive(
+    st.none() | st.booleans() | st.floats() | st.integers() | st.text(max_size=12)
+    | st.sampled_from([T0, T0 + 60, "2027-01-15T08:00:00Z", "since", "expires", "by", "step", "status", "reason", "at"]),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+        st.sampled_from(["since", "expires", "by", "step", "status", "reason", "at", "gpu-0", "x"]), inner, max_size=6),
+    max_leaves=20)
+RAW = st.one_of(JSONISH.map(json.dumps), st.text(max_size=60))
+
+
+def _plausible(value):
+    number = isinstance(value, float) or (isinstance(value, int) and not isinstance(value, bool))
+    return number and math.isfinite(value) and MIN_TIME <= value <= MAX_TIME
+
+
+@settings(max_examples=300, deadline=None)
+@given(raw=RAW)
+def test_the_readers_give_a_checked_record_or_refuse_never_crash(raw):
+    """Any annotation text: each reader returns a record of the documented shape (finite,
+    plausible times) or raises RecordError naming its record; nothing else escapes."""
+    lease = {"metadata": {"name": LEASE, "resourceVersion": "7", "annotations": {breaker.HOLDERS_ANNOTATION: raw}}}
+    try:
+        holders = breaker.read_holders(lease, NS, LEASE)
+    except RecordError as exc:
+        assert exc.record == LEASE_RECORD
+    else:
+        for entry in holders.values():
+            assert sorted(entry) == ["by", "expires", "since"] and entry["by"] and isinstance(entry["by"], str)
+            assert _plausible(entry["since"]) and _plausible(entry["expires"]) and entry["expires"] >= entry["since"]
+    for annotation, reader in ((breaker.ATTEMPTS_ANNOTATION, breaker.read_attempts),
+                               (breaker.HISTORY_ANNOTATION, breaker.read_history)):
+        node = {"metadata": {"name": "gpu-0", "resourceVersion": "7", "annotations": {annotation: raw}}}
+        try:
+            value = reader(node, "gpu-0")
+        except RecordError as exc:
+            assert exc.record == "Node gpu-0 annotation %s" % annotation
+        else:
+            assert isinstance(value, list)
+            if annotation == breaker.ATTEMPTS_ANNOTATION:
+                assert all(_plausible(a) for a in value)
+            else:
+                assert all(isinstance(e, dict) and isinstance(e["at"], str) for e in value)
