@@ -193,14 +193,6 @@ def live_holders(holders, now):
     return dict((node, entry) for node, entry in holders.items() if entry["expires"] > now)
 
 
-def lease_holders(lease, now, namespace="kube-system", name=None):
-    """{node: entry} of the unexpired holders of ``lease`` (None: no lease). RecordError when the
-    record cannot be read."""
-    if name is None:
-        name = ((lease or {}).get("metadata") or {}).get("name") if isinstance(lease, dict) else None
-    return live_holders(read_holders(lease, namespace, name), now)
-
-
 def read_annotations(node, node_name):
     """The annotations of a Node as read: a map of strings ({} when it has none)."""
     record = "Node %s" % node_name
@@ -254,9 +246,13 @@ def read_history(node, node_name):
                 string(value, record, "%s.%s" % (field, key), max_length=MAX_TEXT, allow_empty=key == "reason")
             else:
                 _scalar(value, record, "%s.%s" % (field, key))
-        if not _AT.match(entry["at"]):
-            raise RecordError(record, "not a time: %r" % (entry["at"],), field + ".at")
-        timestamp(float(calendar.timegm(time.strptime(entry["at"], "%Y-%m-%dT%H:%M:%SZ"))), record, field + ".at")
+        try:
+            if not _AT.match(entry["at"]):
+                raise ValueError("not YYYY-MM-DDTHH:MM:SSZ")
+            at = float(calendar.timegm(time.strptime(entry["at"], "%Y-%m-%dT%H:%M:%SZ")))
+        except (ValueError, OverflowError) as exc:
+            raise RecordError(record, "not a time: %r (%s)" % (entry["at"], exc), field + ".at")
+        timestamp(at, record, field + ".at")
     return steps
 
 

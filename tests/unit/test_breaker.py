@@ -339,6 +339,7 @@ def test_unreadable_attempts_refuse_and_are_not_overwritten(api, raw, words):
     ('[{"step": "drain"}]', "missing"),
     ('[{"step": "a", "status": "b", "reason": "c", "at": "yesterday", "by": "d"}]', "not a time"),
     ('[{"step": "a", "status": "b", "reason": "c", "at": "1970-01-01T00:00:00Z", "by": "d"}]', "below"),
+    ('[{"step": "a", "status": "b", "reason": "c", "at": "2027-13-45T99:99:99Z", "by": "d"}]', "not a time"),
     ('[{"step": "a", "status": "b", "reason": "c", "at": "2027-01-01T00:00:00Z", "by": "d", "x": [1]}]', "scalar"),
 ])
 def test_unreadable_history_refuses_and_is_kept_for_the_operator(api, raw, words):
@@ -437,7 +438,8 @@ def test_the_attempt_count_is_decided_again_at_the_write(api, held_before):
 
 JSONISH = st.recursive(
     st.none() | st.booleans() | st.floats() | st.integers() | st.text(max_size=12)
-    | st.sampled_from([T0, T0 + 60, "2027-01-15T08:00:00Z", "since", "expires", "by", "step", "status", "reason", "at"]),
+    | st.sampled_from([T0, T0 + 60, "2027-01-15T08:00:00Z", "2027-02-30T25:61:61Z", "since", "expires", "by",
+                       "step", "status", "reason", "at"]),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
         st.sampled_from(["since", "expires", "by", "step", "status", "reason", "at", "gpu-0", "x"]), inner, max_size=6),
     max_leaves=20)
