@@ -14,9 +14,11 @@ module_utils/records.py; the files are written by ``state_files.atomic_write`` (
   Unreadable: set aside and treated as no result (never "healthy": NPD unknown, no Slurm
   resume, ``agent.health`` failing).
 
-Times in these records are informational or judged by clock.freshness: a reader only checks
-that they are finite numbers in [0, records.MAX_TIME] (a node whose clock was never set, or was
-stepped back, must not lose its hysteresis).
+Times in these records are informational (agent-state.json's ``since``, ``updated``) or judged
+where they are acted on (health.json's ``generated_at``, by clock.freshness: an implausible,
+missing or future stamp is never current, and an unhealthy verdict is acted on whatever its
+age): a reader only checks that they are finite numbers. Refusing an implausible time here would
+cost a node whose clock was never set, or was stepped, its hysteresis or its unhealthy verdict.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -43,7 +45,8 @@ ENTRY_KEYS = ("failing", "fails", "passes", "flaps", "raw", "since", "message", 
 
 
 def _when(value, record, field):
-    return records.number(value, record, field, 0, records.MAX_TIME)
+    """A time as the agent's clock gave it: finite (see the module's note on times)."""
+    return records.number(value, record, field)
 
 
 def _check_list(value, record, field):

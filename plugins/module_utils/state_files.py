@@ -59,10 +59,19 @@ def atomic_write(path, text, mode=0o644, owner=None, group=None):
 
 
 def set_aside(path, reason, now=None):
-    """Rename a damaged file to ``<path>.damaged-<UTC time>`` (kept for a post-mortem); when even
-    the rename fails, remove it. Returns (new path or None, reason)."""
+    """Rename a damaged file to ``<path>.damaged-<UTC time>`` (kept for a post-mortem: one set
+    aside before in the same second is not replaced, ``.1``, ``.2``... follow); when even the
+    rename fails, remove it. Returns (new path or None, reason)."""
     now = time.time() if now is None else now
-    target = "%s.damaged-%s" % (path, time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now)))
+    try:
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
+    except (ValueError, OverflowError, OSError, TypeError):  # a clock no calendar holds
+        stamp = "unknown-time"
+    target = base = "%s.damaged-%s" % (path, stamp)
+    for number in range(1, 100):
+        if not os.path.lexists(target):
+            break
+        target = "%s.%d" % (base, number)
     try:
         os.replace(path, target)
     except OSError as exc:
