@@ -745,7 +745,10 @@ def kernel_log_lines(root, runner, source, window_hours, now):
         stamp = parse_timestamp(line.strip(), now)
         if stamp is None or stamp >= since:
             lines.append(line)
-    return lines, {"recorded": True, "origin": xid.origin, "lines": len(lines), "truncated": xid.truncated,
+    origin = xid.origin
+    if origin and os.path.isabs(origin) and _under(origin, root.rstrip(os.sep)):
+        origin = os.sep + os.path.relpath(origin, root)  # the file as the node names it, not where root is
+    return lines, {"recorded": True, "origin": origin, "lines": len(lines), "truncated": xid.truncated,
                    "window_hours": window_hours}
 
 

@@ -5,9 +5,14 @@ import calendar
 import copy
 import json
 import os
+import pathlib
+import shutil
 import tarfile
+import tempfile
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from ansible_collections.gpufleet.cluster.plugins.module_utils import capture
 from ansible_collections.gpufleet.cluster.plugins.module_utils.families import FAMILIES
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu import gather_gpu_facts
@@ -620,6 +625,102 @@ def test_manifest_lists_every_member(captured):
     with open(os.path.join(unpacked, "capture.json")) as handle:
         meta = json.load(handle)
     assert meta["format"] == 1 and meta["counts"]["files_read"] > 100 and meta["nvml"]["recorded"] is False
+
+
+# -- hostile trees (hypothesis) -------------------------------------------------------------------
+# Identifiers of every kind capture recognises, none of them in the pseudonyms' own ranges (a MAC
+# 02:00:…, a GUID 0200:00ff:fe…, 198.18.x.y, serial-N) nor kept on purpose (all-zero, broadcast).
+MACS = st.integers(1 << 40, (1 << 48) - 2).filter(lambda v: v >> 40 != 0x02).map(
+    lambda v: ":".join("%02x" % ((v >> s) & 0xFF) for s in range(40, -8, -8)))
+GUIDS = st.integers(1 << 48, (1 << 64) - 1).filter(lambda v: v >> 24 != 0x020000FFFE).map(
+    lambda v: ":".join("%04x" % ((v >> s) & 0xFFFF) for s in (48, 32, 16, 0)))
+UUIDS = st.uuids().map(lambda u: "GPU-%s" % u).filter(lambda u: not u.startswith("GPU-00000000"))
+IPV4S = st.ip_addresses(v=4).filter(lambda a: a.is_global).map(str)
+SERIALS = st.text("0123456789ABCDEFGHJKLMNPQRSTUVWXYZ", min_size=10, max_size=16).filter(lambda v: len(set(v)) > 2)
+HOSTNAMES = st.from_regex(r"[a-z]{2,6}-node-[0-9]{1,3}", fullmatch=True)
+NOISE = st.text("abcxyz019:._- ", max_size=12)
+# a shape is recognised between characters that cannot continue it; a serial (long) anywhere
+SEPARATORS = st.sampled_from([" ", ",", ";", "=", "(", ")", "[", "]", "'", '"'])
+
+
+@st.composite
+def hostile_trees(draw):
+    """(plan, identifiers): files, link names and targets and kernel-log lines holding identifiers
+    in noise, names with ``..``, absolute links in and out of root, links climbing out, loops."""
+    idents = {"mac": draw(MACS), "guid": draw(GUIDS), "uuid": draw(UUIDS), "ip": draw(IPV4S),
+              "serial": draw(SERIALS), "hostname": draw(HOSTNAMES), "nvml_serial": draw(SERIALS),
+              "nvml_uuid": draw(UUIDS)}
+
+    def embedded(kind):
+        if kind in ("serial", "nvml_serial"):  # inside a word too
+            return draw(NOISE) + idents[kind] + draw(NOISE)
+        return draw(NOISE) + draw(SEPARATORS) + idents[kind] + draw(SEPARATORS) + draw(NOISE)
+
+    kinds = sorted(idents)
+    links = []
+    for index in range(draw(st.integers(1, 6))):
+        name = "%d%s%s" % (index, draw(st.sampled_from(["..", "...", ".", "-", " "])), embedded(draw(st.sampled_from(kinds))))
+        kind = draw(st.sampled_from(["abs-inside", "abs-outside", "climb", "inside", "loop", "self"]))
+        links.append((name.replace("/", "_"), kind, embedded(draw(st.sampled_from(kinds))).replace("/", "_"),
+                      draw(st.integers(1, 8))))
+    confs = [("%d%s%s.conf" % (i, draw(SEPARATORS), embedded(draw(st.sampled_from(kinds))))).replace("/", "_")
+             for i in range(draw(st.integers(0, 3)))]
+    texts = ["\n".join(embedded(kind) for kind in draw(st.lists(st.sampled_from(kinds), min_size=1, max_size=6)))
+             for _conf in confs]
+    log = ["NVRM: GPU at PCI:0000:18:00: " + idents["uuid"], "NVRM: GPU Board Serial Number: " + idents["serial"],
+           "NVRM: GPU 0000:18:00.0: GPU serial number is %s." % idents["nvml_serial"]]
+    log += ["NVRM: Xid (PCI:0000:18:00): 79, pid=1, name=x, " + embedded(kind).replace("\n", " ")
+            for kind in draw(st.lists(st.sampled_from(kinds), max_size=4))]
+    return {"links": links, "confs": list(zip(confs, texts)), "log": log}, idents
+
+
+def build_hostile(root, outside, plan, idents):
+    small_gpu_tree(root, ["2025-11-20T11:00:%02d+0000 %s kernel: %s" % (i, idents["hostname"], line)
+                          for i, line in enumerate(plan["log"])], "GPU UUID: \t %s\n" % idents["uuid"])
+    ib = os.path.join(root, "sys/class/infiniband")
+    os.makedirs(ib)
+    os.makedirs(os.path.join(root, "sys/devices/virtual"))
+    for name, kind, target, depth in plan["links"]:
+        inside = os.path.join(root, "sys/devices/virtual", target)
+        text = {"abs-inside": inside, "abs-outside": os.path.join(outside, target), "climb": "../" * (depth + 3) + target,
+                "inside": "../../devices/virtual/" + target, "loop": name + "-peer", "self": name}[kind]
+        if kind == "abs-inside" and not os.path.exists(inside):
+            os.makedirs(inside)
+        if kind == "loop":
+            os.symlink(name, os.path.join(ib, name + "-peer"))
+        os.symlink(text, os.path.join(ib, name))
+    conf_dir = os.path.join(root, "var/lib/kubelet/config.d")
+    os.makedirs(conf_dir)
+    for name, text in plan["confs"]:
+        with open(os.path.join(conf_dir, name), "w") as handle:
+            handle.write(text)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(hostile_trees())
+def test_a_hostile_tree_leaves_no_identifier_and_unpacks_safely(case):
+    plan, idents = case
+    work = tempfile.mkdtemp(prefix="hostile-")
+    try:
+        root, outside = os.path.join(work, "node"), os.path.join(work, "outside")
+        os.makedirs(outside)
+        build_hostile(root, outside, plan, idents)
+        data = copy.deepcopy(fake_with("h100-healthy")._STATE["scenario"])
+        data["devices"] = [dict(data["devices"][0], uuid=idents["nvml_uuid"], serial=idents["nvml_serial"],
+                                pci_bus_id="00000000:18:00.0")]
+        out = os.path.join(work, "out")
+        os.makedirs(out)
+        _result, _unpacked, dest = capture_to(py_path(out), root, _fake(data), hostnames=(idents["hostname"],))
+        assert_links_inside_root(dest)
+        blob = archive_bytes(dest)
+        assert [kind for kind, value in idents.items() if value.lower().encode() in blob] == []
+        assert work.lower().encode() not in blob  # nor where the node's root or an outside link is
+    finally:
+        shutil.rmtree(work)
+
+
+def py_path(path):
+    return pathlib.Path(path)
 
 
 # -- the module's work ---------------------------------------------------------------------------
