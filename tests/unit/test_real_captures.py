@@ -9,12 +9,14 @@ the parser is fixed and the marker has to go.
 
 import calendar
 import os
+import tarfile
 
 import pytest
 from conftest import FIXTURES
 
 from ansible_collections.gpufleet.cluster.plugins.filter.nccl import FilterModule as NcclFilters
 from ansible_collections.gpufleet.cluster.plugins.filter.ofed import FilterModule as OfedFilters
+from ansible_collections.gpufleet.cluster.plugins.module_utils import capture
 from ansible_collections.gpufleet.cluster.plugins.module_utils.mlx5 import gather_mlx5_facts
 from ansible_collections.gpufleet.cluster.plugins.module_utils.nccl import nccl_checks, parse_nccl_tests
 from ansible_collections.gpufleet.cluster.plugins.module_utils.ofed import normalize_version, parse_ofed_info
@@ -195,6 +197,32 @@ def test_journal_short_iso_timestamps():
     assert parse_timestamp(utc_lines[-1], 0) == epoch(2025, 1, 17, 17, 39, 30)
     plus8 = lines("xid", "journal_short_iso_plus0800_gpud.txt")
     assert parse_timestamp(plus8[0], 0) == epoch(2025, 1, 2, 7, 20, 12)
+
+
+def test_node_capture_replaces_the_board_serial_of_a_real_dmesg(utc, tmp_path):
+    """node_capture over a GPU node whose kernel log is gpud's real dmesg: the driver's UUID and
+    ``NVRM: GPU Board Serial Number: 1650124014249`` lines leave pseudonymised (NVML not recorded:
+    the log alone names the serial), and the Xid lines still read as the same five events."""
+    root = tmp_path / "node"
+    function = root / "sys" / "bus" / "pci" / "devices" / "0000:9b:00.0"
+    function.mkdir(parents=True)
+    for attr, value in (("vendor", "0x10de"), ("class", "0x030200"), ("device", "0x2330")):
+        (function / attr).write_text(value + "\n")
+    (root / "var" / "log").mkdir(parents=True)
+    (root / "var" / "log" / "kern.log").write_text(text(*XID119))
+    now = epoch(2025, 2, 23, 17, 0, 0)
+    result = capture.capture_node({"root": str(root), "nvml": False}, None, now=now)
+    dest = str(tmp_path / "capture.tar.gz")
+    capture.write_archive(result, dest)
+    with tarfile.open(dest) as tar:
+        tar.extractall(str(tmp_path / "unpacked"), filter="data")
+        blob = b"".join(tar.extractfile(m).read() for m in tar.getmembers() if m.isfile())
+    assert b"1650124014249" not in blob and b"509665ad" not in blob
+    log = (tmp_path / "unpacked" / capture.ARCHIVE_TOP / "root" / "var" / "log" / "kern.log").read_text()
+    assert "NVRM: GPU Board Serial Number: serial-1\n" in log
+    assert "NVRM: GPU at PCI:0000:9b:00: GPU-00000000-0000-4000-8000-000000000001\n" in log
+    events, stats = parse_xid_lines(log.splitlines(), now, 24)
+    assert [(e["xid"], e["pci"]) for e in events] == [(119, "0000:9b:00")] * 5 and stats["xid_lines"] == 5
 
 
 def test_journal_lines_without_xid_give_no_event():
