@@ -17,16 +17,20 @@ node_validate's gpu, rdma and tuning families):
   ``var/log/kern.log`` below the captured root, where ``xid_source: auto`` finds them;
 - the output of ``ofed_info -s`` when root is ``/`` and it is installed (``commands/``).
 
-Bounded: a path is resolved component by component below root; a symbolic link is recorded as a
-link and followed only when its target stays inside root and inside ``TREES``; each file is read
+Bounded: a path is resolved component by component below root; a symbolic link is stored relative
+and inside root (an absolute target below root is rewritten relative; a link out of root, into a
+loop or through a file is an empty placeholder, listed in the MANIFEST) so that the archive unpacks
+with tarfile's ``data`` filter, and followed only inside ``TREES``; each file is read
 once (at most ``max_file_bytes``, the sysfs reader's own limit by default); FIFOs and sockets are
 skipped, device nodes get an empty stand-in; the number of entries and the total size are capped
 (a capture over a cap fails naming the option: an incomplete capture would not replay).
 
-Safe to share: ``Pseudonymiser`` replaces serial numbers, GUIDs, MAC and hardware addresses, UUIDs,
-host names and IP addresses by stable pseudonyms of the same shape (the same value gets the same
-pseudonym within a capture, in file contents, path names, link targets, the NVML scenario and the
-log lines); nothing else is read (no environment, no credentials).
+Safe to share: ``Pseudonymiser`` (capture_pseudonym.py) replaces serial numbers, GUIDs, MAC and
+hardware addresses, UUIDs, host names and IP addresses by stable pseudonyms of the same shape (the
+same value gets the same pseudonym within a capture, in file contents, path names, link targets,
+the NVML scenario, the log lines, MANIFEST and capture.json); serials are collected from files, the
+kernel log (the driver's ``NVRM: GPU Board Serial Number``) and NVML alike; nothing else is read
+(no environment, no credentials).
 """
 
 from __future__ import absolute_import, division, print_function

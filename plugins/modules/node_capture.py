@@ -30,11 +30,16 @@ description:
   - >-
     Safe to share. Serial numbers, GUIDs, MAC and hardware addresses, UUIDs, host names and IP
     addresses are replaced by stable pseudonyms of the same shape (the same value gets the same
-    pseudonym within one capture, in file contents, path names, link targets, the NVML scenario and
-    the log lines). Nothing outside the list is read (no environment, no credentials).
+    pseudonym within one capture, in file contents, path names, link targets, the NVML scenario,
+    the log lines, C(MANIFEST) and C(capture.json)). Serial numbers are collected from the files,
+    the kernel log (the driver's C(NVRM: GPU Board Serial Number) and C(GPU serial number is) lines)
+    and NVML alike. Nothing outside the list is read (no environment, no credentials).
   - >-
     Bounded. Each file is read at most once and at most O(max_file_bytes); symbolic links are
-    recorded as links and followed only inside root and the captured trees; FIFOs and sockets are
+    stored relative and inside root (an absolute target below root is rewritten relative; a link
+    out of root, into a loop or through a file becomes an empty placeholder listed in C(MANIFEST)),
+    so the archive unpacks with Python's C(tarfile) C(data) filter, and followed only inside root
+    and the captured trees; FIFOs and sockets are
     skipped, device nodes get an empty stand-in. A capture exceeding O(max_entries) or
     O(max_total_bytes) fails naming the option.
   - >-
@@ -138,7 +143,8 @@ bytes:
   returned: always
   type: int
 skipped_paths:
-  description: Paths left out (not regular files, links leaving the captured trees), listed in the MANIFEST.
+  description: Paths left out or replaced by an empty placeholder (not regular files, links leaving root
+    or the captured trees, links into a loop), listed in the MANIFEST.
   returned: always
   type: int
 unreadable:
