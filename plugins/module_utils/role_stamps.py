@@ -19,8 +19,8 @@ File format: ``{"roles": {<role>: {"inputs": <digest>, "managed": {"files": {<pa
 ``{"type": "file", "sha256": <hex>, "mode": "0644", "uid": 0, "gid": 0}``, ``{"type":
 "symlink", "target": <link text>, "uid": 0, "gid": 0, "points_to": <file>}`` (``points_to``:
 the regular file or absence it resolves to). ``managed`` null: the role declared nothing to
-verify; stamps of gpufleet 0.3 have no ``managed`` at all (the same); file records of gpufleet
-0.4 (``{"sha256", "mode"}`` only: no type, owner or group) are read but never verified.
+verify; stamps of gpufleet 0.3 have no ``managed`` at all (the same); file records of an earlier
+gpufleet (``{"sha256", "mode"}`` only: no type, owner or group) are read but never verified.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -296,7 +296,7 @@ _MAX_ID = 2 ** 32 - 1
 
 
 def _file_record(value, record, field, link_allowed=True):
-    """One file's recorded state, checked (a gpufleet 0.4 record, sha256 and mode only, is kept as
+    """One file's recorded state, checked (an earlier gpufleet's record, sha256 and mode only, is kept as
     it is: _file_drift never verifies it)."""
     records.mapping(value, record, field)
     if "absent" in value:
@@ -304,7 +304,7 @@ def _file_record(value, record, field, link_allowed=True):
         if value["absent"] is not True:
             raise records.RecordError(record, "absent must be true", field)
         return {"absent": True}
-    if "type" not in value:  # gpufleet 0.4: sha256 and mode only
+    if "type" not in value:  # an earlier gpufleet: sha256 and mode only
         records.mapping(value, record, field, required=("sha256", "mode"), allowed=("sha256", "mode"))
         return {"sha256": records.string(value["sha256"], record, field + ".sha256", max_length=64),
                 "mode": records.string(value["mode"], record, field + ".mode", max_length=4)}

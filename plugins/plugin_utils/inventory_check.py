@@ -25,6 +25,7 @@ __metaclass__ = type
 
 import difflib
 import ipaddress
+import math
 import os
 import re
 
@@ -192,22 +193,34 @@ def _setting(variables, name, role):
         return None
 
 
+# ASCII only: str.isdigit() is true for "²" (int() refuses it) and int() and float() take "٣" or
+# "８"; an inventory number is written with 0-9 or it is refused by name.
+_ASCII_INT = re.compile(r"[0-9]+\Z")
+_ASCII_NUMBER = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?\Z")
+_SPACE = " \t\r\n"
+
+
 def _is_int(value):
+    """An int (not a bool) or a string of ASCII digits: int(value) then never raises."""
     if isinstance(value, bool):
         return False
     if isinstance(value, int):
         return True
-    return isinstance(value, str) and value.strip().isdigit()
+    return isinstance(value, str) and bool(_ASCII_INT.match(value.strip(_SPACE)))
 
 
 def _is_number(value):
+    """A finite int or float (not a bool) or an ASCII decimal string of one: float(value) then
+    never raises and is finite."""
     if isinstance(value, bool):
         return False
-    try:
-        float(value)
-    except (TypeError, ValueError):
+    if isinstance(value, int):
+        return True
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if not (isinstance(value, str) and _ASCII_NUMBER.match(value.strip(_SPACE))):
         return False
-    return True
+    return math.isfinite(float(value))
 
 
 def tier_problems(variables):
@@ -222,7 +235,7 @@ def tier_problems(variables):
         if value is not None and not (_is_int(value) and int(value) >= 0):
             out.append("%s must be a whole number >= 0, got %r" % (name, value))
     branch = val("gpufleet_driver_branch")
-    if branch is not None and not re.match(r"^\d{3}(\.\d+)*$", str(branch)):
+    if branch is not None and not re.match(r"^[0-9]{3}(\.[0-9]+)*\Z", str(branch)):
         out.append("gpufleet_driver_branch must be a driver branch such as \"580\" (or an exact version "
                    "\"580.95.05\"), got %r" % (branch,))
     layer = val("gpufleet_link_layer")
@@ -260,7 +273,7 @@ def tier_problems(variables):
         if value is not None and not (isinstance(value, bool) or str(value).lower() in ("true", "false")):
             out.append("%s must be true or false, got %r" % (name, value))
     version = val("gpufleet_kubernetes_version")
-    if version is not None and not (isinstance(version, str) and re.match(r"^v?\d+\.\d+(\.\d+)?$", version)):
+    if version is not None and not (isinstance(version, str) and re.match(r"^v?[0-9]+\.[0-9]+(\.[0-9]+)?\Z", version)):
         out.append("gpufleet_kubernetes_version must be a Kubernetes version X.Y.Z or X.Y as a string "
                    "(e.g. \"1.37.1\"), got %r" % (version,))
     for name, choices in (("gpufleet_validate_fail_on", ("fail", "warn", "never")),
@@ -286,6 +299,9 @@ def tier_problems(variables):
             remediation_policy(remediation)
         except PolicyError as exc:
             out.append(str(exc))
+        except Exception as exc:  # pylint: disable=broad-except  # a shape the policy's checker did not expect
+            out.append("gpufleet_remediation is not a valid remediation policy (docs/remediation.md): %s: %s, got %r"
+                       % (type(exc).__name__, exc, remediation))
     allocation = val("gpufleet_gpu_allocation")
     if allocation is not None and allocation not in ("device_plugin", "dra"):
         out.append("gpufleet_gpu_allocation must be device_plugin or dra, got %r" % (allocation,))
@@ -301,11 +317,29 @@ def tier_problems(variables):
     return out
 
 
-def _ipv4(value):
+_THIS_NETWORK = ipaddress.ip_network("0.0.0.0/8")
+
+
+def _vip_refusal(value):
+    """Why ``value`` cannot be the HA endpoint's VIP (None: a unicast IPv4 address). Refused:
+    not IPv4; unspecified (0.0.0.0/8, "this network"); loopback (127.0.0.0/8); multicast
+    (224.0.0.0/4: 224.0.0.18 is VRRP's own group); link-local (169.254.0.0/16, not routed);
+    reserved (240.0.0.0/4, which holds the broadcast address 255.255.255.255). A subnet's
+    directed broadcast needs the netmask, which the inventory does not give: not checked."""
     try:
-        return isinstance(value, str) and isinstance(ipaddress.ip_address(value), ipaddress.IPv4Address)
+        address = ipaddress.ip_address(value) if isinstance(value, str) else None
     except ValueError:
-        return False
+        address = None
+    if not isinstance(address, ipaddress.IPv4Address):
+        return "not an IPv4 address"
+    for refused, what in ((address in _THIS_NETWORK, "unspecified (0.0.0.0/8)"),
+                          (address.is_loopback, "a loopback address (127.0.0.0/8)"),
+                          (address.is_multicast, "a multicast address (224.0.0.0/4; 224.0.0.18 is VRRP's group)"),
+                          (address.is_link_local, "a link-local address (169.254.0.0/16)"),
+                          (address.is_reserved, "reserved (240.0.0.0/4, with the broadcast address 255.255.255.255)")):
+        if refused:
+            return what
+    return None
 
 
 def control_plane_ha_problems(variables):
@@ -329,9 +363,13 @@ def control_plane_ha_problems(variables):
                        "gpufleet_control_plane_ha to kube_vip or haproxy_keepalived, or remove it"
                        % ("_port" if vip is None else ""))
         return out
-    if not _ipv4(vip):
+    refusal = _vip_refusal(vip)
+    if refusal == "not an IPv4 address":
         out.append("gpufleet_control_plane_vip must be the IPv4 address of the API endpoint with "
                    "gpufleet_control_plane_ha=%s, got %r" % (mode, vip))
+    elif refusal:
+        out.append("gpufleet_control_plane_vip must be a unicast IPv4 address every node reaches (the API endpoint "
+                   "with gpufleet_control_plane_ha=%s), got %r: %s" % (mode, vip, refusal))
     port = int(port) if port is not None else gpufleet_tier.control_plane_vip_port(mode)
     bind_port = _setting(variables, "kubernetes_control_plane_bind_port", "kubernetes_control_plane")
     bind_port = int(bind_port) if _is_int(bind_port) else None
@@ -344,7 +382,7 @@ def control_plane_ha_problems(variables):
                    "(kubernetes_control_plane_bind_port): kube-vip (ARP) only moves the address, it forwards no "
                    "port; leave gpufleet_control_plane_vip_port unset or make the two equal" % (port, bind_port))
     endpoint = _get(variables, "kubernetes_control_plane_endpoint")
-    if _ipv4(vip) and endpoint and endpoint != "%s:%s" % (vip, port):
+    if not refusal and endpoint and endpoint != "%s:%s" % (vip, port):
         out.append("kubernetes_control_plane_endpoint %r contradicts the HA endpoint %s:%s (gpufleet_control_plane_ha=%s): "
                    "leave kubernetes_control_plane_endpoint empty, the endpoint is the VIP" % (endpoint, vip, port, mode))
     return out
@@ -521,7 +559,7 @@ def module_option_problems(variables, keys):
             continue  # false / null, or a type the variable's own check reports
         family = MODULE_OPTION_VARIABLES[name]
         options = family_options(family)
-        for option in sorted(value):
+        for option in sorted(value, key=str):
             label = "%s.%s" % (name, option)
             if option not in options:
                 close = difflib.get_close_matches(str(option), sorted(options), n=1, cutoff=0.6)
@@ -611,6 +649,21 @@ def _checksum_problem(variables, name, role, pattern, need):
             name, need, "sha256:<64 hex digits>" if pattern is SHA256_PREFIXED else "64 hex digits",
             "" if value is None else value)
     return None
+
+
+def _checked(what, check, *args):
+    """``check(*args)``'s problems; an exception (a value of a shape no check expected) is one
+    problem naming what could not be checked, so every other problem is still reported."""
+    try:
+        return check(*args)
+    except Exception as exc:  # pylint: disable=broad-except
+        return ["%s could not be checked: %s: %s (a value of an unexpected type or form among them)"
+                % (what, type(exc).__name__, exc)]
+
+
+def _compatibility_problems(variables, matrix):
+    facts = compatibility.facts_from_vars(variables, matrix=matrix)
+    return ["compatibility %s" % p["message"] for p in compatibility.evaluate(facts, matrix=matrix)]
 
 
 def _foreign_group_hint(groups, group):
@@ -714,12 +767,14 @@ def inventory_problems(hostvars, groups, phases=None, node_roles=None, kubernete
         variables = hostvars[host]
         set_now = run_time_names.get(host) or ()
         keys = [k for k in _keys(variables) if k not in set_now]
-        found = (tier_problems(variables) + unknown_key_problems(variables, keys) + renamed_problems(variables)
-                 + role_variable_problems(variables, keys, root) + kubespray_problems(variables, keys)
-                 + module_option_problems(variables, keys)
-                 + expectation_problems(variables, host, groups, strict))
-        facts = compatibility.facts_from_vars(variables, matrix=matrix)
-        found += ["compatibility %s" % p["message"] for p in compatibility.evaluate(facts, matrix=matrix)]
+        found = (_checked("the gpufleet_* values", tier_problems, variables)
+                 + _checked("the gpufleet_* names", unknown_key_problems, variables, keys)
+                 + _checked("renamed variables", renamed_problems, variables)
+                 + _checked("the role variables", role_variable_problems, variables, keys, root)
+                 + _checked("Kubespray variables", kubespray_problems, variables, keys)
+                 + _checked("the node_validate options", module_option_problems, variables, keys)
+                 + _checked("the GPU and RDMA expectations", expectation_problems, variables, host, groups, strict)
+                 + _checked("the compatibility matrix", _compatibility_problems, variables, matrix))
         for problem in found:
             per_problem.setdefault(problem, []).append(host)
     for problem, where in per_problem.items():

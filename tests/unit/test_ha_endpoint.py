@@ -298,3 +298,29 @@ def test_role_haproxy_keepalived_per_node(role_rendered):
         keepalived = (dest / host / "keepalived.conf").read_text()
         assert ("state MASTER" in keepalived) == (host == "cp1")
         assert "interface bond0" in keepalived and "10.0.0.10/32" in keepalived
+
+
+@pytest.mark.parametrize("vip, what", [
+    ("0.0.0.0", "unspecified"), ("0.1.2.3", "unspecified"),
+    ("127.0.0.1", "loopback"), ("127.1.2.3", "loopback"),
+    ("224.0.0.18", "multicast"), ("239.1.1.1", "multicast"),
+    ("169.254.10.10", "link-local"),
+    ("255.255.255.255", "reserved"), ("240.0.0.1", "reserved"),
+])
+def test_a_vip_no_node_can_reach_is_refused_by_name(vip, what):
+    for mode in ("kube_vip", "haproxy_keepalived"):
+        problems = control_plane_ha_problems({"gpufleet_control_plane_ha": mode, "gpufleet_control_plane_vip": vip})
+        assert len(problems) == 1, problems
+        assert problems[0].startswith("gpufleet_control_plane_vip must be") and what in problems[0], problems[0]
+        assert repr(vip) in problems[0]
+
+
+@pytest.mark.parametrize("vip", ["10.0.0.10", "192.168.1.250", "172.16.0.5", "100.64.0.10", "203.0.113.7"])
+def test_a_unicast_vip_passes(vip):
+    assert control_plane_ha_problems({"gpufleet_control_plane_ha": "kube_vip", "gpufleet_control_plane_vip": vip}) == []
+
+
+@pytest.mark.parametrize("port", ["²", "６４４３", "٦٤٤٣", "-1", "0x1bb"])
+def test_a_vip_port_that_is_not_ascii_digits_is_refused_by_name(port):
+    problems = control_plane_ha_problems(dict(HA, gpufleet_control_plane_vip_port=port))
+    assert problems == ["gpufleet_control_plane_vip_port must be a port number 1-65535, got %r" % (port,)]

@@ -7,6 +7,8 @@ import re
 
 import pytest
 from conftest import REPO
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ansible_collections.gpufleet.cluster.plugins.filter import inventory_problems as filters
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils import inventory_check
@@ -417,3 +419,96 @@ def test_family_options_are_named_by_the_inventory_variable():
         "gpufleet_validate_rdma.link_layer: value must be one of: any, InfiniBand, Ethernet, got: ib "
         "(node_validate option rdma.link_layer) [gpu1]",
         "unknown option gpufleet_validate_gpu.requre_ecc (did you mean gpufleet_validate_gpu.require_ecc?) [gpu1]"]
+
+
+# --- ASCII-strict numbers, never an exception (issue 41) ------------------------------------------
+# "²".isdigit() is true and int("²") raises; "٣" (Arabic-Indic three) and "８" (fullwidth) are
+# digits int() and float() accept. An inventory value is ASCII or it is refused, by name.
+NON_ASCII_DIGITS = ["²", "٣", "８", "8\u0660", "１２"]
+WHOLE_NUMBERS = ["gpufleet_gpu_count", "gpufleet_expected_hcas", "gpufleet_hugepages_2m", "gpufleet_hugepages_1g",
+                 "gpufleet_cert_warn_days"]
+
+
+@pytest.mark.parametrize("digits", NON_ASCII_DIGITS)
+@pytest.mark.parametrize("name", WHOLE_NUMBERS + ["gpufleet_min_rate_gbps", "gpufleet_status_max_age",
+                                                  "gpufleet_control_plane_vip_port"])
+def test_a_non_ascii_digit_is_refused_by_name_and_the_other_problems_still_reported(name, digits):
+    values = {name: digits, "gpufleet_link_layer": "ib"}
+    if name == "gpufleet_control_plane_vip_port":
+        values.update(gpufleet_control_plane_ha="haproxy_keepalived", gpufleet_control_plane_vip="10.0.0.10")
+    hostvars, groups = inventory(everywhere(**values))
+    problems = inventory_check.inventory_problems(hostvars, groups)
+    assert any(p.startswith(name + " must be") and repr(digits) in p for p in problems), problems
+    assert any(p.startswith("gpufleet_link_layer must be") for p in problems), problems
+
+
+@pytest.mark.parametrize("name, value", [
+    ("gpufleet_min_rate_gbps", "nan"), ("gpufleet_min_rate_gbps", "inf"), ("gpufleet_min_rate_gbps", float("inf")),
+    ("gpufleet_status_max_age", "1e999"), ("gpufleet_status_max_age", "1_000"),
+    ("gpufleet_driver_branch", "٥٨٠"), ("gpufleet_kubernetes_version", "١.٣٥.٤"),
+])
+def test_numbers_and_versions_are_ascii_and_finite(name, value):
+    hostvars, groups = inventory(everywhere(**{name: value}))
+    problems = inventory_check.inventory_problems(hostvars, groups)
+    assert any(p.startswith(name + " must be") for p in problems), problems
+
+
+def test_a_role_port_with_a_non_ascii_digit_is_a_problem_not_a_crash():
+    hostvars, groups = inventory(everywhere(gpufleet_control_plane_ha="haproxy_keepalived",
+                                            gpufleet_control_plane_vip="10.0.0.10",
+                                            kubernetes_control_plane_bind_port="²"))
+    problems = inventory_check.inventory_problems(hostvars, groups)
+    assert any("kubernetes_control_plane_bind_port" in p for p in problems), problems
+
+
+def test_a_remediation_policy_that_crashes_its_checker_is_a_problem_naming_it():
+    hostvars, groups = inventory(everywhere(gpufleet_remediation={"burn_in": "x"}))
+    problems = inventory_check.inventory_problems(hostvars, groups)
+    assert any(p.startswith("gpufleet_remediation") for p in problems), problems
+
+
+def test_validate_options_with_keys_of_mixed_types_are_reported():
+    hostvars, groups = inventory(everywhere(gpufleet_validate_gpu={1: True, "require_ecc": True}))
+    problems = inventory_check.inventory_problems(hostvars, groups)
+    assert any(p.startswith("unknown option gpufleet_validate_gpu.1") for p in problems), problems
+
+
+JSON_VALUES = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-2 ** 70, 2 ** 70), st.floats(allow_nan=True),
+              st.text(max_size=12), st.sampled_from(NON_ASCII_DIGITS + ["nan", "inf", "-1", "0", "10%", "1e999",
+                                                                        "0.0.0.0", "224.0.0.18", "10.0.0.10"])),
+    lambda inner: st.one_of(st.lists(inner, max_size=3),
+                            st.dictionaries(st.one_of(st.text(max_size=8), st.integers(0, 3)), inner, max_size=3)),
+    max_leaves=8)
+CHECKED_NAMES = sorted(TIER) + ["kubernetes_control_plane_bind_port", "kubernetes_control_plane_endpoint",
+                                "rdma_stack_source", "gpudirect_mode", "nvidia_driver_branch"]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.dictionaries(st.sampled_from(CHECKED_NAMES), JSON_VALUES, min_size=1, max_size=3))
+def test_any_inventory_value_is_problems_or_ok_never_an_exception(values):
+    hostvars, groups = inventory(everywhere(**values))
+    problems = inventory_check.inventory_problems(hostvars, groups)
+    assert isinstance(problems, list) and all(isinstance(p, str) for p in problems)
+    # the good hosts' variables are still checked: a bad value is added to what is found, never instead
+    hostvars["gpu1"]["gpufleet_link_layer"] = "ib"
+    assert any(p.startswith("gpufleet_link_layer must be") for p in inventory_check.inventory_problems(hostvars, groups))
+
+
+def test_a_check_that_fails_is_one_problem_naming_it_and_the_others_are_still_reported(monkeypatch):
+    def broken(variables):
+        raise TypeError("unhashable type: 'dict'")
+    monkeypatch.setattr(inventory_check, "renamed_problems", broken)
+    hostvars, groups = inventory(everywhere(gpufleet_link_layer="ib"))
+    problems = inventory_check.inventory_problems(hostvars, groups)
+    assert "renamed variables could not be checked: TypeError: unhashable type: 'dict' (a value of an unexpected " \
+           "type or form among them) [cp1, gpu1, gpu2]" in problems
+    assert any(p.startswith("gpufleet_link_layer must be") for p in problems), problems
+
+
+def test_a_mig_layout_with_a_number_as_key_is_a_problem_not_a_crash():
+    # found by the test above: module_utils/mig.py layout_errors joins the unknown keys as strings
+    hostvars, groups = inventory(everywhere(gpufleet_mig_layout=[{0: None}], gpufleet_link_layer="ib"))
+    problems = inventory_check.inventory_problems(hostvars, groups)
+    assert any("compatibility" in p or "gpufleet_mig_layout" in p for p in problems), problems
+    assert any(p.startswith("gpufleet_link_layer must be") for p in problems), problems
