@@ -115,6 +115,8 @@ def read_record(path, parse, now=None, max_bytes=None):
             return None, "%s is %s (left in place)" % (path, reason)
         return None, _aside_problem(path, reason, now)
     try:
+        if max_bytes is not None and len(raw) > max_bytes:
+            raise RecordError(path, "more than %d bytes" % max_bytes)
         return parse(raw, path), None
     except RecordError as exc:
         return None, _aside_problem(path, exc.reason if exc.field is None else "%s: %s" % (exc.field, exc.reason), now)

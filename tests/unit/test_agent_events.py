@@ -345,3 +345,66 @@ def test_the_nvml_watcher_lets_nvml_go_during_a_cycle(tmp_path):
         signals.close()
         sources.close()
     assert fake._STATE["initialised"] == 0
+
+
+# -- the reader of kmsg-seq.json and the resume point, as properties ----------------------------------
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+BOOTS = ["0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9", "9a8b7c6d-5e4f-4a3b-9c2d-1e0f9a8b7c6d"]
+SEQ_VALUES = st.one_of(st.integers(-5, 2 ** 64 + 5), st.floats(allow_nan=True), st.text(max_size=5), st.booleans(),
+                       st.none(), st.lists(st.integers(), max_size=2))
+SEQ_DOCS = st.one_of(
+    st.fixed_dictionaries({"seq": SEQ_VALUES}, optional={"boot_id": st.one_of(st.sampled_from(BOOTS), st.text(max_size=40),
+                                                                              st.none(), st.integers()),
+                                                         "other": st.integers()}),
+    st.lists(st.integers(), max_size=3), st.integers())
+
+
+@settings(max_examples=300, deadline=None)
+@given(doc=SEQ_DOCS, garble=st.binary(max_size=8))
+def test_the_sequence_reader_gives_a_record_or_names_why_not(doc, garble):
+    raw = json.dumps(doc).encode() + garble
+    try:
+        stored = agent_events.parse_seq(raw)
+    except agent_events.records.RecordError as exc:
+        assert "kmsg-seq.json" in str(exc)
+        return
+    assert isinstance(stored["seq"], int) and not isinstance(stored["seq"], bool) and 0 <= stored["seq"] < 2 ** 64
+    assert stored["boot_id"] is None or stored["boot_id"] in BOOTS
+
+
+@settings(max_examples=300, deadline=None)
+@given(seq=st.integers(0, 10 ** 6), stored_boot=st.sampled_from(BOOTS + [None]), boot=st.sampled_from(BOOTS + [None]),
+       problem=st.sampled_from([None, "kmsg-seq.json is damaged"]), absent=st.booleans())
+def test_only_a_number_of_this_boot_is_resumed_after(seq, stored_boot, boot, problem, absent):
+    stored = None if absent or problem else {"seq": seq, "boot_id": stored_boot}
+    resume_after, from_start, note = agent_events.resume_point(stored, problem, boot)
+    if resume_after is not None:
+        assert stored is not None and boot is not None and stored_boot == boot and resume_after == seq
+    else:
+        assert from_start == (stored is not None or problem is not None)  # nothing of this boot "seen"
+        assert (note == "") == (not from_start)
+
+
+@settings(max_examples=150, deadline=None)
+@given(first=st.integers(0, 50), count=st.integers(0, 30), stored=st.integers(0, 120),
+       xids=st.sets(st.integers(0, 29), max_size=8))
+def test_a_resumed_log_suppresses_only_what_this_log_numbered_up_to_the_stored_record(tmp_path_factory, first, count,
+                                                                                      stored, xids):
+    """The ring holds records first..first+count-1: with the stored number inside (or past the
+    ring's start) the records up to it are skipped; with it beyond the newest record nothing is."""
+    log = tmp_path_factory.mktemp("kmsg") / "kmsg"
+    log.write_bytes(b"".join(record(first + index, "%s %d" % (XID, index) if index in xids else NOISE)
+                             for index in range(count)))
+    watcher = agent_events.KmsgWatcher(str(log), resume_after=stored)
+    got = watcher.drain()
+    watcher.close()
+    newest = first + count - 1
+    relevant_seqs = [first + index for index in sorted(xids) if index < count]
+    if count and newest < stored:  # the stored number is not this log's
+        expected = relevant_seqs
+    else:
+        expected = [seq for seq in relevant_seqs if seq > stored]
+    assert got == ["%s %d" % (XID, seq - first) for seq in expected]
+    assert watcher.records + watcher.skipped == count

@@ -362,3 +362,107 @@ def test_a_stale_or_future_healthy_result_never_resumes_a_slurm_node(tmp_path, c
         "healthy": False, "failing": [{"id": "gpu.lost", "target": "gpu1", "status": "fail", "message": "lost"}]}}))
     assert agent.slurm_health_check({"state_dir": str(tmp_path)}, now=NOW) == 0
     assert ["scontrol", "update", "NodeName=dgx-1", "State=DRAIN", "Reason=gpufleet: gpu.lost[gpu1]"] in runner.calls
+
+
+# -- hostile records: every reader gives a record or names why not, and unreadable is never healthy -----
+import base64  # noqa: E402
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.filter.agent_status import agent_health_check  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.module_utils import agent_state, records  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_config import load_config  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_hysteresis import step  # noqa: E402
+
+SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-2 ** 70, 2 ** 70), st.floats(allow_nan=True),
+                    st.text(max_size=20), st.sampled_from(["pass", "fail", "warn", "skip"]))
+ANY_JSON = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner,
+                                                                                              max_size=4), max_leaves=20)
+ENTRY = st.dictionaries(st.sampled_from(agent_state.ENTRY_KEYS + ("other",)), SCALARS, max_size=9)
+STATE_DOCS = st.one_of(ANY_JSON, st.fixed_dictionaries({}, optional={
+    "checks": st.dictionaries(st.sampled_from(["gpu.count|node", "gpu.xid|gpu0", "gpu.count", "x|y"]), ENTRY | ANY_JSON,
+                              max_size=3),
+    "healthy": SCALARS, "cycle": SCALARS, "updated": SCALARS, "failing": ANY_JSON, "extra": SCALARS}))
+CHECK = st.fixed_dictionaries({"id": st.sampled_from(["gpu.count", "gpu.xid", "gpu.temperature"]),
+                               "target": st.sampled_from(["node", "gpu0", "gpu1"]),
+                               "status": st.sampled_from(["pass", "fail", "warn", "skip"]), "message": st.text(max_size=10)})
+HEALTH_DOCS = st.one_of(ANY_JSON, st.fixed_dictionaries({}, optional={
+    "agent": st.one_of(ANY_JSON, st.fixed_dictionaries({}, optional={
+        "healthy": SCALARS, "failing": st.one_of(ANY_JSON, st.lists(CHECK, max_size=2)), "cpu_ms": SCALARS})),
+    "generated_at": st.one_of(SCALARS, st.floats(NOW - 600, NOW + 600)), "cycle": SCALARS, "node": SCALARS}))
+SETTINGS = {"fail_after": 3, "recover_after": 2, "immediate": {"gpu.count", "gpu.xid"}, "per_check": {}}
+
+
+def encode(doc, garble):
+    return json.dumps(doc, allow_nan=True).encode() + garble
+
+
+@settings(max_examples=300, deadline=None)
+@given(doc=STATE_DOCS, garble=st.sampled_from([b"", b"", b"}", b"\xff", b" "]),
+       checks=st.lists(CHECK, max_size=4, unique_by=lambda c: (c["id"], c["target"])))
+def test_the_state_reader_gives_a_usable_state_or_names_why_not(doc, garble, checks):
+    try:
+        state = agent_state.parse_state(encode(doc, garble))
+    except records.RecordError as exc:
+        assert "agent-state.json" in str(exc)
+        return
+    new, _events = step(state, checks, SETTINGS, now=NOW)  # whatever it accepted, a cycle can go on from
+    assert new["healthy"] is (not any(entry["failing"] for entry in new["checks"].values()))
+    assert agent_state.parse_state(json.dumps(new).encode()) == new  # and what the cycle writes reads back
+
+
+@settings(max_examples=300, deadline=None)
+@given(doc=HEALTH_DOCS, garble=st.sampled_from([b"", b"", b"]", b"\xff"]))
+def test_the_health_reader_never_passes_what_it_cannot_read(doc, garble):
+    raw = encode(doc, garble)
+    try:
+        result = agent_state.parse_health(raw)
+    except records.RecordError as exc:
+        assert "health.json" in str(exc)
+        result = None
+    if result is not None:
+        assert isinstance(result["agent"]["healthy"], bool)
+        assert not (result["agent"]["healthy"] and result["agent"].get("failing"))
+    check = agent_health_check({"content": base64.b64encode(raw).decode(), "encoding": "base64"}, now=NOW)
+    assert check["status"] in ("pass", "fail")
+    if check["status"] == "pass":
+        assert result is not None and result["agent"]["healthy"] is True
+        assert clock.freshness(result.get("generated_at"), NOW, 300)[0] == clock.FRESH
+    code, _message = agent.npd_status(result, NOW)
+    assert code != agent.NPD_OK or (result is not None and result["agent"]["healthy"] is True)
+
+
+@settings(max_examples=200, deadline=None)
+@given(doc=ANY_JSON, garble=st.sampled_from([b"", b"", b"{", b"\xff\xfe"]))
+def test_the_configuration_reader_gives_a_dict_or_names_the_file(tmp_path_factory, doc, garble):
+    path = tmp_path_factory.mktemp("config") / "agent.json"
+    path.write_bytes(encode(doc, garble))
+    try:
+        config = load_config(str(path))
+    except agent.AgentError as exc:
+        assert str(path) in str(exc)
+        return
+    assert isinstance(config, dict) and config == json.loads(path.read_bytes())
+
+
+@pytest.mark.parametrize("content,why", [
+    (b'{"agent": {"healthy": true}, "generated_at": 1e999}', "not a finite number"),
+    (b'{"agent": {"healthy": true, "healthy": false}, "generated_at": 1}', "duplicate key"),
+    (b'{"agent": {"healthy": true, "failing": [{"id": "gpu.xid", "target": "gpu0"}]}}', "healthy with failing checks"),
+    (b"[" * 100 + b"]" * 100, "nested deeper than"),
+])
+def test_a_hostile_health_json_is_set_aside_named_and_resumes_nothing(tmp_path, capsys, monkeypatch, content, why):
+    runner = ScriptedRunner({("scontrol", "show", "node", "dgx-1", "-o"): (0, show("IDLE+DRAIN", "gpufleet: gpu.xid[gpu3]"), ""),
+                             "scontrol": (0, "", "")})
+    monkeypatch.setattr(SlurmPublisher, "from_config", classmethod(lambda cls, config: cls("dgx-1", runner)))
+    (tmp_path / "health.json").write_bytes(content)
+    assert agent.slurm_health_check({"state_dir": str(tmp_path)}, now=NOW) == 0
+    out = capsys.readouterr().out
+    assert "%s is damaged (" % (tmp_path / "health.json") in out and why in out and "node left as it is" in out
+    assert runner.calls == []
+    assert [name for name in os.listdir(str(tmp_path)) if name.startswith("health.json.damaged-")]
+    # NPD: unknown, naming the file
+    (tmp_path / "health.json").write_bytes(content)
+    (tmp_path / "agent.json").write_text(json.dumps({"state_dir": str(tmp_path)}))
+    assert agent.main(["--npd", str(tmp_path / "agent.json")]) == agent.NPD_UNKNOWN
+    assert capsys.readouterr().out.startswith("gpufleet: %s" % str(tmp_path / "health.json")[:20])

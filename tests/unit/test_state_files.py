@@ -85,3 +85,72 @@ def test_a_full_disk_keeps_the_old_content(tmp_path, monkeypatch):
     with pytest.raises(ModuleFailure, match="not written: No space left on device"):
         state_files.state_file_work(FakeModule(path=str(path), content="new"))
     assert path.read_text() == "old" and os.listdir(str(tmp_path)) == ["health.json"]
+
+
+# -- the reader side: read_record, set_aside ---------------------------------------------------------
+def _parse(raw, record):
+    from ansible_collections.gpufleet.cluster.plugins.module_utils import records
+
+    return records.mapping(records.load_json(raw, record), record, required=("seq",))
+
+
+def test_read_record_absent_readable_and_damaged(tmp_path):
+    path = tmp_path / "kmsg-seq.json"
+    assert state_files.read_record(str(path), _parse) == (None, None)  # absent: no record, nothing said
+    path.write_text('{"seq": 4}')
+    assert state_files.read_record(str(path), _parse) == ({"seq": 4}, None)
+    path.write_text('{"seq": 4, "seq": 5}')
+    value, problem = state_files.read_record(str(path), _parse, now=1700000000)
+    assert value is None and problem.startswith("%s is damaged (not JSON (duplicate key 'seq')" % path)
+    assert problem.endswith("set aside as %s.damaged-20231114T221320Z" % path)
+    assert not path.exists() and (tmp_path / "kmsg-seq.json.damaged-20231114T221320Z").read_text() == '{"seq": 4, "seq": 5}'
+
+
+def test_read_record_reads_no_more_than_asked(tmp_path):
+    path = tmp_path / "health.json"
+    path.write_text('{"seq": 1}' + " " * 10000)
+    value, problem = state_files.read_record(str(path), _parse, max_bytes=100)
+    assert value is None and "more than" in problem  # the reader refused what was beyond the bound
+
+
+def test_a_second_damaged_file_in_the_same_second_does_not_replace_the_first(tmp_path):
+    path = tmp_path / "agent-state.json"
+    for content in ("first", "second", "third"):
+        path.write_text(content)
+        target, _reason = state_files.set_aside(str(path), "damaged", now=1700000000)
+        assert open(target).read() == content
+    assert sorted(os.listdir(str(tmp_path))) == ["agent-state.json.damaged-20231114T221320Z",
+                                                 "agent-state.json.damaged-20231114T221320Z.1",
+                                                 "agent-state.json.damaged-20231114T221320Z.2"]
+
+
+def test_set_aside_under_a_clock_no_calendar_holds(tmp_path):
+    path = tmp_path / "agent-state.json"
+    path.write_text("x")
+    target, _reason = state_files.set_aside(str(path), "damaged", now=1e300)
+    assert target == "%s.damaged-unknown-time" % path and open(target).read() == "x"
+
+
+def test_a_file_we_may_not_read_is_named_and_left_in_place(tmp_path, monkeypatch):
+    path = tmp_path / "health.json"
+    path.write_text("{}")
+    real_open = open
+
+    def refuse(name, *args, **kwargs):
+        if str(name) == str(path):
+            raise PermissionError(13, "Permission denied", str(name))
+        return real_open(name, *args, **kwargs)
+
+    monkeypatch.setattr("builtins.open", refuse)
+    value, problem = state_files.read_record(str(path), _parse)
+    monkeypatch.undo()
+    assert value is None and problem == "%s is unreadable: Permission denied (left in place)" % path
+    assert path.read_text() == "{}"
+
+
+def test_an_unreadable_file_is_set_aside(tmp_path):
+    path = tmp_path / "agent-state.json"
+    path.mkdir()  # EISDIR
+    value, problem = state_files.read_record(str(path), _parse, now=1700000000)
+    assert value is None and "unreadable: Is a directory" in problem and "set aside as" in problem
+    assert not path.exists()
