@@ -50,9 +50,10 @@ def _play_tags(playbook):
 
 def test_site_lists_a_tag_per_phase_and_role():
     tags = _all_tags("site.yml")
-    # certs: validate.yml's kubeadm certificate play (32141a3)
-    assert tags == sorted(["always", "node", "kubernetes", "validate", "report", "node_health_agent", "certs"]
-                          + NODE_ROLES + KUBERNETES_ROLES)
+    # certs: validate.yml's kubeadm certificate play (32141a3); etcd_snapshot: the scheduled etcd
+    # snapshots in kubernetes.yml's control-plane play
+    assert tags == sorted(["always", "node", "kubernetes", "validate", "report", "node_health_agent", "certs",
+                           "etcd_snapshot"] + NODE_ROLES + KUBERNETES_ROLES)
 
 
 def test_site_inventory_check_and_reachability_always_run():
@@ -71,7 +72,7 @@ def test_node_and_kubernetes_playbooks_tag_each_role():
         "Node health agent on the GPU nodes": ["node_health_agent"]}
     plays = _play_tags("kubernetes.yml")
     assert plays["Node prerequisites for kubeadm"] == ["kubernetes", "kubernetes_prereqs"]
-    assert plays["Control plane"] == ["kubernetes", "kubernetes_control_plane"]
+    assert plays["Control plane"] == ["etcd_snapshot", "kubernetes", "kubernetes_control_plane"]
     assert plays["Workers"] == ["kubernetes", "kubernetes_worker"]
     assert plays["Pod network"] == ["kubernetes", "kubernetes_cni"]
     assert plays["Device plugins, Multus, RDMA networks, MPI operator"] == ["kubernetes", "kubernetes_addons"]
