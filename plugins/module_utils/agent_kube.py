@@ -31,7 +31,7 @@ __metaclass__ = type
 
 import time
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import gate
+from ansible_collections.gpufleet.cluster.plugins.module_utils import gate, records
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gate import CONDITION_TYPE
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_node import (
     DEFAULT_RETRIES, STRATEGIC_MERGE_PATCH, KubeClient, KubeError, guarded_write)
@@ -42,6 +42,42 @@ except ImportError:  # pragma: no cover - Python 2
     from urllib import quote
 
 desired_condition = gate.condition
+LIST_RECORD = "DeviceTaintRule list"
+
+
+def listed_device_taint_rules(listed):
+    """The items of a DeviceTaintRuleList as the API server answered it (GET resource.k8s.io/v1
+    devicetaintrules), read strictly: an object with a list ``items`` (none at all is not "no
+    rules"), each item an object with ``metadata.name`` a non-empty string, ``metadata.annotations``
+    (when set) strings, ``metadata.resourceVersion`` (when set) a string and ``spec``,
+    ``spec.taint`` (when set) objects. records.RecordError naming the list and the item
+    otherwise: the caller falls back to the node taint (fail closed)."""
+    document = records.mapping(listed, LIST_RECORD, required=("items",))
+    items = records.listing(document["items"], LIST_RECORD, "items")
+    for index, item in enumerate(items):
+        field = "items[%d]" % index
+        records.mapping(item, LIST_RECORD, field, required=("metadata",))
+        metadata = records.mapping(item["metadata"], LIST_RECORD, field + ".metadata", required=("name",))
+        records.string(metadata["name"], LIST_RECORD, field + ".metadata.name", max_length=253, allow_empty=False)
+        if metadata.get("resourceVersion") is not None:
+            records.string(metadata["resourceVersion"], LIST_RECORD, field + ".metadata.resourceVersion")
+        if metadata.get("annotations") is not None:
+            annotations = records.mapping(metadata["annotations"], LIST_RECORD, field + ".metadata.annotations")
+            for key, value in annotations.items():
+                records.string(value, LIST_RECORD, "%s.metadata.annotations[%s]" % (field, key), max_length=262144)
+        if item.get("spec") is not None:
+            spec = records.mapping(item["spec"], LIST_RECORD, field + ".spec")
+            if spec.get("taint") is not None:
+                records.mapping(spec["taint"], LIST_RECORD, field + ".spec.taint")
+    return items
+
+
+def failure_text(exc):
+    """What went wrong on the DeviceTaintRule path, for the journal and the module's result: the
+    message of an expected error, the type too of anything else."""
+    if isinstance(exc, (KubeError, gate.GateError, records.RecordError)):
+        return str(exc)
+    return "%s: %s" % (type(exc).__name__, exc)
 
 
 def write_device_taints(client, node, rules, deadline=None, dry_run=False):
@@ -50,11 +86,12 @@ def write_device_taints(client, node, rules, deadline=None, dry_run=False):
     resourceVersion listed) and delete what gate.device_rules_plan says (``dry_run``: list and
     plan only). Returns ``{create, update, delete: [names], lines: [journal lines]}``; KubeError
     (ApiStatusError) on the first request that fails, with what was done before it kept (the next
-    cycle converges). Shared by the agent and the module node_write."""
+    cycle converges), records.RecordError for a list it cannot read. Shared by the agent and the
+    module node_write, which fall back to the node taint on any exception of it."""
     selector = "%s=%s" % (gate.DEVICE_NODE_LABEL, gate.k8s_label_value(node) or "unknown")
     listed = client.request("GET", "%s?labelSelector=%s" % (gate.DEVICE_TAINT_API, quote(selector, safe="")),
                             deadline=deadline)
-    plan = gate.device_rules_plan(node, rules, (listed or {}).get("items") or [])
+    plan = gate.device_rules_plan(node, rules, listed_device_taint_rules(listed))
     done = {"create": [r["metadata"]["name"] for r in plan["create"]],
             "update": [r["metadata"]["name"] for r in plan["update"]], "delete": list(plan["delete"]), "lines": []}
     if dry_run:
@@ -140,12 +177,12 @@ class KubePublisher(object):
                                                 settings=self.device_settings)
                 lines.extend(write_device_taints(self.client, self.node, rules, deadline)["lines"])
                 held = failing if self.taint_node_always else split["node"]
-            except (KubeError, gate.GateError) as exc:
-                held = failing  # fail closed: a bad device nobody can see tainted takes the node out
+            except Exception as exc:  # pylint: disable=broad-except  # any failure: fail closed
+                held = failing  # a bad device nobody can see tainted takes the node out
                 if split["devices"]:
-                    lines.append("device taints not written (%s): the node is tainted instead" % exc)
+                    lines.append("device taints not written (%s): the node is tainted instead" % failure_text(exc))
                 else:
-                    lines.append("device taint rules not reconciled (%s)" % exc)
+                    lines.append("device taint rules not reconciled (%s)" % failure_text(exc))
         return lines + self._node_taint(not held, held, node, deadline)
 
     def _node_taint(self, healthy, failing, node, deadline):

@@ -302,7 +302,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils import module_cac
 module_cache.activate()  # before the other module_utils: compiled once per node, not per run
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import gate
-from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_kube import write_device_taints
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_kube import failure_text, write_device_taints
 from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import ModuleFailure, run_module
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_node import (
     ApiStatusError,
@@ -477,11 +477,11 @@ def run(params, check_mode=False):
                 try:
                     done = write_device_taints(client, name, rules, dry_run=check_mode)
                     devices.update((k, done[k]) for k in ("create", "update", "delete"))
-                except KubeError as exc:
+                except Exception as exc:  # pylint: disable=broad-except  # any failure of the rule path
                     held = split["failing"]  # fail closed: the node is held back for the bad devices too
-                    devices["error"] = "%s" % exc
+                    devices["error"] = failure_text(exc)
                     if split["devices"]:
-                        note = "device taints not written (%s): the node is tainted instead" % exc
+                        note = "device taints not written (%s): the node is tainted instead" % devices["error"]
             if check_mode:  # no write at all: what would be sent, from the Node as read
                 node = client.get_node(name)
                 patch = compute(node)

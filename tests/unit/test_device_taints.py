@@ -9,7 +9,14 @@ device_plugin allocation unchanged."""
 import pytest
 from ansible_collections.gpufleet.cluster.plugins.module_utils import agent_hysteresis, gate
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_config import hysteresis_settings
-from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_kube import KubePublisher, write_device_taints
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_kube import (
+    KubePublisher,
+    listed_device_taint_rules,
+    write_device_taints,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.records import RecordError
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_node import ApiStatusError, KubeClient
 from ansible_collections.gpufleet.cluster.plugins.modules import node_write
 from fake_kube_api.server import FakeKubeAPI
@@ -295,3 +302,120 @@ def test_node_write_with_device_plugin_allocation_is_unchanged(api):
 def test_node_write_names_a_bad_device_taint_setting(api):
     with pytest.raises(node_write.WriteError, match="option results or device_taints: .*gpu_device"):
         health(api, {"checks": [ECC]}, device_taints={"gpu_device": "gpu-{uuid}"})
+
+
+# -- every failure of the DeviceTaintRule path falls back to the node taint (issue 41) -------------------
+# The list as a broken proxy, an older or newer server or a hostile one could answer it; the writer
+# reads it strictly (agent_kube.listed_device_taint_rules) and anything unexpected is a failure.
+BAD_LISTS = [
+    {"items": [None]},                                     # the issue's case: a list whose items are null
+    {"items": None, "kind": "DeviceTaintRuleList"},        # no items at all is not "no rules"
+    {"items": "rules"},
+    {"items": [{"metadata": None}]},
+    {"items": [{"metadata": {"name": 5}}]},
+    {"items": [{"metadata": {"name": "gpufleet-gpu-1-gpu-3", "annotations": ["x"]}}]},
+    {"kind": "Status"},
+    [],
+    "<html>502 Bad Gateway</html>",
+    None,
+]
+
+
+class BadListClient(KubeClient):
+    """The API double's client, except that the DeviceTaintRule list answers ``listed``."""
+    listed = None
+
+    def request(self, method, path, body=None, content_type=None, deadline=None):
+        if method == "GET" and "devicetaintrules" in path:
+            return self.listed
+        return super(BadListClient, self).request(method, path, body, content_type, deadline)
+
+
+@pytest.mark.parametrize("listed", BAD_LISTS)
+def test_agent_falls_back_to_the_node_taint_on_a_list_it_cannot_read(api, listed):
+    bad = BadListClient(api.url, token=api.token, allow_plain_http=True)
+    bad.listed = listed
+    lines = KubePublisher(bad, "gpu-1", taint=True, clock=lambda: 1700000000.0, gpu_allocation="dra").publish(
+        False, [ECC])
+    assert [t["value"] for t in node_taints(api)] == ["gpu.ecc.volatile_uncorrectable"]
+    assert any(line.startswith("device taints not written (unreadable record DeviceTaintRule list")
+               and line.endswith("the node is tainted instead") for line in lines), lines
+    assert api.device_taint_rules() == {}
+
+
+def test_agent_falls_back_to_the_node_taint_on_any_error_of_the_rule_path(api, monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("something nobody expected")
+    monkeypatch.setattr(gate, "device_rules_plan", broken)
+    lines = agent(api).publish(False, [ECC])
+    assert [t["value"] for t in node_taints(api)] == ["gpu.ecc.volatile_uncorrectable"]
+    assert "device taints not written (RuntimeError: something nobody expected): the node is tainted instead" in lines
+
+
+@pytest.mark.parametrize("listed", BAD_LISTS)
+def test_node_write_falls_back_to_the_node_taint_on_a_list_it_cannot_read(api, monkeypatch, listed):
+    class Answering(object):
+        """The kubeconfig's client, except that the DeviceTaintRule list answers ``listed``."""
+
+        def __init__(self, real):
+            self.real = real
+
+        def request(self, method, path, body=None, content_type=None, deadline=None):
+            if method == "GET" and "devicetaintrules" in path:
+                return listed
+            return self.real.request(method, path, body, content_type, deadline)
+
+        def __getattr__(self, name):
+            return getattr(self.real, name)
+
+    class Client(node_write.KubeconfigClient):
+        def __enter__(self):
+            return Answering(super(Client, self).__enter__())
+    monkeypatch.setattr(node_write, "KubeconfigClient", Client)
+    result = health(api, {"checks": [ECC]})
+    assert result["device_taints"]["error"].startswith("unreadable record DeviceTaintRule list")
+    assert [t["value"] for t in node_taints(api)] == ["gpu.ecc.volatile_uncorrectable"]
+    reason = api.node("gpu-1")["metadata"]["annotations"][KEY + "-reason"]
+    assert reason.endswith("): the node is tainted instead")
+
+
+def test_node_write_falls_back_to_the_node_taint_on_any_error_of_the_rule_path(api, monkeypatch):
+    def broken(*args, **kwargs):
+        raise KeyError("metadata")
+    monkeypatch.setattr(gate, "device_rules_plan", broken)
+    result = health(api, {"checks": [ECC]})
+    assert result["device_taints"]["error"] == "KeyError: 'metadata'"
+    assert [t["value"] for t in node_taints(api)] == ["gpu.ecc.volatile_uncorrectable"]
+
+
+def test_a_healthy_node_with_an_unreadable_list_keeps_no_taint_but_says_so(api):
+    bad = BadListClient(api.url, token=api.token, allow_plain_http=True)
+    bad.listed = {"items": [None]}
+    lines = KubePublisher(bad, "gpu-1", taint=True, clock=lambda: 1700000000.0, gpu_allocation="dra").publish(
+        True, [])
+    assert node_taints(api) == []
+    assert any(line.startswith("device taint rules not reconciled (unreadable record DeviceTaintRule list")
+               for line in lines), lines
+
+
+LIST_ANSWERS = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=8),
+              st.sampled_from(["gpufleet-gpu-1-gpu-3", "gpu-1", gate.DEVICE_NODE_ANNOTATION])),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.dictionaries(st.sampled_from(["items", "metadata", "name", "annotations", "resourceVersion", "spec",
+                                         "taint", gate.DEVICE_NODE_ANNOTATION, "kind"]), inner, max_size=4)),
+    max_leaves=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(LIST_ANSWERS)
+def test_any_list_answer_is_rules_to_plan_against_or_unreadable(listed):
+    try:
+        items = listed_device_taint_rules(listed)
+    except RecordError as exc:
+        assert str(exc).startswith("unreadable record DeviceTaintRule list")
+        return
+    wanted = gate.device_taint_rules("gpu-1", {("gpu", "3"): [ECC]})
+    plan = gate.device_rules_plan("gpu-1", wanted, items)
+    assert set(plan) == {"create", "update", "delete"}
