@@ -6,8 +6,8 @@
 The agent is split by job, imports pointing down only (tests/unit/test_layering.py):
 
 - ``agent_config``: constants, the configuration and its checks (``--check-config``);
-- ``agent_hysteresis``: the hysteresis step; ``agent_state``: the one writer and the readers of
-  the state directory (damaged files set aside);
+- ``agent_hysteresis``: the hysteresis step; ``agent_state``: the strict readers of the agent's
+  records in its state directory (damaged files set aside; the writer is ``state_files``);
 - publishers: ``agent_publish`` (metrics, NPD, running them with deadlines), ``agent_kube``
   (over ``gate`` and ``kube_node``), ``agent_slurm``;
 - ``agent_cycle``: one cycle (checks -> hysteresis -> files -> publishers), ``run_once``;
