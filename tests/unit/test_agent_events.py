@@ -95,16 +95,18 @@ def test_a_restart_resumes_after_the_stored_sequence_number_without_double_count
     log = tmp_path / "kmsg"
     log.write_bytes(b"".join(record(seq, NOISE) for seq in range(1, 4)))
     settings = {"kmsg": str(log), "nvml": False, "min_gap": 1.0}
-    first = agent_events.EventSources(settings, str(state), 60)
+    boot = tmp_path / "boot_id"  # /proc/sys/kernel/random/boot_id's stand-in
+    boot.write_text("51711a17-2a54-4a9c-81eb-36725b63a223\n")
+    first = agent_events.EventSources(settings, str(state), 60, boot_id_path=str(boot))
     with open(str(log), "ab") as out:
         out.write(record(4, XID))
     assert first.drain() == [XID]
     assert first.save() is None
-    assert json.loads((state / "kmsg-seq.json").read_text()) == {"seq": 4, "boot_id": agent_events.read_boot_id()}
+    assert json.loads((state / "kmsg-seq.json").read_text()) == {"seq": 4, "boot_id": "51711a17-2a54-4a9c-81eb-36725b63a223"}
     first.close()
     with open(str(log), "ab") as out:  # written while the agent was down
         out.write(record(5, OFF_BUS))
-    second = agent_events.EventSources(settings, str(state), 60)
+    second = agent_events.EventSources(settings, str(state), 60, boot_id_path=str(boot))
     assert second.status["kmsg"] == "watching %s (resumed after record 4)" % log
     assert second.drain() == [OFF_BUS]  # record 4 is not counted again
     assert second.kmsg.skipped == 4
