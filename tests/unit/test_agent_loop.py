@@ -286,3 +286,23 @@ def test_the_resident_loop_publishes_what_a_process_per_cycle_publishes(tmp_path
     for name in ("health.json", "agent-state.json"):
         assert _comparable(read(tmp_path / "resident", name)) == _comparable(read(tmp_path / "oneshot", name))
     assert read(tmp_path / "resident")["agent"]["healthy"] is False  # one passing cycle after the fault
+
+
+def test_the_resident_agent_journals_a_damaged_sequence_file_by_name(tmp_path, fake_nvml, capsys, monkeypatch):
+    """--loop with the kernel log on: an unreadable kmsg-seq.json is set aside and the journal
+    names it at start-up (and reads the log from its start: nothing counted as seen)."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils import agent_events
+
+    boot = tmp_path / "boot_id"
+    boot.write_text("0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9\n")
+    monkeypatch.setattr(agent_events, "BOOT_ID", str(boot))
+    kmsg = tmp_path / "kmsg"
+    kmsg.write_bytes(b"6,0,17,-;usb 1-1: new high-speed USB device\n")
+    path, _config = write_config(tmp_path, interval=0.001, events={"kmsg": str(kmsg), "nvml": False})
+    (tmp_path / "state" / "kmsg-seq.json").write_text('{"seq": 12, "boot_id": "0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9"')
+    assert agent.main(["--loop", "--cycles", "1", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "events: kmsg: watching %s (%s is damaged (" % (kmsg, tmp_path / "state" / "kmsg-seq.json") in out
+    assert "read from its start" in out
+    assert read(tmp_path, "kmsg-seq.json") == {"seq": 0, "boot_id": "0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9"}
+    assert [name for name in os.listdir(str(tmp_path / "state")) if name.startswith("kmsg-seq.json.damaged-")]
