@@ -24,7 +24,7 @@ def mig_parted_config(layout, configs=None, what="gpufleet_mig_layout", configs_
 
 
 def mig_parted_assert(result):
-    """``result``: the registered result of ``nvidia-mig-parted assert -f <file> -c <name>``."""
+    """``result``: the registered result of ``nvidia-mig-parted -d assert -f <file> -c <name>``."""
     if not isinstance(result, dict):
         raise AnsibleFilterError("mig_parted_assert: expected the registered result of nvidia-mig-parted assert, "
                                  "got %s" % type(result).__name__)

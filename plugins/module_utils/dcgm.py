@@ -234,12 +234,17 @@ def _test_matches(requested, name):
 
 
 def diag_checks(parsed=None, rc=0, timed_out=False, error=None, stderr="", requested_tests=None, run=None,
-                timeout=None):
+                timeout=None, stdout=""):
     """CheckResults of one dcgmi run. ``parsed`` from parse_diag (None: ``error`` says why it is
-    missing); ``rc`` the exit status; ``requested_tests`` the named tests that must have run."""
+    missing); ``rc`` the exit status; ``requested_tests`` the named tests that must have run. dcgmi
+    prints its own errors on stdout (dcgmi/Command.cpp, std::cout): without a document, the last line
+    of stdout is named too."""
     results = CheckResults()
     command = run or "dcgmi diag"
     stderr_tail = _cut((stderr or "").strip().splitlines()[-1]) if (stderr or "").strip() else ""
+    label = "stderr"
+    if parsed is None and not stderr_tail and isinstance(stdout, str) and stdout.strip():
+        stderr_tail, label = _cut(stdout.strip().splitlines()[-1]), "stdout"
     if timed_out:
         results.fail(RUN_CHECK, "node", "%s did not finish within %s s: killed, the burn-in did not pass"
                      % (command, timeout), observed={"rc": rc, "timed_out": True})
@@ -248,7 +253,7 @@ def diag_checks(parsed=None, rc=0, timed_out=False, error=None, stderr="", reque
         detail = error or "no output"
         if rc:
             message = "%s exited %s without a JSON result (%s)%s" % (
-                command, rc, detail, ("; stderr: " + stderr_tail) if stderr_tail else "")
+                command, rc, detail, ("; %s: %s" % (label, stderr_tail)) if stderr_tail else "")
         else:
             message = "%s printed no diagnostic result: %s" % (command, detail)
         results.fail(RUN_CHECK, "node", _cut(message), observed={"rc": rc})
@@ -346,7 +351,7 @@ def run_diag(runner, dcgmi, level=None, tests=None, parameters=None, timeout=Non
         except DiagError as exc:
             error = str(exc)
     checks = diag_checks(parsed, rc=answer.rc, timed_out=answer.timed_out, error=error, stderr=answer.stderr,
-                         requested_tests=tests, run="dcgmi " + shown, timeout=timeout)
+                         requested_tests=tests, run="dcgmi " + shown, timeout=timeout, stdout=answer.stdout)
     return checks, {"command": args, "rc": answer.rc, "timed_out": bool(answer.timed_out),
                     "version": (parsed or {}).get("version")}
 

@@ -48,15 +48,154 @@ BUILTIN_MIG_CONFIGS = {
     },
 }
 
-# go-nvlib's profile name: <G>g.<GB>gb[+me] (pkg/nvlib/device/mig_profile.go)
-PROFILE_RE = re.compile(r"^[1-8]g\.[0-9]+gb(\+me)?$")
+# MIG profile names, parsed exactly as NVIDIA go-nvlib parses them: parseMigProfile and its helpers
+# in pkg/nvlib/device/mig_profile.go (github.com/NVIDIA/go-nvlib v0.12.0, read at commit 3c16156;
+# vendored unchanged by mig-parted v0.15.0, whose config parser (pkg/types/mig_config.go
+# AssertValidFormat) accepts a mig-devices key when this grammar does):
+#   profile    = fields [ ("+" | "-") attributes ]      (not both "+" and "-")
+#   fields     = <C>"c." <G>"g." <GB>"gb" | <G>"g." <GB>"gb"   (numbers: strconv.Atoi, ASCII digits)
+#   attributes = attribute *( "," attribute )          (unique, non-empty, no surrounding space,
+#                not starting with a digit, not starting/ending with ".", only [A-Za-z0-9.])
+# On top of the grammar gpufleet refuses what can never name a GPU instance profile of a device
+# (go-nvlib's NewMigProfile names every device profile): compute-instance names (<C>c.), slice
+# counts other than the GPU_INSTANCE_PROFILE_* slices (1, 2, 3, 4, 6, 7, 8) and attributes other
+# than those go-nvlib defines (AttributeMediaExtensions "me", AttributeMediaExtensionsAll "me.all",
+# AttributeGraphics "gfx"), each allowed with "+" or "-" as the grammar allows.
+PROFILE_ATTRIBUTES = ("me", "me.all", "gfx")
+GI_SLICES = (1, 2, 3, 4, 6, 7, 8)
+_GO_INT_MAX = 2 ** 63 - 1
+_DIGITS = re.compile(r"^[0-9]+$")
+_ATTRIBUTE_CHARS = re.compile(r"^[A-Za-z0-9.]+$")
+# Go's strings.TrimSpace: unicode.IsSpace (ASCII space, \t\n\v\f\r, U+0085, U+00A0, category Zs/Zl/Zp).
+_GO_SPACE = " \t\n\v\f\r\x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a" \
+    "\u2028\u2029\u202f\u205f\u3000"
+
+
+class ProfileError(ValueError):
+    """A MIG profile name go-nvlib's parser refuses (the message is go-nvlib's)."""
+
+
+def _field(text, suffix):
+    # parseMigProfileField
+    if text.strip(_GO_SPACE) != text:
+        raise ProfileError("leading or trailing spaces on '%%d%s'" % suffix)
+    if not text.endswith(suffix):
+        raise ProfileError("missing '%s' from '%%d%s'" % (suffix, suffix))
+    number = text[:-len(suffix)]
+    if not _DIGITS.match(number) or int(number) > _GO_INT_MAX:
+        raise ProfileError("malformed number in '%%d%s'" % suffix)
+    return int(number)
+
+
+def _fields(text):
+    # parseMigProfileFields: strings.SplitN(s, ".", 3)
+    parts = text.split(".", 2)
+    if len(parts) == 3:
+        return _field(parts[0], "c"), _field(parts[1], "g"), _field(parts[2], "gb")
+    if len(parts) == 2:
+        g = _field(parts[0], "g")
+        return g, g, _field(parts[1], "gb")
+    raise ProfileError("parsed wrong number of fields, expected 2 or 3")
+
+
+def _attributes(text):
+    # parseMigProfileAttributes: strings.Split(s, ",")
+    seen = []
+    for attribute in text.split(","):
+        if attribute in seen:
+            raise ProfileError("non unique attribute in list")
+        if attribute == "":
+            raise ProfileError("empty attribute in list")
+        if attribute.strip(_GO_SPACE) != attribute:
+            raise ProfileError("leading or trailing spaces in attribute")
+        if "0" <= attribute[0] <= "9":
+            raise ProfileError("attribute begins with a number")
+        if attribute[0] == "." or attribute[-1] == ".":
+            raise ProfileError("attribute begins/ends with a dot")
+        if not _ATTRIBUTE_CHARS.match(attribute):
+            raise ProfileError("non alpha-numeric character or digit in attribute")
+        seen.append(attribute)
+    return seen
+
+
+def parse_profile(profile):
+    """go-nvlib's parseMigProfile: {c, g, gb, attributes, negative_attributes, compute_instance (the
+    <C>c.<G>g.<GB>gb form)} of a profile name, or ProfileError with go-nvlib's message."""
+    if not isinstance(profile, str):
+        raise ProfileError("profile %r is not a string" % (profile,))
+    if profile == "":
+        raise ProfileError("profile is the empty string")
+    split = profile.split("+", 1)
+    negsplit = profile.split("-", 1)
+    if len(split) == 2 and len(negsplit) == 2:
+        raise ProfileError("profile '%s' contains both '+/-' attributes" % profile)
+    if len(split) == 1:
+        split = negsplit
+    try:
+        c, g, gb = _fields(split[0])
+    except ProfileError as exc:
+        raise ProfileError("cannot parse fields of '%s': %s" % (profile, exc))
+    info = {"c": c, "g": g, "gb": gb, "attributes": [], "negative_attributes": [],
+            "compute_instance": split[0].count(".") == 2}
+    if len(split) == 1:
+        return info
+    try:
+        attributes = _attributes(split[1])
+    except ProfileError as exc:
+        raise ProfileError("cannot parse attributes of '%s': %s" % (profile, exc))
+    info["negative_attributes" if len(negsplit) == 2 else "attributes"] = attributes
+    return info
+
+
+def canonical_profile(info):
+    """The name go-nvlib's MigProfileInfo.String() gives a parsed GPU-instance profile."""
+    suffix = ""
+    if info["attributes"]:
+        suffix = "+" + ",".join(info["attributes"])
+    if info["negative_attributes"]:
+        suffix = "-" + ",".join(info["negative_attributes"])
+    return "%dg.%dgb%s" % (info["g"], info["gb"], suffix)
+
+
+def profile_error(profile):
+    """None when ``profile`` names a GPU-instance profile gpufleet can compare, else why not."""
+    try:
+        info = parse_profile(profile)
+    except ProfileError as exc:
+        return "%r is not a MIG profile name (go-nvlib: %s)" % (profile, exc)
+    if info["compute_instance"]:
+        return ("%r is not a GPU-instance profile name but a compute-instance one (only GPU-instance profiles "
+                "such as 1g.10gb are compared; compute-instance profiles such as 1c.3g.40gb are not checked)"
+                % profile)
+    if info["g"] not in GI_SLICES:
+        return "%r is not a GPU-instance profile name: %d slices (a GPU instance has %s)" % (
+            profile, info["g"], ", ".join(str(n) for n in GI_SLICES))
+    attributes = info["attributes"] + info["negative_attributes"]
+    unknown = [a for a in attributes if a not in PROFILE_ATTRIBUTES]
+    if unknown:
+        return "%r has the attribute(s) %s: go-nvlib defines only %s" % (
+            profile, ", ".join(unknown), ", ".join(PROFILE_ATTRIBUTES))
+    if len(attributes) > 1:
+        return "%r has %d attributes: a GPU-instance profile has at most one (go-nvlib NewMigProfile)" % (
+            profile, len(attributes))
+    canonical = canonical_profile(info)
+    if canonical != profile:
+        return "%r is written %r by go-nvlib (and nvidia-smi, gpu.mig): write it that way" % (profile, canonical)
+    return None
+
+
 _ENTRY_KEYS = ("devices", "mig-enabled", "mig-devices")
 
-# nvmlGpuInstanceProfile index -> (slices, attribute), NVML_GPU_INSTANCE_PROFILE_* of nvml.h; go-nvlib
-# names the media-extension profiles (1_SLICE_REV1, 2_SLICE_REV1) "+me" and gives REV2 no attribute.
+# nvmlGpuInstanceProfile index -> (slices, attribute), NVML_GPU_INSTANCE_PROFILE_* of nvml.h; named as
+# go-nvlib's NewMigProfile names them: the media-extension profiles (1_SLICE_REV1, 2_SLICE_REV1) "+me",
+# REV2 no attribute, the *_GFX profiles "+gfx", *_NO_ME "-me", *_ALL_ME "+me.all". 3_SLICE_GFX (0x11) is
+# not known to go-nvlib v0.12.0 (NewMigProfile refuses it): like any unknown index it keeps the
+# reported slice count and no attribute.
 GI_PROFILES = {
     0x0: (1, ""), 0x1: (2, ""), 0x2: (3, ""), 0x3: (4, ""), 0x4: (7, ""), 0x5: (8, ""), 0x6: (6, ""),
     0x7: (1, "+me"), 0x8: (2, "+me"), 0x9: (1, ""),
+    0xA: (1, "+gfx"), 0xB: (2, "+gfx"), 0xC: (4, "+gfx"), 0xD: (1, "-me"), 0xE: (2, "-me"),
+    0xF: (1, "+me.all"), 0x10: (2, "+me.all"),
 }
 
 
@@ -122,10 +261,9 @@ def layout_errors(layout, what):
         if profiles and enabled is False:
             errors.append("%s: mig-devices given with mig-enabled false" % where)
         for name, count in profiles.items():
-            if not isinstance(name, str) or not PROFILE_RE.match(name):
-                errors.append("%s.mig-devices: %r is not a GPU-instance profile name like 1g.10gb or "
-                              "1g.10gb+me (compute-instance profiles such as 1c.3g.40gb are not checked)"
-                              % (where, name))
+            problem = profile_error(name)
+            if problem:
+                errors.append("%s.mig-devices: %s" % (where, problem))
             if not isinstance(count, int) or isinstance(count, bool) or count < 0:
                 errors.append("%s.mig-devices[%s] must be a count >= 0, got %r" % (where, name, count))
     return errors
@@ -175,11 +313,56 @@ def describe(profiles):
 
 # The config name of an explicit (list) gpufleet_mig_layout in the file gpufleet writes.
 EXPLICIT_CONFIG_NAME = "gpufleet-explicit"
-# What nvidia-mig-parted prints (logrus, level fatal, exit 1) when the selected config is valid but
-# not the live one (cmd/nvidia-mig-parted/assert/assert.go: "assertion failure: selected configuration
-# not currently applied", capitalised by main.go's log.Fatal); and on success (exit 0).
+# What nvidia-mig-parted prints (NVIDIA/mig-parted v0.15.0, cmd/nvidia-mig-parted/assert/assert.go and
+# main.go): exit 0 and ASSERT_APPLIED (ASSERT_MODE_APPLIED with --mode-only) on stdout; any failure of
+# AssertMigMode / AssertMigConfig ends in the same fatal line "Assertion failure: selected configuration
+# not currently applied" (logrus, exit 1), whether the layout differs or the GPU could not be read
+# (mig-parted issue #5: "Error checking MIG capable: error opening bar0 MMIO resource: ..."). Only
+# with the global flag -d does assertWrapper log the cause first, as a debug line
+# (log.Debug(util.Capitalize(err.Error()))). gpufleet runs assert with -d and reads that cause.
 ASSERT_MISMATCH = "assertion failure: selected configuration not currently applied"
 ASSERT_APPLIED = "Selected MIG configuration currently applied"
+ASSERT_MODE_APPLIED = "Selected MIG mode settings from configuration currently applied"
+# The causes that mean "the live layout differs" (assert/mode.go, assert/config.go); every other
+# cause (Error initializing NVML, Error checking MIG capable, Error getting MIG mode, Error getting
+# MIGConfig, Error enumerating GPUs, Unable to assert MIG mode enabled on non MIG-capable GPU, ...)
+# means the layout could not be read or can never be applied: never "not applied".
+ASSERT_DIFFERS = ("Current mode different than mode being asserted", "Not all GPUs match the specified config")
+# logrus's TextFormatter: ``time="..." level=debug msg="..."`` (no terminal) or ``DEBU[0000] ...``.
+_LOGRUS_KV = re.compile(r'(?:^|\s)level=(?P<level>[a-z]+) msg=(?P<msg>"(?:[^"\\]|\\.)*"|\S*)')
+_LOGRUS_TTY = re.compile(r"^(?P<level>DEBU|INFO|WARN|ERRO|FATA|PANI|TRAC)\[[0-9]+\] ?(?P<msg>.*)$")
+_TTY_LEVELS = {"DEBU": "debug", "INFO": "info", "WARN": "warning", "ERRO": "error", "FATA": "fatal",
+               "PANI": "panic", "TRAC": "trace"}
+_GO_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\"}
+
+
+def _go_unquote(text):
+    """A Go %q string (logrus quotes a message that needs it) without its quotes and escapes."""
+    if not (len(text) >= 2 and text[0] == '"' and text[-1] == '"'):
+        return text
+    out, i, body = [], 0, text[1:-1]
+    while i < len(body):
+        if body[i] == "\\" and i + 1 < len(body):
+            out.append(_GO_ESCAPES.get(body[i + 1], body[i:i + 2]))
+            i += 2
+        else:
+            out.append(body[i])
+            i += 1
+    return "".join(out)
+
+
+def logrus_lines(text):
+    """[(level, message)] of the logrus lines of ``text`` (both TextFormatter layouts)."""
+    entries = []
+    for line in (text or "").splitlines():
+        match = _LOGRUS_KV.search(line)
+        if match:
+            entries.append((match.group("level"), _go_unquote(match.group("msg")).strip()))
+            continue
+        match = _LOGRUS_TTY.match(line.strip())
+        if match:
+            entries.append((_TTY_LEVELS[match.group("level")], match.group("msg").strip()))
+    return entries
 
 
 def parted_config(layout, configs, what="gpufleet_mig_layout", configs_what="gpufleet_mig_configs"):
@@ -195,13 +378,32 @@ def parted_config(layout, configs, what="gpufleet_mig_layout", configs_what="gpu
 
 
 def assert_state(rc, stdout="", stderr=""):
-    """``applied`` (exit 0), ``not-applied`` (exit 1 with mig-parted's assertion failure) of
-    ``nvidia-mig-parted assert -f <file> -c <name>``; anything else is ValueError with the tool's last
-    line (an unreadable file, NVML not loaded, ...): could not be measured, never taken as applied."""
-    text = "%s\n%s" % (stdout or "", stderr or "")
+    """``applied`` or ``not-applied`` of ``nvidia-mig-parted -d assert -f <file> -c <name>``; anything else
+    is ValueError with the tool's cause: could not be measured, never taken as applied or as "not applied".
+
+    applied: exit 0 and mig-parted's success line on stdout. not-applied: exit 1, the assertion
+    failure, and as its cause (the last debug line before it) one of ASSERT_DIFFERS. The assertion
+    failure with any other cause (the GPU could not be read: NVML, bar0 MMIO, ...) or with no cause
+    (assert run without -d) is an error."""
+    stdout, stderr = stdout or "", stderr or ""
     if rc == 0:
-        return "applied"
-    if rc == 1 and ASSERT_MISMATCH in text.lower():
-        return "not-applied"
+        if any(line.strip() in (ASSERT_APPLIED, ASSERT_MODE_APPLIED) for line in stdout.splitlines()):
+            return "applied"
+        raise ValueError("nvidia-mig-parted assert exited 0 without %r on stdout: not taken as applied"
+                         % ASSERT_APPLIED)
+    entries = logrus_lines(stderr) + logrus_lines(stdout)
+    fatal = [message for level, message in entries if level == "fatal"]
+    if rc == 1 and fatal and fatal[-1].lower() == ASSERT_MISMATCH:
+        debug = [message for level, message in logrus_lines(stderr) if level == "debug"]
+        cause = debug[-1] if debug else ""
+        if cause in ASSERT_DIFFERS:
+            return "not-applied"
+        if not cause:
+            raise ValueError("nvidia-mig-parted assert exited 1 (%s) without a cause: run it with -d, an assertion "
+                             "failure alone does not tell a layout that differs from a GPU that could not be read"
+                             % fatal[-1])
+        raise ValueError("nvidia-mig-parted assert could not read the GPUs: %s" % cause)
+    text = "%s\n%s" % (stdout, stderr)
     lines = [line.strip() for line in text.splitlines() if line.strip()]
-    raise ValueError("nvidia-mig-parted assert exited %s%s" % (rc, (": " + lines[-1]) if lines else ""))
+    last = fatal[-1] if fatal else (lines[-1] if lines else "")
+    raise ValueError("nvidia-mig-parted assert exited %s%s" % (rc, (": " + last) if last else ""))

@@ -15,7 +15,7 @@ scenario at a healthy one, as a reset that clears the fault would). The hosts ru
   gpu-pdb       a PodDisruptionBudget refuses the eviction: the drain fails, no reset, isolated
   gpu-reboot    policy reboot, the reboot fails (Ansible refuses to reboot over a local connection):
                 isolated with the reason, never released
-  gpu-slurm-*   in slurm_nodes, scontrol the stand-in of tests/standins (scontrol.sh): -ok's jobs end
+  gpu-slurm-*   in slurm_nodes, scontrol the stand-in of tests/standins (scontrol.py): -ok's jobs end
                 after 2 polls (drained, reset, resumed), -stuck's never end within slurm_drain_timeout
                 (stays drained with our reason, isolated, no reset), -admin was drained by an admin
                 beforehand (remediated, released in Kubernetes, never resumed in Slurm)
@@ -33,6 +33,9 @@ from playbook_env import ANSIBLE_PLAYBOOK, HAS_K8S_CLIENT, REPO, VENV_PYTHON
 PLAYBOOK = os.path.join(REPO, "playbooks", "remediate.yml")
 SCENARIOS = os.path.join(REPO, "tests", "fixtures", "nvml")
 DCGM = os.path.join(REPO, "tests", "fixtures", "dcgm")
+# the dcgmi transcripts of these documents (tests/transcripts/dcgmi; dcgm_rc is the transcript's status)
+DCGM_CASES = {"dcgm4_level2_pass.json": "dcgmi/4.2.3/diag-r2-pass",
+              "dcgm4_memtest_temp_fail.json": "dcgmi/4.2.3/diag-memtest-temp-fail"}
 STANDINS = os.path.join(REPO, "tests", "standins", "bin")
 REASON_ANNOTATION = "gpufleet.io/unhealthy-reason"
 TAINT_KEY = "gpufleet.io/unhealthy"
@@ -105,8 +108,8 @@ def host_vars(tmp, name, spec, kubeconfig):
             "GPUFLEET_FAKE_NVML_SCENARIO": str(scenario),
             "GPUFLEET_STANDIN_RESET_SCENARIO": os.path.join(SCENARIOS, "h100-healthy.json"),
             "GPUFLEET_STANDIN_COMPUTE_APPS": str(apps),
-            "GPUFLEET_REPLAY_STDOUT": os.path.join(DCGM, spec["dcgm"]),
-            "GPUFLEET_REPLAY_RC": str(spec.get("dcgm_rc", 0)),
+            # dcgmi answers from the transcript corpus (tests/transcripts/dcgmi), with its exit status
+            "GPUFLEET_REPLAY_CASE": DCGM_CASES[spec["dcgm"]],
             "GPUFLEET_REPLAY_ARGV": str(tmp / ("%s-argv.jsonl" % name)),
             "GPUFLEET_STANDIN_SLURM_DIR": str(slurm),
         },

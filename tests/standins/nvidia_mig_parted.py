@@ -1,20 +1,24 @@
 #!/usr/bin/env python3
 """A stand-in ``nvidia-mig-parted`` (tests only; never installed on a node).
 
-Shaped after NVIDIA/mig-parted (read at commit bd7160f, v0.15.0, 2026-08-21): cmd/nvidia-mig-parted/
-main.go (urfave/cli; an error ends in logrus ``log.Fatal`` with the message capitalised: exit 1 and
-``time=... level=fatal msg="..."`` on stderr), assert/assert.go (exit 0 and "Selected MIG configuration
-currently applied"; a valid config that is not live: "Assertion failure: selected configuration not
-currently applied"; "--mode-only" compares the MIG mode only; "Error parsing config file: read error:
-..." and "Error selecting MIG config: selected mig-config not present: <name>"), apply/apply.go
-("MIG configuration applied successfully"; a failure: "Error applying MIG configuration with hooks:
-<cause>", e.g. apply/mode.go's "error resetting all GPUs: ..."). Only ``devices: all`` or index lists
-and GPU-instance profiles, like module_utils/mig.py.
+It answers ONLY with transcripts of tests/transcripts/nvidia-mig-parted (tests/transcripts/README.md;
+facts of NVIDIA/mig-parted v0.15.0 and its issues #5 and #199): it decides which real run the call is
+(applied, a layout that differs in MIG mode or in GPU instances, a GPU that cannot be read, a config
+not in the file, a file that cannot be read, apply succeeded or failed) and prints that transcript's
+stdout and stderr (the config name and path of the call in the masked places, tests/transcripts/
+corpus.py MASKS) and exits with its status. Debug lines (logrus level debug) are printed only with
+the global flag -d / --debug, as mig-parted's log level does. A call it cannot answer from a
+transcript (a command other than assert/apply, no -f, a YAML error) exits 2 with a line starting
+"stand-in nvidia-mig-parted:" - never an invented answer. The debug walk names the GPU of the
+transcript (one A100), not the GPUs of the live state. Only ``devices: all`` or index lists and
+GPU-instance profiles, like module_utils/mig.py.
 
 The node's live layout is kept in GPUFLEET_STANDIN_MIG_DIR:
   live.json     [{"mig-enabled": bool, "mig-devices": {profile: count}}, ...] one per GPU (written by
                 the test; absent: 8 GPUs with MIG disabled); apply rewrites it
-  apply_fails   present: apply fails with this cause and changes nothing
+  unreadable    present: the GPUs cannot be read (bar0 MMIO, issue #5): assert and apply fail
+  apply_fails   present: apply fails and changes nothing; holds the case name of the failing apply
+                transcript (empty: apply-bar0-endianness)
   calls         every argument vector, one JSON list a line (written here)
 With GPUFLEET_FAKE_NVML_SCENARIO (a symlink to a scenario of tests/fake_nvml) set, a successful apply
 also writes nvml-mig.json there: the scenario the link pointed at first (kept in nvml-base), with each
@@ -28,10 +32,30 @@ import sys
 
 import yaml
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "transcripts"))
+import corpus  # noqa: E402  pylint: disable=wrong-import-position
 
-def fatal(message):
-    sys.stderr.write('time="2026-11-26T06:00:00Z" level=fatal msg="%s"\n' % (message[:1].upper() + message[1:]))
-    return 1
+TOOL = "nvidia-mig-parted"
+
+
+def refuse(message):
+    sys.stderr.write("stand-in nvidia-mig-parted: %s\n" % message)
+    return 2
+
+
+def answer(case, debug, values=None):
+    """Print the transcript ``case`` (debug lines only with -d) and return its exit status."""
+    try:
+        doc = corpus.find(TOOL, case)
+    except corpus.TranscriptError as exc:
+        return refuse(str(exc))
+    stderr = corpus.render(doc["stderr"], TOOL, values)
+    if not debug:
+        stderr = "".join(line for line in stderr.splitlines(True)
+                         if "level=debug" not in line and not line.startswith("DEBU["))
+    sys.stdout.write(corpus.render(doc["stdout"], TOOL, values))
+    sys.stderr.write(stderr)
+    return doc["rc"]
 
 
 def flags(args):
@@ -101,33 +125,34 @@ def fake_nvml_layout(state, link, live):
 def main():
     state = os.environ.get("GPUFLEET_STANDIN_MIG_DIR")
     if not state:
-        sys.stderr.write("stand-in nvidia-mig-parted: GPUFLEET_STANDIN_MIG_DIR is not set\n")
-        return 2
+        return refuse("GPUFLEET_STANDIN_MIG_DIR is not set")
+    debug = any(a in ("-d", "--debug") for a in sys.argv[1:])
     args = [a for a in sys.argv[1:] if a not in ("-d", "--debug")]
     with open(os.path.join(state, "calls"), "a") as handle:
         handle.write(json.dumps(["nvidia-mig-parted"] + sys.argv[1:]) + "\n")
     if not args or args[0] not in ("assert", "apply"):
-        return fatal("stand-in: unsupported command %s" % " ".join(args))
+        return refuse("unsupported command %s" % " ".join(args))
     command, opts = args[0], flags(args[1:])
     if not opts.get("file"):
-        return fatal("missing required flags 'config-file'")
+        return refuse("no -f: no transcript of a call without a config file")
     try:
         if opts["file"] == "-":  # assert.go ParseConfigFile: "-" reads the document from stdin
             spec = yaml.safe_load(sys.stdin.read())
         else:
             with open(opts["file"]) as handle:
                 spec = yaml.safe_load(handle)
-    except OSError as exc:
-        return fatal("error parsing config file: read error: open %s: %s" % (opts["file"], exc.strerror.lower()))
+    except OSError:
+        return answer("assert-read-error", debug, {"path": opts["file"]})
     except yaml.YAMLError as exc:
-        return fatal("error parsing config file: unmarshal error: %s" % exc)
+        return refuse("the config file does not parse (%s): no transcript of that" % exc)
     configs = (spec or {}).get("mig-configs") or {}
     name = opts.get("config") or (next(iter(configs)) if len(configs) == 1 else "")
     if name not in configs:
-        return fatal("error selecting MIG config: selected mig-config not present: %s" % name)
+        return answer("assert-config-not-present", debug, {"config": name})
     if command == "assert" and opts["valid_config"]:
-        print("Selected MIG configuration is valid")
-        return 0
+        return answer("assert-valid-config", debug)
+    if os.path.exists(os.path.join(state, "unreadable")):
+        return answer("assert-debug-cannot-read-bar0" if command == "assert" else "apply-bar0-endianness", debug)
     live_path = os.path.join(state, "live.json")
     live = [{"mig-enabled": False, "mig-devices": {}} for _ in range(8)]
     if os.path.exists(live_path):
@@ -136,14 +161,16 @@ def main():
     per_gpu = wanted(configs[name], len(live))
     if command == "assert":
         if matches(per_gpu, live, opts["mode_only"]):
-            print("Selected MIG mode settings from configuration currently applied" if opts["mode_only"]
-                  else "Selected MIG configuration currently applied")
-            return 0
-        return fatal("assertion failure: selected configuration not currently applied")
+            if opts["mode_only"]:
+                return answer("assert-mode-only-applied", debug)
+            return answer("assert-debug-applied", debug)
+        mode_differs = not matches(per_gpu, live, True)
+        return answer("assert-debug-mode-differs" if mode_differs else "assert-debug-config-differs", debug)
     failure = os.path.join(state, "apply_fails")
     if os.path.exists(failure):
         with open(failure) as handle:
-            return fatal("error applying MIG configuration with hooks: %s" % handle.read().strip())
+            case = handle.read().strip() or "apply-bar0-endianness"
+        return answer(case, debug)
     for index, want in enumerate(per_gpu):
         if want is not None:
             live[index] = {"mig-enabled": want["mig-enabled"],
@@ -155,8 +182,7 @@ def main():
     link = os.environ.get("GPUFLEET_FAKE_NVML_SCENARIO")
     if link and os.path.islink(link):
         fake_nvml_layout(state, link, live)
-    print("MIG configuration applied successfully")
-    return 0
+    return answer("apply-success", debug)
 
 
 if __name__ == "__main__":

@@ -257,23 +257,27 @@ def test_command_line():
 # -- the runner against the stand-in (a real subprocess) -------------------------------------------------
 @pytest.fixture
 def replay(monkeypatch, tmp_path):
+    """dcgmi answers with a transcript of tests/transcripts/dcgmi (its stdout, stderr, exit status);
+    all_reduce_perf replays a file of tests/fixtures/nccl."""
     argv = tmp_path / "argv.jsonl"
     monkeypatch.setenv("GPUFLEET_REPLAY_ARGV", str(argv))
 
-    def use(fixture=None, rc=0, stderr="", hang=0, directory=DCGM):
-        if fixture:
-            monkeypatch.setenv("GPUFLEET_REPLAY_STDOUT", os.path.join(directory, fixture))
-        else:
-            monkeypatch.delenv("GPUFLEET_REPLAY_STDOUT", raising=False)
-        monkeypatch.setenv("GPUFLEET_REPLAY_RC", str(rc))
-        monkeypatch.setenv("GPUFLEET_REPLAY_STDERR", stderr)
+    def use(case=None, rc=0, stderr="", hang=0, nccl=None):
+        for name in ("GPUFLEET_REPLAY_CASE", "GPUFLEET_REPLAY_STDOUT", "GPUFLEET_REPLAY_RC", "GPUFLEET_REPLAY_STDERR"):
+            monkeypatch.delenv(name, raising=False)
+        if case:
+            monkeypatch.setenv("GPUFLEET_REPLAY_CASE", case)
+        if nccl:
+            monkeypatch.setenv("GPUFLEET_REPLAY_STDOUT", os.path.join(FIXTURES, "nccl", nccl))
+            monkeypatch.setenv("GPUFLEET_REPLAY_RC", str(rc))
+            monkeypatch.setenv("GPUFLEET_REPLAY_STDERR", stderr)
         monkeypatch.setenv("GPUFLEET_REPLAY_HANG", str(hang))
         return lambda: [json.loads(line) for line in argv.read_text().splitlines()]
     return use
 
 
 def test_runner_replays_a_failure_with_its_exit_status(replay):
-    calls = replay("dcgm4_memtest_temp_fail.json", rc=226)
+    calls = replay("dcgmi/4.2.3/diag-memtest-temp-fail")
     checks, info = dcgm.run_diag(SubprocessRunner(), os.path.join(STANDINS, "dcgmi"), level=3, timeout=30)
     assert calls() == [["dcgmi", "diag", "-r", "3", "-j"]]
     assert info["rc"] == 226 and info["timed_out"] is False and info["version"] == "4.2.3"
@@ -282,15 +286,27 @@ def test_runner_replays_a_failure_with_its_exit_status(replay):
 
 
 def test_runner_nonzero_without_json_fails(replay):
-    replay(None, rc=255, stderr="Error: unable to establish a connection to the specified host: localhost\n")
+    # dcgmi prints its errors on stdout (dcgmi/Command.cpp std::cout): the message carries that line
+    replay("dcgmi/4.x/diag-no-host-engine")
     checks, _info = dcgm.run_diag(SubprocessRunner(), os.path.join(STANDINS, "dcgmi"), level=1, timeout=30)
     (only,) = checks.as_list()
     assert only["id"] == "burnin.dcgm.run" and only["status"] == "fail"
-    assert "exited 255 without a JSON result" in only["message"] and "unable to establish" in only["message"]
+    assert "exited 235 without a JSON result" in only["message"] and "unable to establish" in only["message"]
+
+
+def test_the_dcgmi_standin_answers_only_from_the_corpus(replay, monkeypatch):
+    replay("dcgmi/9.9/none")
+    result = subprocess.run([os.path.join(STANDINS, "dcgmi"), "diag", "-r", "1", "-j"], capture_output=True,
+                            text=True, timeout=30, check=False)
+    assert result.returncode == 2 and result.stdout == "" and "no transcript dcgmi/9.9/none" in result.stderr
+    replay("diag-r2-pass")
+    monkeypatch.setenv("GPUFLEET_REPLAY_STDOUT", os.path.join(DCGM, "dcgm4_level2_pass.json"))
+    result = subprocess.run([os.path.join(STANDINS, "dcgmi")], capture_output=True, text=True, timeout=30, check=False)
+    assert result.returncode == 2 and "answers only from the transcript corpus" in result.stderr
 
 
 def test_runner_timeout_kills_the_diagnostic(replay):
-    replay("dcgm4_level2_pass.json", hang=30)
+    replay("dcgmi/4.2.3/diag-r2-pass", hang=30)
     checks, info = dcgm.run_diag(SubprocessRunner(), os.path.join(STANDINS, "dcgmi"), level=2, timeout=0.3)
     assert info["timed_out"] is True
     assert [c["status"] for c in checks.as_list()] == ["fail"] and "did not finish within 0.3 s" in \
@@ -298,19 +314,19 @@ def test_runner_timeout_kills_the_diagnostic(replay):
 
 
 def test_runner_nccl_single_node(replay):
-    replay("all_reduce_perf_min_bw_ok.txt", directory=os.path.join(FIXTURES, "nccl"))
+    replay(nccl="all_reduce_perf_min_bw_ok.txt")
     command = [os.path.join(STANDINS, "all_reduce_perf"), "-b", "8", "-e", "1G", "-f", "2", "-g", "8"]
     ok = dcgm.run_nccl(SubprocessRunner(), command, min_busbw_gbps=1, timeout=30).as_list()
     assert [c["id"] for c in ok] == ["k8s.nccl.busbw", "k8s.nccl.wrong"] and ok[0]["status"] == "pass"
     high = dcgm.run_nccl(SubprocessRunner(), command, min_busbw_gbps=1e6, timeout=30).as_list()
     assert high[0]["status"] == "fail" and "below" in high[0]["message"]
-    replay("all_reduce_perf_min_bw_ok.txt", directory=os.path.join(FIXTURES, "nccl"), rc=1)
+    replay(nccl="all_reduce_perf_min_bw_ok.txt", rc=1)
     failed = dcgm.run_nccl(SubprocessRunner(), command, timeout=30).as_list()
     assert failed[0]["status"] == "fail"
 
 
 def test_module_entry_point(replay, tmp_path):
-    replay("dcgm4_level1_persistence_fail.json", rc=226)
+    replay("dcgmi/4.x/diag-r1-persistence-fail")
     args = tmp_path / "args.json"
     args.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": {"dcgmi": os.path.join(STANDINS, "dcgmi"), "level": 1,
                                                         "timeout": 60}}))

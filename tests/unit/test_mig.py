@@ -1,6 +1,7 @@
 """gpu.mig against an expected MIG layout (mig-parted format), profile names, tier resolution."""
 
 import calendar
+import re
 
 import pytest
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu import gather_gpu_facts
@@ -11,15 +12,23 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu_checks import
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import (
     BUILTIN_MIG_CONFIGS,
+    GI_SLICES,
+    PROFILE_ATTRIBUTES,
+    ProfileError,
+    canonical_profile,
     expected_for,
     layout_errors,
     memory_gb,
+    parse_profile,
+    profile_error,
     profile_name,
     resolve_layout,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.nvml import NvmlAdapter
 from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import SysfsReader
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.gpufleet_tier import node_validate_options
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from nvml_scenarios import fake_with, node
 
 NOW = calendar.timegm((2025, 11, 20, 12, 0, 0))
@@ -55,6 +64,17 @@ def test_profile_names():
     assert profile_name(9, 1, 20480, total) == "1g.20gb"     # 1_SLICE_REV2: no attribute
     assert profile_name(2, 3, 40960, total) == "3g.40gb"
     assert profile_name(17, 3, 40960, total) == "3g.40gb"    # unknown index: reported slices
+
+
+@pytest.mark.parametrize("index, slices, name", [
+    # NVML_GPU_INSTANCE_PROFILE_*_GFX / _NO_ME / _ALL_ME, named as go-nvlib's NewMigProfile names them
+    (0xA, 1, "1g.24gb+gfx"), (0xB, 2, "2g.48gb+gfx"), (0xC, 4, "4g.96gb+gfx"), (0xD, 1, "1g.24gb-me"),
+    (0xE, 2, "2g.48gb-me"), (0xF, 1, "1g.24gb+me.all"), (0x10, 2, "2g.48gb+me.all"),
+])
+def test_blackwell_profile_names_match_mig_parted_s_configs(index, slices, name):
+    total = 97887 * MIB  # an RTX PRO 6000 Blackwell: 96 GB; a slice is 1/4 of it
+    assert profile_name(index, slices, 97887 * slices // 4, total) == name
+    assert profile_error(name) is None
 
 
 # -- layouts ----------------------------------------------------------------------------------
@@ -284,3 +304,123 @@ def test_from_tier_passes_the_group_layout_and_names_a_bad_one():
     assert "expected_mig" not in build({})["gpu"]
     with pytest.raises(AnsibleActionFail, match="gpufleet_mig_layout: no config 'training'"):
         build({"gpufleet_mig_layout": "training", "gpufleet_mig_configs": document})
+
+
+# -- profile names: go-nvlib's grammar (pkg/nvlib/device/mig_profile.go parseMigProfile) ---------------
+# The format cases of go-nvlib's own TestParseMigProfile (pkg/nvlib/device/mig_profile_test.go, column
+# validFormat): parse_profile accepts exactly these.
+@pytest.mark.parametrize("profile, valid", [
+    ("", False), ("1g.5gb", True), ("1c.1g.5gb", True), ("1g.5gb+me", True), ("1c.1g.5gb+me", True),
+    ("1c.1g.5gb-me", True), ("1g.5gb+me.all", True), ("1c.1g.5gb+me.all", True), ("1g.5gb+gfx", True),
+    ("1c.1g.5gb+gfx", True), ("0g.0gb", True), ("0c.0g.0gb", True), ("10000g.500000gb", True),
+    ("10000c.10000g.500000gb", True), (" 1c.1g.5gb", False), ("1 c.1g.5gb", False), ("1c .1g.5gb", False),
+    ("1c. 1g.5gb", False), ("1c.1 g.5gb", False), ("1c.1g .5gb", False), ("1c.1g. 5gb", False),
+    ("1c.1g.5 gb", False), ("1c.1g.5g b", False), ("1c.1g.5gb ", False), ("1c . 1g . 5gb", False),
+    ("1c.f1g.5gb", False), ("1r.1g.5gb", False), ("1g.5gbk", False), ("1g.5", False), ("g.5gb", False),
+    ("1g.gb", False), ("1g.5gb+me,me", False), ("1g.5gb+me,you,them", True), ("1c.1g.5gb+me,you,them", True),
+    ("1g.5gb+", False), ("1g.5gb +", False), ("1g.5gb+ ", False), ("1g.5gb+ ,", False), ("1g.5gb+,,", False),
+    ("1g.5gb+me,", False), ("1g.5gb+me,,", False), ("1g.5gb+me, ", False), ("1g.5gb+2me", False),
+    ("1g.5gb*me", False), ("1c.1g.5gb*me", False), ("1g.5gb*me,you,them", False), ("1c.1g.5gb*me,you,them", False),
+    ("bogus", False), ("1c.1g.5gb+.all", False), ("1c.1g.5gb+all.", False), ("1c.1g.5gb+me-me", False),
+    ("1c.1g.5gb-me+me", False),
+])
+def test_parse_profile_is_go_nvlibs_format_check(profile, valid):
+    if valid:
+        parse_profile(profile)
+    else:
+        with pytest.raises(ProfileError):
+            parse_profile(profile)
+
+
+@pytest.mark.parametrize("profile", [
+    # mig-parted v0.15.0 deployments/systemd/config-default.yaml, RTX PRO 6000 Blackwell
+    "1g.24gb+gfx", "1g.24gb+me.all", "1g.24gb-me", "2g.48gb+gfx", "2g.48gb+me.all", "2g.48gb-me", "4g.96gb+gfx",
+    "1g.10gb", "1g.10gb+me", "7g.80gb", "1g.24gb-gfx", "1g.24gb-me.all",
+])
+def test_valid_profiles_are_accepted_in_a_layout(profile):
+    layout = [{"devices": "all", "mig-enabled": True, "mig-devices": {profile: 1}}]
+    assert layout_errors(layout, "gpufleet_mig_layout") == []
+
+
+@pytest.mark.parametrize("profile, words", [
+    ("1c.3g.40gb", "not a GPU-instance profile name but a compute-instance one"),
+    ("1g.10gb+me,me", "go-nvlib: cannot parse attributes of '1g.10gb\\+me,me': non unique attribute in list"),
+    ("1g.10gb+me-x", "contains both"),
+    ("5g.50gb", "5 slices"),
+    ("1g.10gb+mee", "has the attribute\\(s\\) mee: go-nvlib defines only me, me.all, gfx"),
+    ("1g.10gb+me,gfx", "at most one"),
+    ("01g.10gb", "is written '1g.10gb' by go-nvlib"),
+    ("1g.10gb ", "leading or trailing spaces"),
+    ("1g.10GB", "missing 'gb'"),
+])
+def test_invalid_profiles_are_refused_naming_why(profile, words):
+    errors = layout_errors([{"devices": "all", "mig-enabled": True, "mig-devices": {profile: 1}}], "gpufleet_mig_layout")
+    assert len(errors) == 1 and errors[0].startswith("gpufleet_mig_layout[0].mig-devices: ")
+    assert re.search(words, errors[0]), errors[0]
+
+
+_NUMBER = st.integers(0, 10 ** 6).map(str)
+_ATTRIBUTE = st.from_regex(r"\A[A-Za-z][A-Za-z0-9.]{0,6}[A-Za-z0-9]\Z|\A[A-Za-z]\Z")
+
+
+@st.composite
+def grammar_profiles(draw):
+    """A profile name of go-nvlib's grammar: [<C>c.]<G>g.<GB>gb[(+|-)attr,...]."""
+    fields = "%sg.%sgb" % (draw(_NUMBER), draw(_NUMBER))
+    if draw(st.booleans()):
+        fields = "%sc.%s" % (draw(_NUMBER), fields)
+    attributes = draw(st.lists(_ATTRIBUTE, unique=True, max_size=3))
+    if attributes:
+        fields += draw(st.sampled_from("+-")) + ",".join(attributes)
+    return fields
+
+
+@settings(max_examples=300, deadline=None)
+@given(profile=grammar_profiles())
+def test_every_profile_of_the_grammar_parses(profile):
+    info = parse_profile(profile)
+    assert info["attributes"] or info["negative_attributes"] or ("+" not in profile and "-" not in profile)
+
+
+@st.composite
+def gi_profiles(draw):
+    """A GPU-instance profile name as go-nvlib prints one (MigProfileInfo.String)."""
+    name = "%dg.%dgb" % (draw(st.sampled_from(GI_SLICES)), draw(st.integers(0, 4096)))
+    attribute = draw(st.sampled_from([""] + ["%s%s" % (sign, a) for sign in "+-" for a in PROFILE_ATTRIBUTES]))
+    return name + attribute
+
+
+@settings(max_examples=300, deadline=None)
+@given(profile=gi_profiles())
+def test_every_gpu_instance_profile_is_accepted(profile):
+    assert profile_error(profile) is None
+    assert canonical_profile(parse_profile(profile)) == profile
+
+
+@settings(max_examples=300, deadline=None)
+@given(profile=gi_profiles(), position=st.integers(0, 40),
+       junk=st.sampled_from([" ", "+", "-", ",", ".", "*", "x", "0", "\t", "é", "++", "gb"]),
+       how=st.sampled_from(["insert", "replace", "delete"]))
+def test_a_mutated_profile_is_refused_or_still_a_valid_one(profile, position, junk, how):
+    """A one-character mutation: refused with a message naming the profile, or a name that is itself
+    valid (``1g.10gb`` -> ``1g.100gb``); never a crash."""
+    at = position % (len(profile) + 1)
+    if how == "insert":
+        mutated = profile[:at] + junk + profile[at:]
+    elif how == "replace":
+        mutated = profile[:at] + junk + profile[at + 1:]
+    else:
+        mutated = profile[:at] + profile[at + 1:]
+    problem = profile_error(mutated)
+    if problem is None:
+        info = parse_profile(mutated)
+        assert info["g"] in GI_SLICES and canonical_profile(info) == mutated
+    else:
+        assert repr(mutated) in problem
+
+
+@settings(max_examples=200, deadline=None)
+@given(value=st.one_of(st.none(), st.integers(), st.binary(max_size=5), st.text(max_size=12)))
+def test_any_value_is_a_verdict_never_a_crash(value):
+    problem = profile_error(value)
+    assert problem is None or isinstance(problem, str)

@@ -10,18 +10,29 @@ import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
 from conftest import REPO
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from transcripts import corpus
 
 from ansible_collections.gpufleet.cluster.plugins.filter.mig import mig_parted_assert, mig_parted_config
 from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import (
+    ASSERT_DIFFERS,
+    ASSERT_MISMATCH,
     BUILTIN_MIG_CONFIGS,
     EXPLICIT_CONFIG_NAME,
     assert_state,
+    logrus_lines,
     parted_config,
 )
 
 STANDIN = os.path.join(REPO, "tests", "standins", "bin", "nvidia-mig-parted")
-# stderr of mig-parted's log.Fatal (logrus text format), as main.go ends a failed assert
-MISMATCH = 'time="2026-11-26T06:00:00Z" level=fatal msg="Assertion failure: selected configuration not currently applied"\n'
+TOOL = "nvidia-mig-parted"
+
+
+def transcript(case):
+    """(rc, stdout, stderr) of a transcript of tests/transcripts/nvidia-mig-parted."""
+    doc = corpus.find(TOOL, case)
+    return doc["rc"], doc["stdout"], doc["stderr"]
 
 
 def test_a_config_name_keeps_its_name_and_only_its_entries():
@@ -62,27 +73,73 @@ def test_bad_layouts_are_named(layout, configs, message):
         mig_parted_config(layout, configs)
 
 
-@pytest.mark.parametrize("rc, stdout, stderr, state", [
-    (0, "Selected MIG configuration currently applied\n", "", "applied"),
-    (1, "", MISMATCH, "not-applied"),
+@pytest.mark.parametrize("case, state", [
+    ("assert-applied", "applied"),
+    ("assert-debug-applied", "applied"),
+    ("assert-mode-only-applied", "applied"),
+    ("assert-debug-mode-differs", "not-applied"),
+    ("assert-debug-config-differs", "not-applied"),
 ])
-def test_assert_states(rc, stdout, stderr, state):
+def test_assert_states(case, state):
+    rc, stdout, stderr = transcript(case)
     assert assert_state(rc, stdout, stderr) == state
     assert mig_parted_assert({"rc": rc, "stdout": stdout, "stderr": stderr}) == {
         "state": state, "applied": state == "applied"}
 
 
+@pytest.mark.parametrize("case, message", [
+    # mig-parted issue #5: the GPU could not be read, the same "Assertion failure" as a layout that differs
+    ("assert-debug-cannot-read-bar0", "could not read the GPUs: Error checking MIG capable: error opening bar0 MMIO"),
+    ("assert-debug-bar0-mmap-tty", "could not read the GPUs: Error checking MIG capable: error opening bar0 MMIO"),
+    ("assert-debug-nvml-not-loaded", "could not read the GPUs: Error initializing NVML: Driver Not Loaded"),
+    # without -d the cause is not printed: it cannot be told, so it is not "not applied"
+    ("assert-not-applied", "without a cause: run it with -d"),
+    ("assert-config-not-present", "exited 1: Error selecting MIG config: selected mig-config not present: other"),
+    ("assert-read-error", "exited 1: Error parsing config file: read error: open"),
+    ("assert-valid-config", "exited 0 without 'Selected MIG configuration currently applied'"),
+])
+def test_cannot_read_is_an_error_never_not_applied(case, message):
+    rc, stdout, stderr = transcript(case)
+    with pytest.raises(ValueError, match=message):
+        assert_state(rc, stdout, stderr)
+    with pytest.raises(AnsibleFilterError, match="could not be read: .*" + message):
+        mig_parted_assert({"rc": rc, "stdout": stdout, "stderr": stderr})
+
+
 @pytest.mark.parametrize("result, message", [
-    ({"rc": 1, "stdout": "", "stderr": 'time="x" level=fatal msg="Error initializing NVML: Driver Not Loaded"\n'},
-     "exited 1: .*Error initializing NVML: Driver Not Loaded"),
-    ({"rc": 1, "stdout": "", "stderr": 'level=fatal msg="Error selecting MIG config: selected mig-config not present: x"'},
-     "exited 1: .*selected mig-config not present"),
     ({"rc": 2, "msg": "[Errno 2] No such file or directory: b'nvidia-mig-parted'"}, "exited 2: .*No such file"),
     ({"stdout": "Selected MIG configuration currently applied"}, "exited None"),  # never ran: no rc
+    ({"rc": 0, "stdout": ""}, "exited 0 without"),  # success without the success line: not seen to pass
 ])
 def test_anything_else_is_an_error_never_applied(result, message):
     with pytest.raises(AnsibleFilterError, match="could not be read: nvidia-mig-parted assert " + message):
         mig_parted_assert(result)
+
+
+_LINES = st.lists(st.sampled_from(sorted(set(
+    line + "\n" for doc in corpus.transcripts(TOOL).values() for line in doc["stderr"].splitlines())))
+    | st.text(max_size=40).map(lambda t: t + "\n"), max_size=8)
+
+
+@settings(max_examples=300, deadline=None)
+@given(rc=st.sampled_from([0, 1, 2, 255, None]), stdout=st.sampled_from(
+    ["", "Selected MIG configuration currently applied\n", "junk\n"]), lines=_LINES)
+def test_assert_reading_is_a_verdict_or_a_clear_error(rc, stdout, lines):
+    """Any mix of mig-parted's lines: applied only with exit 0 and the success line; not-applied only
+    with exit 1, the assertion failure, and a differing layout as the last debug cause; else an error."""
+    stderr = "".join(lines)
+    try:
+        state = assert_state(rc, stdout, stderr)
+    except ValueError as exc:
+        assert str(exc).startswith("nvidia-mig-parted assert")
+        return
+    if state == "applied":
+        assert rc == 0 and "Selected MIG configuration currently applied" in stdout
+    else:
+        assert state == "not-applied" and rc == 1
+        debug = [m for level, m in logrus_lines(stderr) if level == "debug"]
+        assert debug[-1] in ASSERT_DIFFERS
+        assert [m for level, m in logrus_lines(stderr) if level == "fatal"][-1].lower() == ASSERT_MISMATCH
 
 
 def test_the_filter_needs_a_registered_result():
@@ -100,27 +157,53 @@ def test_standin_assert_apply_assert_on_the_rendered_file(tmp_path):
     name, document = parted_config("all-balanced-80gb", BUILTIN_MIG_CONFIGS)
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(document))
-    before = _standin(tmp_path, "assert", "-f", "-", "-c", name, stdin=yaml.safe_dump(document))
+    before = _standin(tmp_path, "-d", "assert", "-f", "-", "-c", name, stdin=yaml.safe_dump(document))
     assert assert_state(before.returncode, before.stdout, before.stderr) == "not-applied", before
+    assert "Current mode different than mode being asserted" in before.stderr
     applied = _standin(tmp_path, "apply", "-f", str(path), "-c", name)
     assert applied.returncode == 0 and applied.stdout == "MIG configuration applied successfully\n"
-    after = _standin(tmp_path, "assert", "-f", str(path), "-c", name)
+    after = _standin(tmp_path, "-d", "assert", "-f", str(path), "-c", name)
     assert assert_state(after.returncode, after.stdout, after.stderr) == "applied"
     live = json.loads((tmp_path / "live.json").read_text())
     assert live[7] == {"mig-enabled": True, "mig-devices": {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1}}
-    calls = [json.loads(line)[1] for line in (tmp_path / "calls").read_text().splitlines()]
-    assert calls == ["assert", "apply", "assert"]
+    calls = [json.loads(line)[1:3] for line in (tmp_path / "calls").read_text().splitlines()]
+    assert calls == [["-d", "assert"], ["apply", "-f"], ["-d", "assert"]]
+    # another set of GPU instances with MIG on: the config differs, not the mode
+    other_name, other = parted_config("all-1g.10gb", BUILTIN_MIG_CONFIGS)
+    differs = _standin(tmp_path, "-d", "assert", "-f", "-", "-c", other_name, stdin=yaml.safe_dump(other))
+    assert "Not all GPUs match the specified config" in differs.stderr
+    assert assert_state(differs.returncode, differs.stdout, differs.stderr) == "not-applied"
+
+
+def test_standin_without_d_prints_no_cause_and_is_not_read_as_not_applied(tmp_path):
+    name, document = parted_config("all-1g.10gb", None)
+    result = _standin(tmp_path, "assert", "-f", "-", "-c", name, stdin=yaml.safe_dump(document))
+    assert result.returncode == 1 and "level=debug" not in result.stderr
+    with pytest.raises(ValueError, match="without a cause"):
+        assert_state(result.returncode, result.stdout, result.stderr)
+
+
+def test_standin_gpus_that_cannot_be_read_fail_the_node(tmp_path):
+    name, document = parted_config("all-1g.10gb", None)
+    (tmp_path / "unreadable").write_text("")
+    result = _standin(tmp_path, "-d", "assert", "-f", "-", "-c", name, stdin=yaml.safe_dump(document))
+    assert result.returncode == 1 and "Assertion failure" in result.stderr
+    with pytest.raises(ValueError, match="could not read the GPUs: Error checking MIG capable: error opening bar0"):
+        assert_state(result.returncode, result.stdout, result.stderr)
 
 
 def test_standin_failed_apply_changes_nothing(tmp_path):
     _name, document = parted_config("all-1g.10gb", None)
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(document))
-    (tmp_path / "apply_fails").write_text("error resetting all GPUs: exit status 255")
+    (tmp_path / "apply_fails").write_text("apply-bar0-endianness")
     failed = _standin(tmp_path, "apply", "-f", str(path), "-c", "all-1g.10gb")
     assert failed.returncode == 1
-    assert 'msg="Error applying MIG configuration with hooks: error resetting all GPUs' in failed.stderr
+    assert 'msg="Error applying MIG configuration with hooks: error checking MIG capable: error opening bar0' \
+        in failed.stderr
     assert not (tmp_path / "live.json").exists()
     with pytest.raises(ValueError, match="selected mig-config not present: other"):
         result = _standin(tmp_path, "assert", "-f", str(path), "-c", "other")
         assert_state(result.returncode, result.stdout, result.stderr)
+    missing = _standin(tmp_path, "assert", "-f", str(tmp_path / "missing.yaml"), "-c", "x")
+    assert "read error: open %s: no such file or directory" % (tmp_path / "missing.yaml") in missing.stderr

@@ -1,0 +1,202 @@
+"""The transcript corpus: load, check and answer from tests/transcripts/<tool>/<version>/<case>.yml.
+
+Format and rules: tests/transcripts/README.md. Used by the stand-ins of tests/standins (which answer
+only with a transcript of their tool), by tests/unit/test_transcripts.py (every transcript valid; no
+stand-in prints a line no transcript of its tool has) and importable by any test. Tests only.
+
+A transcript is one real run of a tool, written from a named source: ``tool``, ``version``, ``argv``
+(a list, the program name first), ``rc``, ``stdout``, ``stderr``, ``source``, ``notes`` - exactly
+these keys. Its id is ``<tool>/<version>/<case>`` (the path without ``.yml``).
+
+Some parts of a line are the run's own values (a node name, a config name, a time): ``MASKS`` names
+them per tool. ``render`` puts a stand-in's values there, ``shape`` replaces them by ``<name>``; a line
+a stand-in prints must have the shape of a line of a transcript of its tool (``unknown_lines``).
+"""
+
+import functools
+import os
+import re
+
+import yaml
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+KEYS = ("tool", "version", "argv", "rc", "stdout", "stderr", "source", "notes")
+STRING_KEYS = ("tool", "version", "stdout", "stderr", "source", "notes")
+# The tools whose stand-ins answer from the corpus (tests/standins); kubeadm's stand-in is
+# tests/transcripts/kubeadm/replay.py.
+STANDIN_TOOLS = ("nvidia-smi", "dcgmi", "scontrol", "nvidia-mig-parted")
+
+# Per tool: (name, regex with one group ``v``) - the span of a line that is the run's own value.
+MASKS = {
+    "nvidia-mig-parted": [
+        ("time", r'^time="(?P<v>[^"]*)"'),
+        ("config", r"selected mig-config not present: (?P<v>[^\"]*)"),
+        ("path", r"read error: open (?P<v>[^:]*): "),
+    ],
+    "scontrol": [
+        ("node", r"^NodeName=(?P<v>\S+)"),
+        ("addr", r" NodeAddr=(?P<v>\S+)"),
+        ("hostname", r" NodeHostName=(?P<v>\S+)"),
+        ("alloc", r" CPUAlloc=(?P<v>[0-9]+)"),
+        ("state", r" State=(?P<v>\S+)"),
+        ("reason", r" Reason=(?P<v>.*)$"),
+        ("command", r"^scontrol: error: Invalid node state specified(?P<v>)$"),
+    ],
+    "nvidia-smi": [
+        ("bus", r"^GPU (?P<v>[0-9A-Fa-f]{8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]) was successfully reset\.$"),
+        ("app", r"^(?P<v>[0-9]+, [^,]+, GPU-[0-9a-f-]+(?:, [0-9]+ MiB)?)$"),
+    ],
+    "dcgmi": [],
+}
+
+
+class TranscriptError(ValueError):
+    """A transcript file that does not follow the format (names the file and why)."""
+
+
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def load(path, corpus=HERE):
+    """One transcript, checked; adds ``id`` and ``case``."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            doc = yaml.load(handle, Loader=_LOADER)  # noqa: S506 - a safe loader
+    except (OSError, yaml.YAMLError) as exc:
+        raise TranscriptError("%s: %s" % (path, exc))
+    if not isinstance(doc, dict) or sorted(doc) != sorted(KEYS):
+        raise TranscriptError("%s: a transcript has exactly the keys %s (got %s)" % (
+            path, ", ".join(KEYS), ", ".join(sorted(doc)) if isinstance(doc, dict) else type(doc).__name__))
+    for key in STRING_KEYS:
+        if not isinstance(doc[key], str):
+            raise TranscriptError("%s: %s must be a string" % (path, key))
+    if not (isinstance(doc["argv"], list) and doc["argv"] and all(isinstance(a, str) for a in doc["argv"])):
+        raise TranscriptError("%s: argv must be a non-empty list of strings" % path)
+    if isinstance(doc["rc"], bool) or not isinstance(doc["rc"], int) or not 0 <= doc["rc"] <= 255:
+        raise TranscriptError("%s: rc must be an exit status 0-255" % path)
+    if not doc["source"].strip():
+        raise TranscriptError("%s: source must name where the transcript comes from" % path)
+    relative = os.path.relpath(path, corpus)
+    parts = relative.split(os.sep)
+    if len(parts) != 3 or not parts[2].endswith(".yml"):
+        raise TranscriptError("%s: a transcript lives at <tool>/<version>/<case>.yml" % path)
+    if parts[0] != doc["tool"]:
+        raise TranscriptError("%s: tool %r is not its directory %r" % (path, doc["tool"], parts[0]))
+    if os.path.basename(doc["argv"][0]) != doc["tool"]:
+        raise TranscriptError("%s: argv[0] %r is not the tool %r" % (path, doc["argv"][0], doc["tool"]))
+    doc = dict(doc)
+    doc["case"] = parts[2][:-len(".yml")]
+    doc["id"] = "/".join(parts[:2] + [doc["case"]])
+    return doc
+
+
+def paths(corpus=HERE, tool=None):
+    """Every transcript file of the corpus (of one tool), sorted."""
+    found = []
+    for name in ([tool] if tool else sorted(os.listdir(corpus))):
+        tool_dir = os.path.join(corpus, name)
+        if not os.path.isdir(tool_dir) or name.startswith((".", "_")):
+            continue
+        for version in sorted(os.listdir(tool_dir)):
+            version_dir = os.path.join(tool_dir, version)
+            if os.path.isdir(version_dir):
+                found.extend(os.path.join(version_dir, name) for name in sorted(os.listdir(version_dir))
+                             if name.endswith(".yml"))
+    return found
+
+
+def transcripts(tool=None, corpus=HERE):
+    """{id: transcript} of every transcript (of one tool)."""
+    found = {}
+    for path in paths(corpus, tool):
+        doc = _load_cached(path, corpus, os.stat(path).st_mtime_ns)
+        if tool is None or doc["tool"] == tool:
+            found[doc["id"]] = dict(doc)
+    return found
+
+
+@functools.lru_cache(maxsize=4096)
+def _load_cached(path, corpus, _mtime):
+    return load(path, corpus)
+
+
+def get(case_id, tool=None, corpus=HERE):
+    """The transcript ``<tool>/<version>/<case>``; TranscriptError when there is none (or of another tool)."""
+    parts = str(case_id).split("/")
+    if len(parts) != 3 or any(part in ("", ".", "..") for part in parts):
+        raise TranscriptError("%r is not a transcript id <tool>/<version>/<case>" % (case_id,))
+    if tool is not None and parts[0] != tool:
+        raise TranscriptError("%r is not a transcript of %s" % (case_id, tool))
+    path = os.path.join(corpus, *parts) + ".yml"
+    if not os.path.isfile(path):
+        raise TranscriptError("no transcript %s (%s)" % (case_id, path))
+    return load(path, corpus)
+
+
+def find(tool, case, corpus=HERE):
+    """The transcript of ``tool`` named ``case`` (a case name of one version, the newest when several)."""
+    found = [doc for doc in transcripts(tool, corpus).values() if doc["case"] == case]
+    if not found:
+        raise TranscriptError("no transcript of %s named %s" % (tool, case))
+    return sorted(found, key=lambda doc: _version_key(doc["version"]))[-1]
+
+
+def _version_key(version):
+    return [int(part) if part.isdigit() else -1 for part in re.split(r"[.-]", version.lstrip("v"))]
+
+
+def render(text, tool, values=None):
+    """``text`` (a transcript's stdout or stderr) with the masked spans of ``values`` ({mask name: value})
+    replaced, line by line."""
+    if not values:
+        return text
+    out = []
+    for line in text.split("\n"):
+        rendered = line
+        for name, pattern in MASKS.get(tool, []):
+            if name in values:
+                match = re.search(pattern, rendered)
+                if match:
+                    rendered = rendered[:match.start("v")] + str(values[name]) + rendered[match.end("v"):]
+        out.append(rendered)
+    return "\n".join(out)
+
+
+def shape(tool, line):
+    """``line`` with every masked span replaced by ``<name>``."""
+    for name, pattern in MASKS.get(tool, []):
+        match = re.search(pattern, line)
+        if match:
+            line = line[:match.start("v")] + "<%s>" % name + line[match.end("v"):]
+    return line
+
+
+def known_lines(tool, corpus=HERE):
+    """The shapes of every stdout and stderr line of every transcript of ``tool``."""
+    return _known_lines(tool, corpus, tuple((path, os.stat(path).st_mtime_ns) for path in paths(corpus, tool)))
+
+
+@functools.lru_cache(maxsize=64)
+def _known_lines(tool, corpus, _files):
+    known = set()
+    for doc in transcripts(tool, corpus).values():
+        for stream in (doc["stdout"], doc["stderr"]):
+            known.update(shape(tool, line) for line in stream.splitlines())
+    return frozenset(known)
+
+
+def unknown_lines(tool, text, corpus=HERE):
+    """The lines of ``text`` whose shape no transcript of ``tool`` has."""
+    known = known_lines(tool, corpus)
+    return [line for line in (text or "").splitlines() if shape(tool, line) not in known]
+
+
+def errors(corpus=HERE):
+    """Every problem of the corpus (one string each): files that do not load, duplicate ids."""
+    problems = []
+    for path in paths(corpus):
+        try:
+            load(path, corpus)
+        except TranscriptError as exc:
+            problems.append(str(exc))
+    return problems
