@@ -522,6 +522,23 @@ def test_links_out_of_the_trees_are_recorded_not_followed(tmp_path):
     assert str(tmp_path) not in json.dumps(walker.skipped)  # where an outside link leads is not said
 
 
+def test_where_a_link_leads_below_the_host_root_and_another(tmp_path):
+    """Below ``/`` an absolute target is below root and ``..`` of root is root (the kernel's
+    reading); below another root an absolute target counts when it names a path below that root."""
+    walker = capture.TreeWalker(str(tmp_path))
+    parent = ("sys", "bus", "pci", "devices")
+    assert walker._link_target(parent, "../../../devices/pci0000:00/0000:00:01.0") == (
+        "sys", "devices", "pci0000:00", "0000:00:01.0")
+    assert walker._link_target(parent, "../../../../../../etc") is None
+    assert walker._link_target(parent, str(tmp_path / "sys" / "devices" / "x")) == ("sys", "devices", "x")
+    assert walker._link_target(parent, str(tmp_path) + "/../elsewhere/sys") is None
+    assert walker._link_target(parent, "/sys/devices/x") is None
+    walker.host_root = True
+    assert walker._link_target(parent, "/sys/./devices//x") == ("sys", "devices", "x")
+    assert walker._link_target(parent, "../../../../../../etc") == ("etc",)
+    assert capture._relative(("sys", "devices", "x"), parent) == "../../../devices/x"
+
+
 def archive_links(dest):
     """{member name: link target} of every symbolic link of the archive."""
     with tarfile.open(dest) as tar:
