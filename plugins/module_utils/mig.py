@@ -64,8 +64,8 @@ BUILTIN_MIG_CONFIGS = {
 PROFILE_ATTRIBUTES = ("me", "me.all", "gfx")
 GI_SLICES = (1, 2, 3, 4, 6, 7, 8)
 _GO_INT_MAX = 2 ** 63 - 1
-_DIGITS = re.compile(r"^[0-9]+$")
-_ATTRIBUTE_CHARS = re.compile(r"^[A-Za-z0-9.]+$")
+_DIGITS = re.compile(r"[0-9]+\Z")  # used with match(): the whole text (not "$": it allows a final newline)
+_ATTRIBUTE_CHARS = re.compile(r"[A-Za-z0-9.]+\Z")
 # Go's strings.TrimSpace: unicode.IsSpace (ASCII space, \t\n\v\f\r, U+0085, U+00A0, category Zs/Zl/Zp).
 _GO_SPACE = " \t\n\v\f\r\x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a" \
     "\u2028\u2029\u202f\u205f\u3000"

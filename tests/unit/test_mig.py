@@ -352,6 +352,7 @@ def test_valid_profiles_are_accepted_in_a_layout(profile):
     ("01g.10gb", "is written '1g.10gb' by go-nvlib"),
     ("1g.10gb ", "leading or trailing spaces"),
     ("1g.10GB", "missing 'gb'"),
+    ("1g.5\ngb", "malformed number"),  # strconv.Atoi refuses a newline (a regex "$" would not)
 ])
 def test_invalid_profiles_are_refused_naming_why(profile, words):
     errors = layout_errors([{"devices": "all", "mig-enabled": True, "mig-devices": {profile: 1}}], "gpufleet_mig_layout")
@@ -399,7 +400,7 @@ def test_every_gpu_instance_profile_is_accepted(profile):
 
 @settings(max_examples=300, deadline=None)
 @given(profile=gi_profiles(), position=st.integers(0, 40),
-       junk=st.sampled_from([" ", "+", "-", ",", ".", "*", "x", "0", "\t", "é", "++", "gb"]),
+       junk=st.sampled_from([" ", "+", "-", ",", ".", "*", "x", "0", "\t", "\n", "é", "++", "gb", "٣"]),
        how=st.sampled_from(["insert", "replace", "delete"]))
 def test_a_mutated_profile_is_refused_or_still_a_valid_one(profile, position, junk, how):
     """A one-character mutation: refused with a message naming the profile, or a name that is itself
