@@ -50,6 +50,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_node import 
     KubeError,
     guarded_write,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils import records
 from ansible_collections.gpufleet.cluster.plugins.module_utils.records import (
     MAX_TIME,
     MIN_TIME,
@@ -99,7 +100,7 @@ def parallel_limit(max_parallel, group_size=None):
             raise BreakerError("option max_parallel must be >= 0, got %d" % max_parallel)
         return max_parallel
     text = str(max_parallel)
-    if text.strip().isdigit():
+    if records.is_decimal(text.strip()):
         return int(text)
     match = _PERCENT.match(text)
     if not match or float(match.group(1)) > 100:

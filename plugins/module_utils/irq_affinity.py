@@ -18,6 +18,7 @@ __metaclass__ = type
 import os
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.cpulist import parse_cpulist
+from ansible_collections.gpufleet.cluster.plugins.module_utils import sysfs
 
 
 def affinity_path(irq):
@@ -43,7 +44,7 @@ def hca_irqs(reader, devices=None):
         elif not irq_names:
             entry["problem"] = "no MSI/MSI-X interrupts under /%s/msi_irqs" % base
         for irq_name in irq_names:
-            if not irq_name.isdigit():
+            if not sysfs.is_index(irq_name):
                 continue
             irq = int(irq_name)
             text = reader.read(affinity_path(irq))

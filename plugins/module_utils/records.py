@@ -184,3 +184,9 @@ def boolean(value, record, field=None):
     if not isinstance(value, bool):
         raise RecordError(record, "not a boolean: %r" % (value,), field)
     return value
+
+
+def is_decimal(text):
+    """Whether ``text`` is a string of ASCII decimal digits only: ``int(text)`` then never raises
+    (``"²".isdigit()`` and ``"٣".isdigit()`` are true; ``int("²")`` raises, ``int("٣")`` is 3)."""
+    return isinstance(text, str) and text.isascii() and text.isdigit()

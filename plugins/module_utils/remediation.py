@@ -22,6 +22,7 @@ import copy
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_slurm import node_hold, parse_show_node, parse_state
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gate import failing_checks
+from ansible_collections.gpufleet.cluster.plugins.module_utils import records
 
 ACTIONS = ("isolate", "drain", "reset", "reboot")  # weakest first
 VARIABLE = "gpufleet_remediation"
@@ -106,12 +107,18 @@ def policy(value=None):
                           % (VARIABLE, merged["slurm_poll_interval"], VARIABLE, merged["slurm_drain_timeout"]))
     parallel = merged["max_parallel"]
     if isinstance(parallel, bool) or not (isinstance(parallel, int) and parallel >= 0 or isinstance(parallel, str)
-                                          and (parallel.strip().isdigit() or parallel.strip().endswith("%"))):
+                                          and (records.is_decimal(parallel.strip()) or parallel.strip().endswith("%"))):
         raise PolicyError("%s.max_parallel must be a number of nodes or a percentage like '10%%', got %r"
                           % (VARIABLE, parallel))
     if not isinstance(merged["group"], str) or not merged["group"].strip():
         raise PolicyError("%s.group must name the breaker's group" % VARIABLE)
     burn_in = merged["burn_in"]
+    if not isinstance(burn_in, dict):
+        raise PolicyError("%s.burn_in must be a mapping, got %s" % (VARIABLE, type(burn_in).__name__))
+    unknown = sorted(set(burn_in) - set(DEFAULT_POLICY["burn_in"]))
+    if unknown:
+        raise PolicyError("%s.burn_in: unknown key(s) %s (known: %s)" % (
+            VARIABLE, ", ".join(map(str, unknown)), ", ".join(sorted(DEFAULT_POLICY["burn_in"]))))
     if burn_in["dcgm_level"] not in (1, 2, 3, 4):
         raise PolicyError("%s.burn_in.dcgm_level must be 1, 2, 3 or 4, got %r" % (VARIABLE, burn_in["dcgm_level"]))
     _positive(burn_in["timeout"], "burn_in.timeout", integer=False)
@@ -172,7 +179,7 @@ def parse_compute_apps(text):
         if not line or line.lower().startswith("no running processes"):
             continue
         parts = [part.strip() for part in line.split(",")]
-        if len(parts) < 3 or not parts[0].isdigit():
+        if len(parts) < 3 or not records.is_decimal(parts[0]):
             raise ValueError("not a pid, process_name, gpu_uuid line: %r" % line)
         processes.append({"pid": int(parts[0]), "name": ", ".join(parts[1:-1]), "gpu_uuid": parts[-1]})
     return processes

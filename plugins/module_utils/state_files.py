@@ -23,6 +23,7 @@ import errno
 import os
 import time
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils import records
 from ansible_collections.gpufleet.cluster.plugins.module_utils.records import RecordError
 
 
@@ -152,7 +153,7 @@ def _ident(value, kind):
     """A numeric uid/gid from a name or number; None when unset. ValueError naming it otherwise."""
     if value in (None, ""):
         return None
-    if str(value).isdigit():
+    if records.is_decimal(str(value)):
         return int(value)
     import grp
     import pwd

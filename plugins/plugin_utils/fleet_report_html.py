@@ -125,7 +125,7 @@ def _families(groups):
 def _run_time(run_id):
     """``20261123T001000Z-validate`` -> ``11-23 00:10`` (the compact last-run label), else the id."""
     stamp = str(run_id or "")
-    if len(stamp) >= 15 and stamp[8] == "T" and stamp[:8].isdigit() and stamp[9:15].isdigit():
+    if len(stamp) >= 15 and stamp[8] == "T" and stamp[:15].isascii() and stamp[:8].isdigit() and stamp[9:15].isdigit():
         return "%s-%s %s:%s" % (stamp[4:6], stamp[6:8], stamp[9:11], stamp[11:13])
     return stamp
 

@@ -110,7 +110,8 @@ def test_percent_limit():
     assert breaker.parallel_limit("10%", 5) == 1  # at least one when the share is not 0
     assert breaker.parallel_limit("0%", 5) == 0
     assert breaker.parallel_limit("3", None) == 3
-    for bad, words in ((-1, ">= 0"), ("ten", "percentage"), ("150%", "percentage"), (True, "number of nodes")):
+    for bad, words in ((-1, ">= 0"), ("ten", "percentage"), ("150%", "percentage"), (True, "number of nodes"),
+                       ("\u00b2", "percentage")):  # "²".isdigit() is true, int("²") raises
         with pytest.raises(breaker.BreakerError, match=words):
             breaker.parallel_limit(bad, 10)
     with pytest.raises(breaker.BreakerError, match="group_size"):

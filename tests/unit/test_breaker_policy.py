@@ -72,6 +72,9 @@ def test_group_override_merges_over_defaults():
     ({"actions": {"fan": "reset"}}, "unknown check class 'fan'"),
     ({"max_attempts": 0}, "gpufleet_remediation.max_attempts must be an integer > 0"),
     ({"max_parallel": "many"}, "gpufleet_remediation.max_parallel"),
+    ({"max_parallel": "\u00b2"}, "gpufleet_remediation.max_parallel"),  # '²'.isdigit() is true, int('²') raises
+    ({"burn_in": ["dcgm"]}, "gpufleet_remediation.burn_in must be a mapping"),
+    ({"burn_in": {"level": 2}}, "gpufleet_remediation.burn_in: unknown key(s) level"),
     ({"burn_in": {"dcgm_level": 5}}, "gpufleet_remediation.burn_in.dcgm_level"),
     ({"burn_in": {"nccl_command": "all_reduce_perf"}}, "burn_in.nccl_command must be a list"),
     ({"group": ""}, "gpufleet_remediation.group"),
@@ -96,6 +99,11 @@ def test_reset_refused_while_a_process_holds_a_gpu():
     assert out["reason"] == ("reset refused: 2 process(es) use the GPUs: 48213 /usr/bin/python3 on "
                              "GPU-4c4aaa9c-e3af-30e7-e9e9-e3f630e0158b, 48377 pt_main_thread on "
                              "GPU-4c4aaa9c-e3af-30e7-e9e9-e3f630e0158b")
+
+
+def test_a_listing_whose_pid_is_not_ascii_digits_is_unreadable():
+    out = filters.gpu_reset_decision({"rc": 0, "stdout": "\u00b2, /usr/bin/python3, GPU-4c4aaa9c\n"})
+    assert out["allowed"] is False and "unreadable" in out["reason"]
 
 
 def test_reset_allowed_only_on_an_empty_listing_that_worked():

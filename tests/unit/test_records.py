@@ -66,3 +66,9 @@ json_values = st.recursive(
 @given(json_values)
 def test_finite_json_round_trips(value):
     assert records.load_json(json.dumps(value), "probe") == value
+
+
+@pytest.mark.parametrize("text, ok", [("0", True), ("123", True), ("\u00b2", False), ("\u0663", False),
+                                      ("\uff18", False), ("1_0", False), ("", False), (" 1", False), (1, False)])
+def test_is_decimal_is_ascii_digits_only(text, ok):
+    assert records.is_decimal(text) is ok
