@@ -254,7 +254,8 @@ def slurm_state(show_output, node):
     set), ours (drained with SLURM_REASON and held by nobody else: we may resume it), admin (in
     someone else's hands, agent_slurm.node_hold: DOWN, FAIL, MAINTENANCE, REBOOT_*, POWER*, a
     reason that is not ours, a state not understood; never drained with our reason nor resumed by
-    us), held (what makes it someone else's), drained (DRAIN, FAIL or DOWN, and no job left:
+    us), held (what makes it someone else's), closed (DRAIN, FAIL or DOWN: Slurm starts no new
+    job), drained (closed, and no job left:
     ALLOCATED, MIXED, COMPLETING), busy}. PolicyError when the answer is not this node's (fail
     closed: no state is never drained)."""
     fields = parse_show_node(show_output)
@@ -269,4 +270,4 @@ def slurm_state(show_output, node):
     busy = sorted((flags | {base}) & set(_SLURM_BUSY))
     closed = bool(flags & set(_SLURM_CLOSED)) or base == "DOWN"  # DOWN runs no job (Slurm requeues or kills them)
     return {"state": state, "reason": reason, "draining": draining, "ours": hold == "ours",
-            "admin": hold == "other", "held": held, "busy": busy, "drained": closed and not busy}
+            "admin": hold == "other", "held": held, "busy": busy, "closed": closed, "drained": closed and not busy}

@@ -247,6 +247,10 @@ SHOW = ("NodeName=gpu-17 Arch=x86_64 CoresPerSocket=56 CPUAlloc=%s CPUTot=224 Gr
     ("IDLE+DRAIN", " Reason=gpufleet: gpu.xid[gpu0] [root@t]", dict(ours=False, admin=True)),  # the agent's
     ("DOWN*", " Reason=Not responding", dict(draining=False, admin=True, drained=True)),  # no job runs
     ("IDLE", "", dict(draining=False, admin=False, drained=False, busy=[])),  # not drained: jobs may start
+    # someone else's and still scheduled on: the playbook stops at once instead of waiting for a drain
+    ("IDLE+MAINTENANCE", "", dict(admin=True, closed=False, drained=False)),
+    ("MIXED+REBOOT_REQUESTED", "", dict(admin=True, closed=False, drained=False, busy=["MIXED"])),
+    ("IDLE+FAIL", " Reason=dimm [admin@t]", dict(admin=True, closed=True, drained=True)),
 ])
 def test_slurm_state(state, reason, expect):
     out = remediation.slurm_state(SHOW % (0, state, reason), "gpu-17")
