@@ -1051,3 +1051,56 @@ def test_two_agents_finding_the_same_damaged_files_at_once_both_go_on(tmp_path):
             aside = [n for n in names if n.startswith(prefix)]
             assert len(aside) == 1 and (base / "state" / aside[0]).read_text() == "{damaged", names
         assert agent_state.parse_health((base / "state" / "health.json").read_bytes())["agent"]["healthy"] is False
+
+
+def test_a_result_written_under_an_absurd_clock_is_never_healthy_to_any_reader(tmp_path):
+    instance, lines, box = make_agent(tmp_path, now=[1e300])
+    assert instance.cycle() == 0
+    raw = (tmp_path / "state" / "health.json").read_bytes()
+    try:
+        result = agent_state.parse_health(raw)
+    except records.RecordError:
+        result = None
+    assert agent.npd_status(result, NOW)[0] != agent.NPD_OK
+    import base64
+
+    assert agent_health_check({"content": base64.b64encode(raw).decode(), "encoding": "base64"}, now=NOW)["status"] == "fail"
+
+
+@pytest.mark.parametrize("message", [b"NVRM: Xid (PCI:0000:1b:00): 79, \xff\xfe bad bytes",
+                                     b"NVRM: Xid (PCI:0000:1b:00): 79\x00, nul"])
+def test_an_xid_record_with_undecodable_bytes_still_triggers(fifo, message):
+    watcher = agent_events.KmsgWatcher(fifo.path)
+    try:
+        fifo.write(b"3,1,17,-;" + message + b"\n")
+        fifo.write(record(2, NOISE))
+        kept = watcher.drain()
+        assert any("NVRM: Xid" in line for line in kept), kept
+    finally:
+        watcher.close()
+
+
+def test_the_writer_replaces_a_symlink_never_writes_through_it(tmp_path, disk):
+    """health.json, agent-state.json and kmsg-seq.json symlinked to files elsewhere: the atomic
+    write replaces the link; the files they pointed to are untouched."""
+    instance, lines, box = make_agent(tmp_path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    for name in ("health.json", "agent-state.json"):
+        (outside / name).write_text("precious")
+        os.symlink(str(outside / name), str(tmp_path / "state" / name))
+    instance.cycle()
+    for name in ("health.json", "agent-state.json"):
+        assert (outside / name).read_text() == "precious"
+        assert not os.path.islink(str(tmp_path / "state" / name))
+    disk.boot.write_text(BOOT_A + "\n")
+    (outside / "kmsg-seq.json").write_text("precious")
+    os.symlink(str(outside / "kmsg-seq.json"), str(disk.state / "kmsg-seq.json"))
+    disk.ring(NOISE, XID)
+    sources = disk.sources()
+    try:
+        sources.drain()
+        sources.save()
+    finally:
+        sources.close()
+    assert (outside / "kmsg-seq.json").read_text() == "precious"
