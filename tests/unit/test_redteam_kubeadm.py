@@ -816,3 +816,86 @@ def test_a_kubeadm_table_is_judged_by_its_dates(cert_minutes, ca_minutes, extern
     for name, minutes, _ in certs + cas:
         expected = "fail" if minutes < 0 else "warn" if minutes < 30 * 1440 else "pass"
         assert got[name] == expected, (name, minutes, got[name])
+
+
+# --- more strictness: kubeadm's own types (output/v1alpha3 types.go as stored in the search index, file id 237283917:
+# caName is `omitempty` and "empty for self-signed, root CA certificates"; expirationDate is a metav1.Time, RFC 3339
+# in UTC; residualTime an int64) -----------------------------------------------------------------------------------------
+
+def test_json_authorities_without_ca_name_are_read():
+    """caName is omitempty: a real CertificateExpirationInfo has no caName on the root CAs."""
+    def drop(d):
+        for entry in d["certificateAuthorities"]:
+            entry.pop("caName", None)
+    parsed = k.parse_certs_json(_json_with(drop))
+    assert len(parsed["authorities"]) == 3
+    assert set(statuses(k.certs_expiry_checks(parsed, NOW, 30)).values()) == {"pass"}
+
+
+@pytest.mark.parametrize("change", [
+    lambda d: d["certificates"][0].update(residualTime=1.5),
+    lambda d: d["certificates"][0].update(residualTime=True),
+    lambda d: d["certificates"][0].update(expirationDate="2027-11-09T09:17:00.000Z"),
+    lambda d: d["certificates"][0].update(expirationDate="2027-11-09T11:17:00+02:00"),
+    lambda d: d["certificates"][0].update(expirationDate="2027-02-30T09:17:00Z"),
+    lambda d: d["certificates"][0].update(missing=0),
+    lambda d: d["certificates"][0].update(name=""),
+])
+def test_json_fields_of_another_type_or_format_are_refused(change):
+    with pytest.raises(k.KubeadmOutputError):
+        k.parse_certs_json(_json_with(change))
+
+
+def test_the_external_ca_mode_table_is_read():
+    """kubernetes/kubeadm#2618 (PKI moved to an external CA): EXTERNALLY MANAGED "yes"; still judged by dates."""
+    text = VALID_137.replace("   no\n", "   yes\n")
+    parsed = k.parse_check_expiration(text)
+    assert all(entry["externally_managed"] for entry in parsed["authorities"])
+    assert set(statuses(k.certs_expiry_checks(parsed, NOW, 30)).values()) == {"pass"}
+
+
+def test_the_flat_upgrade_plan_of_an_early_v1alpha3_is_refused():
+    """The stored types.go (file id 237283917) still has the flat v1alpha2-like UpgradePlan {components,
+    configVersions}: another shape than the one read, so refused (never read as "nothing offered")."""
+    flat = {"kind": "UpgradePlan", "apiVersion": "output.kubeadm.k8s.io/v1alpha3",
+            "components": [{"name": "kube-apiserver", "currentVersion": "v1.36.5", "newVersion": "v1.37.1"}],
+            "configVersions": []}
+    with pytest.raises(k.KubeadmOutputError):
+        k.parse_plan_json(json.dumps(flat, indent=4))
+
+
+def _plan_changed(change):
+    document = json.loads(PLAN_137)
+    change(document)
+    return json.dumps(document, indent=4)
+
+
+def _set_kubelet(d, value):
+    d["availableUpgrades"][0]["components"][0]["currentVersion"] = value
+
+
+@pytest.mark.parametrize("change", [
+    lambda d: _set_kubelet(d, "1 x v1.33.0"),   # PR #123461's v1alpha2 "N x" count, a kubelet too old behind it
+    lambda d: _set_kubelet(d, ""),
+    lambda d: d["availableUpgrades"][0].update(
+        components=[c for c in d["availableUpgrades"][0]["components"] if c["name"] != "kube-apiserver"]),
+])
+def test_plan_json_that_cannot_be_judged_whole_refuses(change):
+    try:
+        plan = k.parse_plan_json(_plan_changed(change))
+    except k.KubeadmOutputError:
+        return
+    assert k.judge_plan(plan, "1.37.1", cluster=(1, 36, 5), kubeadm=(1, 37, 1))
+
+
+def test_plan_json_with_two_offers_is_judged_on_the_target():
+    def second(d):
+        offer = json.loads(json.dumps(d["availableUpgrades"][0]))
+        offer["description"] = "version in the v1.37 series"
+        for c in offer["components"]:
+            if c["newVersion"] == "v1.37.1":
+                c["newVersion"] = "v1.37.2"
+        d["availableUpgrades"].append(offer)
+    plan = k.parse_plan_json(_plan_changed(second))
+    assert k.judge_plan(plan, "1.37.1", cluster=(1, 36, 5), kubeadm=(1, 37, 1)) == []
+    assert k.judge_plan(plan, "1.37.2", cluster=(1, 36, 5), kubeadm=(1, 37, 1))  # kubeadm 1.37.1 < target
