@@ -15,6 +15,7 @@ __metaclass__ = type
 import sys
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import gate, records
+from ansible_collections.gpufleet.cluster.plugins.module_utils.state_files import open_regular
 
 AGENT_NAME = "gpufleet-health-agent"
 DEFAULT_CONFIG = "/etc/gpufleet/agent.json"
@@ -171,7 +172,8 @@ def load_config(path):
     cycle does not run, and the last result ages until it is no longer current (never healthy
     to NPD, a Slurm resume or agent.health). Not set aside: the role owns it."""
     try:
-        with open(path, "rb") as handle:
+        # the role may link it; a FIFO or device in its place is refused, not waited on
+        with open_regular(path, follow_links=True) as handle:
             raw = handle.read(records.MAX_BYTES + 1)
     except FileNotFoundError:
         raise AgentError("configuration %s does not exist (installed by role node_health_agent)" % path)

@@ -64,11 +64,10 @@ def parse_record(line):
     header, sep, message = line.partition(";")
     if sep:
         fields = header.split(",")
-        if len(fields) >= 3:
-            try:
-                return int(fields[1]), message
-            except ValueError:
-                pass
+        # the kernel's sequence is an unsigned decimal (kernel/printk/printk.c devkmsg_read:
+        # "%u,%llu,%llu,%c;"): anything else is no sequence number (never stored, never compared)
+        if len(fields) >= 3 and records.is_decimal(fields[1]) and int(fields[1]) <= MAX_SEQ:
+            return int(fields[1]), message
     return None, line
 
 
@@ -231,7 +230,9 @@ class KmsgWatcher(object):
                     continue
                 if self._confirming:  # the log goes on past the stored number: it is this boot's
                     self._confirm()
-                self.last_seq = seq
+                # the highest number read is what is stored: a smaller one (a garbled record) never
+                # moves it back, so a restart never counts records twice
+                self.last_seq = seq if self.last_seq is None else max(self.last_seq, seq)
             self.records += 1
             if relevant(message):
                 if len(kept) < self.max_kept:

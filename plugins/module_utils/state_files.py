@@ -21,6 +21,7 @@ __metaclass__ = type
 
 import errno
 import os
+import stat
 import time
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import records
@@ -94,6 +95,24 @@ def read_bytes(path):
         return None
 
 
+def open_regular(path, follow_links=False):
+    """``path`` opened for reading as a binary file object, only when it is a regular file.
+    Opened without blocking (O_NONBLOCK: a FIFO put in a file's place would block the reader
+    until a writer came) and, unless ``follow_links``, without following a final symbolic link
+    (O_NOFOLLOW: a record is never a link, atomic_write replaces links; ELOOP then). OSError
+    otherwise: FileNotFoundError when absent, EISDIR "not a regular file" for a directory, FIFO,
+    socket or device."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | (0 if follow_links else getattr(os, "O_NOFOLLOW", 0))
+    handle = os.fdopen(os.open(path, flags), "rb")
+    try:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise IsADirectoryError(errno.EISDIR, "not a regular file", path)
+    except BaseException:
+        handle.close()
+        raise
+    return handle
+
+
 # An unreadable file we may not read is someone else's to fix: reported, never moved.
 _NOT_OURS = (errno.EACCES, errno.EPERM)
 
@@ -106,15 +125,21 @@ def read_record(path, parse, now=None, max_bytes=None):
     ``problem`` names it, the reason and where it went. Never raises for a damaged file.
     ``max_bytes``: read no more than this (a larger file is refused by ``parse``)."""
     try:
-        with open(path, "rb") as handle:
-            raw = handle.read() if max_bytes is None else handle.read(max_bytes + 1)
+        handle = open_regular(path)
     except FileNotFoundError:
         return None, None
     except OSError as exc:
         reason = "unreadable: %s" % (exc.strerror or exc)
-        if exc.errno in _NOT_OURS:
+        if exc.errno == errno.ELOOP:
+            reason = "a symbolic link, not a record file"
+        elif exc.errno in _NOT_OURS:
             return None, "%s is %s (left in place)" % (path, reason)
         return None, _aside_problem(path, reason, now)
+    try:
+        with handle:
+            raw = handle.read() if max_bytes is None else handle.read(max_bytes + 1)
+    except OSError as exc:
+        return None, _aside_problem(path, "unreadable: %s" % (exc.strerror or exc), now)
     try:
         if max_bytes is not None and len(raw) > max_bytes:
             raise RecordError(path, "more than %d bytes" % max_bytes)

@@ -598,7 +598,15 @@ def test_a_state_file_the_agent_may_not_read_is_left_in_place_and_never_healthy_
             raise PermissionError(13, "Permission denied", str(name))
         return real_open(name, *args, **kwargs)
 
+    real_os_open = os.open
+
+    def refuse_os(name, *args, **kwargs):  # the readers open with os.open (O_NONBLOCK, O_NOFOLLOW)
+        if str(name) == str(path):
+            raise PermissionError(13, "Permission denied", str(name))
+        return real_os_open(name, *args, **kwargs)
+
     monkeypatch.setattr("builtins.open", refuse)
+    monkeypatch.setattr(os, "open", refuse_os)
     del lines[:]
     instance.cycle()
     monkeypatch.undo()
@@ -723,7 +731,15 @@ def test_a_health_json_the_reader_may_not_read_is_left_in_place_and_never_health
             raise PermissionError(13, "Permission denied", str(name))
         return real_open(name, *args, **kwargs)
 
+    real_os_open = os.open
+
+    def refuse_os(name, *args, **kwargs):  # the readers open with os.open (O_NONBLOCK, O_NOFOLLOW)
+        if str(name) == path:
+            raise PermissionError(13, "Permission denied", str(name))
+        return real_os_open(name, *args, **kwargs)
+
     monkeypatch.setattr("builtins.open", refuse)
+    monkeypatch.setattr(os, "open", refuse_os)
     code = agent.main(["--npd", str(tmp_path / "agent.json")])
     monkeypatch.undo()
     out = capsys.readouterr().out
@@ -1104,3 +1120,92 @@ def test_the_writer_replaces_a_symlink_never_writes_through_it(tmp_path, disk):
     finally:
         sources.close()
     assert (outside / "kmsg-seq.json").read_text() == "precious"
+
+
+# -- found failing by the red team, fixed (state_files.open_regular: O_NONBLOCK, O_NOFOLLOW, regular
+# files only; agent_events keeps the highest ASCII-decimal sequence number) ----------------------------
+def test_a_seq_file_that_is_a_fifo_does_not_hang_the_agent(disk):
+    """A FIFO in place of kmsg-seq.json (no writer): open() for reading blocks forever unless the
+    reader refuses it; the start must not hang, and nothing is seen."""
+    disk.boot.write_text(BOOT_A + "\n")
+    disk.ring(NOISE, XID, NOISE)
+    fifo = str(disk.state / "kmsg-seq.json")
+    os.mkfifo(fifo)
+    finished, box = in_thread(disk.sources, timeout=5, unblock=lambda: open_fifo_writer_and_close(fifo))
+    assert finished, "EventSources hung opening a FIFO named kmsg-seq.json"
+    sources = box["result"]
+    status = sources.status["kmsg"]
+    try:
+        assert sources.drain() == [XID], status
+        assert "kmsg-seq.json" in status, status
+    finally:
+        sources.close()
+
+
+def test_a_dangling_seq_symlink_is_not_a_first_start(disk):
+    """A dangling symlink named kmsg-seq.json exists (it is not "no file"): a first start would
+    read the log from its end and lose this boot's XID; the safe reading is from its start."""
+    disk.boot.write_text(BOOT_A + "\n")
+    disk.ring(NOISE, XID, NOISE)
+    os.symlink(str(disk.tmp / "nowhere" / "kmsg-seq.json"), str(disk.state / "kmsg-seq.json"))
+    sources = disk.sources()
+    try:
+        assert sources.drain() == [XID], sources.status
+    finally:
+        sources.close()
+
+
+def test_a_malformed_sequence_number_never_moves_the_stored_number_back(tmp_path, fifo):
+    """After records 10..12, a record with a negative or garbled number: the number saved stays
+    12 (a restart then resumes after 12, not earlier nor beyond)."""
+    state = tmp_path / "state"
+    state.mkdir()
+    boot = tmp_path / "boot_id"
+    boot.write_text(BOOT_A + "\n")
+    sources = agent_events.EventSources({"kmsg": fifo.path, "nvml": False}, str(state), 60, boot_id_path=str(boot))
+    try:
+        for seq in (10, 11, 12):
+            fifo.write(record(seq, NOISE))
+        fifo.write(b"3,-1,17,-;" + NOISE.encode() + b"\n")
+        fifo.write(b"3,xyz,17,-;" + NOISE.encode() + b"\n")
+        sources.drain()
+        sources.save()
+    finally:
+        sources.close()
+    stored = json.loads((state / "kmsg-seq.json").read_text())
+    assert stored == {"seq": 12, "boot_id": BOOT_A}
+
+
+def test_a_state_file_that_is_a_fifo_does_not_hang_a_cycle(tmp_path):
+    instance, lines, box = make_agent(tmp_path)
+    fifo = str(tmp_path / "state" / "agent-state.json")
+    os.mkfifo(fifo)
+    finished, result = in_thread(instance.cycle, timeout=10, unblock=lambda: open_fifo_writer_and_close(fifo))
+    assert finished, "a cycle hung opening a FIFO named agent-state.json"
+    assert health(tmp_path)["cycle"] == 1
+
+
+def test_a_health_json_fifo_does_not_hang_npd_or_the_slurm_check(tmp_path, monkeypatch, capsys):
+    runner = ScriptedRunner({"scontrol": (0, "", "")})
+    monkeypatch.setattr(SlurmPublisher, "from_config", classmethod(lambda cls, config: cls("dgx-1", runner)))
+    fifo = str(tmp_path / "health.json")
+    os.mkfifo(fifo)
+    (tmp_path / "agent.json").write_text(json.dumps({"state_dir": str(tmp_path)}))
+    finished, box = in_thread(lambda: agent.main(["--npd", str(tmp_path / "agent.json")]), timeout=5,
+                              unblock=lambda: open_fifo_writer_and_close(fifo))
+    assert finished, "--npd hung opening a FIFO named health.json"
+    assert box.get("result") == agent.NPD_UNKNOWN
+    if not os.path.exists(fifo):  # set aside by the first reader: a FIFO again
+        os.mkfifo(fifo)
+    finished, box = in_thread(lambda: agent.slurm_health_check({"state_dir": str(tmp_path)}, now=NOW), timeout=5,
+                              unblock=lambda: open_fifo_writer_and_close(fifo))
+    assert finished, "--slurm-health-check hung opening a FIFO named health.json"
+    assert not [call for call in runner.calls if "State=RESUME" in call]
+
+
+def test_an_agent_json_fifo_does_not_hang_the_agent(tmp_path, capsys):
+    fifo = str(tmp_path / "agent.json")
+    os.mkfifo(fifo)
+    finished, box = in_thread(lambda: agent.main([fifo]), timeout=5, unblock=lambda: open_fifo_writer_and_close(fifo))
+    assert finished, "the agent hung opening a FIFO named agent.json"
+    assert box.get("result") == 0 and os.path.exists(fifo)

@@ -134,14 +134,14 @@ def test_set_aside_under_a_clock_no_calendar_holds(tmp_path):
 def test_a_file_we_may_not_read_is_named_and_left_in_place(tmp_path, monkeypatch):
     path = tmp_path / "health.json"
     path.write_text("{}")
-    real_open = open
+    real_open = os.open
 
-    def refuse(name, *args, **kwargs):
+    def refuse(name, *args, **kwargs):  # read_record opens with os.open (O_NONBLOCK, O_NOFOLLOW)
         if str(name) == str(path):
             raise PermissionError(13, "Permission denied", str(name))
         return real_open(name, *args, **kwargs)
 
-    monkeypatch.setattr("builtins.open", refuse)
+    monkeypatch.setattr(os, "open", refuse)
     value, problem = state_files.read_record(str(path), _parse)
     monkeypatch.undo()
     assert value is None and problem == "%s is unreadable: Permission denied (left in place)" % path
@@ -154,3 +154,22 @@ def test_an_unreadable_file_is_set_aside(tmp_path):
     value, problem = state_files.read_record(str(path), _parse, now=1700000000)
     assert value is None and "unreadable: Is a directory" in problem and "set aside as" in problem
     assert not path.exists()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dangling link", "link to a record", "directory"])
+def test_only_a_regular_file_is_a_record_and_nothing_blocks(tmp_path, kind):
+    """A FIFO in a record's place is refused without waiting for a writer (it blocked the agent for
+    good); a link, even one that points nowhere or to a good record, is not a record (set aside)."""
+    path = tmp_path / "kmsg-seq.json"
+    if kind == "fifo":
+        os.mkfifo(str(path))
+    elif kind == "dangling link":
+        os.symlink(str(tmp_path / "nowhere"), str(path))
+    elif kind == "link to a record":
+        (tmp_path / "good.json").write_text("{}")
+        os.symlink(str(tmp_path / "good.json"), str(path))
+    else:
+        path.mkdir()
+    value, problem = state_files.read_record(str(path), _parse)
+    assert value is None and problem.startswith("%s is damaged" % path) and "set aside" in problem
+    assert not os.path.lexists(str(path))
