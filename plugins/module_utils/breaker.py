@@ -30,6 +30,12 @@ naming the record, never reads as "expired", "no holders" or "no attempts":
 - ``read_annotations``: a Node's annotations (a map of strings);
 - ``read_attempts``: the Node's ``gpufleet.io/remediation-attempts``;
 - ``read_history``: the Node's ``gpufleet.io/remediation-history`` (read to append to it).
+
+What it writes reads back through these readers: node names are checked (``name_problem``,
+Kubernetes DNS-1123 subdomains) before any request, empty steps and statuses are refused, and the
+Lease's annotations are kept within the API server's 256 KiB (``records.MAX_BYTES``, counted in
+UTF-8 bytes like the server's ``ValidateAnnotations``): an admission that would grow the holder set
+past it is refused, never written.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -42,6 +48,11 @@ import math
 import re
 import time
 
+try:
+    from urllib.parse import quote
+except ImportError:  # Python 2 (ansible-core's module_utils rules)
+    from urllib import quote
+
 from ansible_collections.gpufleet.cluster.plugins.module_utils.clock import utc_text
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gate import node_write
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_node import (
@@ -52,6 +63,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_node import 
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils import records
 from ansible_collections.gpufleet.cluster.plugins.module_utils.records import (
+    MAX_BYTES,
     MAX_TIME,
     MIN_TIME,
     RecordError,
@@ -71,7 +83,11 @@ LEASE_PREFIX = "gpufleet-remediation-"
 HISTORY = 20
 DEFAULT_RETRIES = 10
 # bounds of what is read back: more is not a record of ours
-MAX_HOLDERS = 10000  # nodes of one group in remediation (a Kubernetes cluster has at most 5000 nodes)
+# nodes of one group in remediation: a Kubernetes cluster has at most 5000 nodes, and the holder set
+# must fit in the Lease's annotations (records.MAX_BYTES, 256 KiB): every entry takes at least
+# MIN_HOLDER_BYTES, so the byte bound is reached first (at most 262144 // 62 = 4228 holders fit)
+MAX_HOLDERS = 5000
+MIN_HOLDER_BYTES = 62  # len('"a": {"by": "x", "expires": 1577836800, "since": 1577836800}, ')
 MAX_ATTEMPT_RECORDS = 1000
 MAX_HISTORY_RECORDS = 1000
 MAX_NAME = 253  # a Node's name (DNS subdomain)
@@ -79,15 +95,66 @@ MAX_ID = 1024  # a controller's id (``by``)
 MAX_TEXT = 8192  # a step's texts as read back; written truncated to MAX_REASON
 MAX_REASON = 4096
 MAX_TTL = 366 * 86400.0  # a holder's ttl: an expiry further out than this is a slot held forever
+# the shortest ttl and window: a holder's expiry must be a later epoch second than its since (a ttl
+# below the resolution of the float epoch seconds, 1e-9, expires as it is written: two nodes in one slot)
+MIN_TTL = 1.0
 HOLDER_KEYS = ("since", "expires", "by")
 HISTORY_KEYS = ("step", "status", "reason", "at", "by")
-_AT = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
+_AT = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z\Z")  # ASCII digits only
+# a Node's name: a DNS-1123 subdomain (k8s.io/apimachinery pkg/util/validation IsDNS1123Subdomain)
+_LABEL = r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?"
+_SUBDOMAIN = re.compile(r"%s(?:\.%s)*\Z" % (_LABEL, _LABEL))
+_DNS_LABEL = re.compile(_LABEL + r"\Z")
 _PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
 _NAME_BAD = re.compile(r"[^a-z0-9-]+")
 
 
 class BreakerError(ValueError):
     """Bad input (names the option) or a clock that cannot be trusted."""
+
+
+def name_problem(name, what="node"):
+    """None when ``name`` is a Kubernetes object name (a DNS-1123 subdomain: 1..253 characters of
+    ``a-z``, ``0-9``, ``-`` and ``.``, each dot-separated part starting and ending with a letter or
+    digit), else why not. Checked before any request: ``""`` would read ``/api/v1/nodes`` (the
+    list) as the Node, ``gpu-0/`` or ``gpu-0/status`` would be another spelling of ``gpu-0``, and a
+    holder name the reader refuses would lock the whole group."""
+    if not isinstance(name, str) or not 1 <= len(name) <= MAX_NAME or not _SUBDOMAIN.match(name):
+        return ("option %s must be a Kubernetes node name (a DNS-1123 subdomain: 1 to %d characters of a-z, 0-9, "
+                "'-' and '.', starting and ending with a letter or digit), got %r" % (what, MAX_NAME, name))
+    return None
+
+
+def check_name(name, what="node"):
+    problem = name_problem(name, what)
+    if problem:
+        raise BreakerError(problem)
+    return name
+
+
+def check_namespace(namespace, what="namespace"):
+    """``namespace`` when it is a namespace name (a DNS-1123 label, 1..63 characters)."""
+    if not isinstance(namespace, str) or len(namespace) > 63 or not _DNS_LABEL.match(namespace):
+        raise BreakerError("option %s must name the Lease's namespace (a DNS-1123 label: 1 to 63 characters of "
+                           "a-z, 0-9 and '-', starting and ending with a letter or digit), got %r" % (what, namespace))
+    return namespace
+
+
+def check_seconds(option, value):
+    """``value`` as float seconds when it is a finite number in [MIN_TTL, MAX_TTL] (the ttl and the
+    window: one place of these limits, remediation.policy checks against them too)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not MIN_TTL <= value <= MAX_TTL:
+        raise BreakerError("option %s must be a number of seconds from %g to %d (366 days), got %r"
+                           % (option, MIN_TTL, MAX_TTL, value))
+    return float(value)
+
+
+def check_attempts(value):
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise BreakerError("option max_attempts must be an integer >= 1, got %r" % (value,))
+    if value >= MAX_ATTEMPT_RECORDS:
+        raise BreakerError("option max_attempts must be below %d, got %r" % (MAX_ATTEMPT_RECORDS, value))
+    return value
 
 
 def parallel_limit(max_parallel, group_size=None):
@@ -145,6 +212,33 @@ def node_record(node_name, annotation):
     return "Node %s annotation %s" % (node_name, annotation)
 
 
+def text_bytes(text):
+    """The size of ``text`` in UTF-8 bytes, as the API server counts annotations (Go ``len``)."""
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def annotation_bytes(annotations):
+    """The size the API server checks of ``metadata.annotations``: the keys and values in bytes
+    (k8s.io/apimachinery pkg/api/validation/objectmeta.go ValidateAnnotations, at most
+    TotalAnnotationSizeLimitB = 256 KiB = records.MAX_BYTES)."""
+    return sum(text_bytes(str(key)) + text_bytes(str(value)) for key, value in annotations.items())
+
+
+def _annotation_values(annotations, record, named):
+    """``annotations`` must be a map of strings of at most records.MAX_BYTES bytes; a bad value of
+    one of ``named`` (annotation -> record) names that record (e.g. ``Node <n> annotation ...``)."""
+    mapping(annotations, record, "metadata.annotations")
+    for key, value in annotations.items():
+        if key in named:
+            where, field = named[key], None
+        else:
+            where, field = record, "metadata.annotations[%s]" % key
+        string(value, where, field, max_length=MAX_BYTES)
+        size = text_bytes(value)
+        if size > MAX_BYTES:
+            raise RecordError(where, "%d bytes, more than %d" % (size, MAX_BYTES), field)
+
+
 def read_lease(lease, namespace, name):
     """The Lease as read (None: there is none) -> (resourceVersion, annotations). RecordError when
     it is not a Lease object with a resourceVersion and string annotations (without the
@@ -159,9 +253,7 @@ def read_lease(lease, namespace, name):
     annotations = metadata.get("annotations")
     if annotations is None:
         return version, {}
-    mapping(annotations, record, "metadata.annotations")
-    for key, value in annotations.items():
-        string(value, record, "metadata.annotations[%s]" % key, max_length=256 * 1024)
+    _annotation_values(annotations, record, {HOLDERS_ANNOTATION: lease_record(namespace, name)})
     return version, annotations
 
 
@@ -202,10 +294,22 @@ def read_annotations(node, node_name):
     annotations = metadata.get("annotations")
     if annotations is None:
         return {}
-    mapping(annotations, record, "metadata.annotations")
-    for key, value in annotations.items():
-        string(value, record, "metadata.annotations[%s]" % key, max_length=256 * 1024)
+    ours = (ATTEMPTS_ANNOTATION, HISTORY_ANNOTATION, STATE_ANNOTATION)
+    _annotation_values(annotations, record, dict((key, node_record(node_name, key)) for key in ours))
     return annotations
+
+
+def _annotation_map(node, node_name):
+    """The Node's annotations are a map of strings (their sizes not checked: a step is still
+    recorded next to an oversized record); RecordError naming ``Node <n>`` otherwise (then the
+    Node is not written: gate.node_write cannot merge into it)."""
+    record = "Node %s" % node_name
+    metadata = mapping(mapping(node, record).get("metadata"), record, "metadata")
+    annotations = metadata.get("annotations")
+    if annotations is not None:
+        mapping(annotations, record, "metadata.annotations")
+        for key, value in annotations.items():
+            string(value, record, "metadata.annotations[%s]" % key, max_length=float("inf"))
 
 
 def read_attempts(node, node_name):
@@ -287,9 +391,15 @@ def record_step(client, node_name, step, status, reason, now=None, controller="g
     """Record one remediation step on the Node (guarded annotate write); ``annotations`` are set in
     the same write. Returns guarded_write's outcome, with ``history_error`` (the RecordError) when
     the history could not be read: the step was then written as the last step only, the damaged
-    history left as it is. KubeError/ConflictError as raised; BreakerError for a clock that does
-    not read a plausible time (nothing written); RecordError when the Node's annotations are not a
-    map of strings."""
+    history left as it is. KubeError/ConflictError as raised; BreakerError for a node name that is
+    not one (``name_problem``), an empty step, status or controller, or a clock that does not read
+    a plausible time (nothing written, no request sent); RecordError when the Node's annotations
+    are not a map of strings (nothing written)."""
+    check_name(node_name)
+    for option, value in (("step", step), ("status", status), ("controller", controller)):
+        if not isinstance(value, str) or not value:
+            raise BreakerError("option %s must not be empty (the history's reader refuses an empty one), got %r"
+                               % (option, value))
     now = time.time() if now is None else now
     problem = clock_problem(now)
     if problem:
@@ -298,6 +408,7 @@ def record_step(client, node_name, step, status, reason, now=None, controller="g
 
     def compute(node):
         del problems[:]
+        _annotation_map(node, node_name)  # not a map of strings: RecordError, nothing written over it
         wanted = _step_annotations(node, node_name, step, status, reason, now, controller, extra, problems)
         wanted.update(annotations or {})
         return node_write(node, "annotate", annotations=wanted)
@@ -317,6 +428,10 @@ class _NotRecorded(Exception):
         self.extra = extra
 
 
+class _NotShown(Exception):
+    """The attempt was written, but the Node as answered and read again does not show it."""
+
+
 class Breaker(object):
     """The breaker of one group: ``acquire(node)`` / ``release(node)`` through ``client``
     (kube_node.KubeClient or anything with its ``request``, ``get_node``, ``patch_node``)."""
@@ -327,18 +442,12 @@ class Breaker(object):
         self.group = group
         self.name = lease_name(group)
         self.limit = parallel_limit(max_parallel, group_size)
-        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
-            raise BreakerError("option max_attempts must be an integer >= 1, got %r" % (max_attempts,))
-        if max_attempts >= MAX_ATTEMPT_RECORDS:
-            raise BreakerError("option max_attempts must be below %d, got %r" % (MAX_ATTEMPT_RECORDS, max_attempts))
-        for option, value in (("window", window), ("ttl", ttl)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or value > MAX_TTL:
-                raise BreakerError("option %s must be a number of seconds > 0 and at most %d (366 days), got %r"
-                                   % (option, MAX_TTL, value))
+        check_attempts(max_attempts)
+        window = check_seconds("window", window)
+        ttl = check_seconds("ttl", ttl)
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 1:
             raise BreakerError("option retries must be an integer >= 1, got %r" % (retries,))
-        if not namespace:
-            raise BreakerError("option namespace must name the lease's namespace")
+        check_namespace(namespace)
         if not isinstance(controller, str) or not controller or len(controller) > MAX_ID:
             raise BreakerError("option controller must name who acts (1 to %d characters), got %r"
                                % (MAX_ID, controller))
@@ -353,7 +462,7 @@ class Breaker(object):
     # -- the lease ------------------------------------------------------------------------------------
     @property
     def path(self):
-        return "/apis/coordination.k8s.io/v1/namespaces/%s/leases" % self.namespace
+        return "/apis/coordination.k8s.io/v1/namespaces/%s/leases" % quote(self.namespace, safe="")
 
     @property
     def record(self):
@@ -394,9 +503,9 @@ class Breaker(object):
             body["spec"]["acquireTime"] = _micro_time(now)
         return body
 
-    def _write(self, lease, version, holders, now):
+    def _write(self, lease, version, holders, now, body=None):
         """PUT (or POST when there is no lease) the holder set; False on a conflict."""
-        body = self._lease_body(lease, version, holders, now)
+        body = body or self._lease_body(lease, version, holders, now)
         try:
             if lease is None:
                 self.client.request("POST", self.path, body, "application/json")
@@ -421,7 +530,16 @@ class Breaker(object):
                 outcome["attempts"] = attempt
                 outcome.setdefault("holders", sorted(holders))
                 return outcome
-            if self._write(lease, version, wanted, now):
+            body = self._lease_body(lease, version, wanted, now)
+            size = annotation_bytes(body["metadata"]["annotations"])
+            if len(wanted) > len(holders) and (size > MAX_BYTES or len(wanted) > MAX_HOLDERS):
+                # never written: the API server refuses (422) annotations over 256 KiB, and a holder
+                # set past its reader's bounds would refuse every acquire of the group
+                return {"admitted": False, "open": True, "attempts": attempt, "holders": sorted(holders),
+                        "reason": "breaker open: the holder set of %s would hold %d node(s), %d bytes of "
+                                  "annotations (at most %d holders and %d bytes): not written, waits, isolated"
+                                  % (self.record, len(wanted), size, MAX_HOLDERS, MAX_BYTES)}
+            if self._write(lease, version, wanted, now, body):
                 outcome["attempts"] = attempt
                 outcome["holders"] = sorted(wanted)
                 return outcome
@@ -449,7 +567,9 @@ class Breaker(object):
     def acquire(self, node):
         """Admit ``node`` to remediation, or refuse with the reason. Never raises for API trouble or
         an unreadable record: either refuses (fail closed). The attempt is recorded on the Node
-        before ``admitted`` is returned."""
+        before ``admitted`` is returned, and seen in the Node as answered (or read again). A
+        ``node`` that is not a node name raises BreakerError before any request."""
+        check_name(node)
         now = self.clock()
         problem = clock_problem(now, self.ttl)
         if problem:
@@ -496,7 +616,7 @@ class Breaker(object):
         # the attempt is counted on the Node before anything is done to it
         try:
             counted = self._count_attempt(node, now, len(outcome["holders"]))
-        except (KubeError, RecordError, _NotRecorded) as exc:
+        except (KubeError, RecordError, _NotRecorded, _NotShown) as exc:
             return self._not_counted(node, exc, outcome["already"], now)
         return {"admitted": True, "node": node, "group": self.group, "limit": self.limit,
                 "holders": outcome["holders"], "attempts": counted, "already": outcome["already"],
@@ -524,8 +644,22 @@ class Breaker(object):
             wanted[ATTEMPTS_ANNOTATION] = json.dumps(sorted(recent + [now]))
             return node_write(node_obj, "annotate", annotations=wanted)
 
-        guarded_write(self.client, node, compute)
+        written = guarded_write(self.client, node, compute)
+        if not self._shows_attempt(written.get("node"), node, now):
+            # the answer does not show it (a webhook or policy engine that strips annotations, a
+            # proxy): read again; not there either -> not counted, not admitted
+            if not self._shows_attempt(self.client.get_node(node), node, now):
+                raise _NotShown("the attempt at %s is not in the Node's %s as answered and read again"
+                                % (utc_text(now), ATTEMPTS_ANNOTATION))
         return counted[0]
+
+    @staticmethod
+    def _shows_attempt(node_obj, node, now):
+        """Whether ``node_obj`` (a Node as answered or read) records the attempt at ``now``
+        (RecordError: its attempts are unreadable)."""
+        if not isinstance(node_obj, dict):
+            return False
+        return now in read_attempts(node_obj, node)
 
     def _not_counted(self, node, exc, already, now):
         """The attempt could not be recorded: refuse. A slot taken now is given back (only if still
@@ -541,6 +675,9 @@ class Breaker(object):
             return refused
         if isinstance(exc, RecordError):
             return self._refused(node, "breaker: %s: refused (fail closed); %s" % (exc, slot), now, unreadable=exc.record)
+        if isinstance(exc, _NotShown):
+            return self._refused(node, "breaker: %s on node %s: not counted, refused (fail closed); %s"
+                                 % (exc, node, slot), now, not_shown=True)
         return self._refused(node, "breaker: the attempt could not be recorded on node %s (%s); %s" % (node, exc, slot),
                              now)
 
@@ -548,7 +685,7 @@ class Breaker(object):
         """Take ``node`` out of the holder set (whoever holds it: the playbook's release and an
         operator's; ``only_mine``: only when this controller holds it). {released, reason}; API
         trouble or an unreadable holder set is reported, not raised (the slot then expires after
-        ttl)."""
+        ttl; a node name that is not one raises BreakerError before any request)."""
         def drop(holders, _at):
             entry = holders.get(node)
             if entry is None:
@@ -558,15 +695,22 @@ class Breaker(object):
             del holders[node]
             return holders, {"released": True, "held": True}
 
+        check_name(node)
         now = self.clock()
         problem = clock_problem(now)
         if problem:
             return {"released": False, "node": node, "reason": "breaker slot of %s not released (%s)" % (node, problem)}
         try:
             outcome = self._update(drop, now)
-        except (KubeError, RecordError) as exc:
-            return {"released": False, "node": node, "reason": "breaker slot of %s not released (%s): it expires "
-                    "after %g s" % (node, exc, self.ttl)}
+        except RecordError as exc:
+            # nothing expires while nobody can read the holder set: every acquire of the group is refused
+            return {"released": False, "node": node, "unreadable": exc.record,
+                    "reason": "breaker slot of %s not released (%s): the record is left as it is; every acquire of "
+                              "group %s is refused until an operator repairs or removes it (docs/remediation.md)"
+                              % (node, exc, self.group)}
+        except KubeError as exc:
+            return {"released": False, "node": node, "reason": "breaker slot of %s not released (%s): if held, it "
+                    "expires after %g s" % (node, exc, self.ttl)}
         outcome.update(node=node, reason=reason)
         if record:
             try:

@@ -86,8 +86,8 @@ def _depth_ok(text, limit):
 
 
 def load_json(raw, record, max_bytes=MAX_BYTES, max_depth=MAX_DEPTH):
-    """Decode ``raw`` (bytes or str) as one strict JSON document; RecordError naming ``record``
-    otherwise."""
+    """Decode ``raw`` (bytes or str) as one strict JSON document of at most ``max_bytes`` bytes
+    (UTF-8; a str is counted encoded); RecordError naming ``record`` otherwise."""
     if raw is None:
         raise RecordError(record, "absent")
     if isinstance(raw, bytes):
@@ -99,8 +99,11 @@ def load_json(raw, record, max_bytes=MAX_BYTES, max_depth=MAX_DEPTH):
             raise RecordError(record, "not UTF-8 (%s)" % exc)
     if not isinstance(raw, str):
         raise RecordError(record, "not text but %s" % type(raw).__name__)
-    if len(raw) > max_bytes:
-        raise RecordError(record, "%d characters, more than %d" % (len(raw), max_bytes))
+    if len(raw) > max_bytes:  # more characters than bytes allowed: too large whatever they encode to
+        raise RecordError(record, "%d characters, more than %d bytes" % (len(raw), max_bytes))
+    size = len(raw.encode("utf-8", "surrogatepass"))  # the bound is in bytes, as the API server counts annotations
+    if size > max_bytes:
+        raise RecordError(record, "%d bytes, more than %d" % (size, max_bytes))
     if not _depth_ok(raw, max_depth):
         raise RecordError(record, "nested deeper than %d" % max_depth)
     try:

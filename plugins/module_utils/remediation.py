@@ -21,6 +21,7 @@ __metaclass__ = type
 import copy
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_slurm import node_hold, parse_show_node, parse_state
+from ansible_collections.gpufleet.cluster.plugins.module_utils import breaker
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gate import failing_checks
 from ansible_collections.gpufleet.cluster.plugins.module_utils import records
 
@@ -77,6 +78,30 @@ def _positive(value, key, integer=True):
         raise PolicyError("%s.%s must be %s > 0, got %r" % (VARIABLE, key, kind, value))
 
 
+def _breaker_options(merged):
+    """What the breaker (module_utils/breaker.py, the one place of these limits) refuses at run time
+    is refused here, naming gpufleet_remediation.<key>: the window and the lease ttl finite and
+    within [breaker.MIN_TTL, breaker.MAX_TTL] seconds, max_attempts below breaker.MAX_ATTEMPT_RECORDS,
+    max_parallel a number of nodes or a percentage of at most 100, a group that names a Lease, a
+    lease_namespace that is a namespace name."""
+    checks = (
+        ("window_hours", lambda value: breaker.check_seconds("window", value * 3600.0)),
+        ("lease_ttl_seconds", lambda value: breaker.check_seconds("ttl", value)),
+        ("max_attempts", breaker.check_attempts),
+        ("max_parallel", lambda value: breaker.parallel_limit(value, 1)),
+        ("group", breaker.lease_name),
+        ("lease_namespace", breaker.check_namespace),
+    )
+    for key, check in checks:
+        value = merged[key]
+        if isinstance(value, bool):
+            raise PolicyError("%s.%s must not be a boolean, got %r" % (VARIABLE, key, value))
+        try:
+            check(value)
+        except (breaker.BreakerError, TypeError, ValueError, OverflowError) as exc:
+            raise PolicyError("%s.%s: %s" % (VARIABLE, key, exc))
+
+
 def policy(value=None):
     """The effective policy: ``value`` (the tier variable; None: unset) over DEFAULT_POLICY,
     checked. PolicyError naming the key."""
@@ -102,14 +127,10 @@ def policy(value=None):
     for key in ("max_attempts", "window_hours", "lease_ttl_seconds", "reboot_timeout", "slurm_drain_timeout",
                 "slurm_poll_interval"):
         _positive(merged[key], key, integer=key in ("max_attempts", "slurm_drain_timeout", "slurm_poll_interval"))
+    _breaker_options(merged)
     if merged["slurm_poll_interval"] > merged["slurm_drain_timeout"]:
         raise PolicyError("%s.slurm_poll_interval (%r) must not exceed %s.slurm_drain_timeout (%r)"
                           % (VARIABLE, merged["slurm_poll_interval"], VARIABLE, merged["slurm_drain_timeout"]))
-    parallel = merged["max_parallel"]
-    if isinstance(parallel, bool) or not (isinstance(parallel, int) and parallel >= 0 or isinstance(parallel, str)
-                                          and (records.is_decimal(parallel.strip()) or parallel.strip().endswith("%"))):
-        raise PolicyError("%s.max_parallel must be a number of nodes or a percentage like '10%%', got %r"
-                          % (VARIABLE, parallel))
     if not isinstance(merged["group"], str) or not merged["group"].strip():
         raise PolicyError("%s.group must name the breaker's group" % VARIABLE)
     burn_in = merged["burn_in"]

@@ -48,7 +48,9 @@ options:
     description: Context of O(kubeconfig) instead of its current one.
     type: str
   node:
-    description: Name of the Node.
+    description:
+      - Name of the Node, a Kubernetes object name (DNS-1123 subdomain, 1 to 253 characters of C(a-z),
+        C(0-9), C(-) and C(.)); anything else fails before any request.
     type: str
     required: true
   group:
@@ -67,7 +69,7 @@ options:
     type: int
     default: 3
   window_hours:
-    description: The attempts window.
+    description: The attempts window (at least one second, at most 366 days).
     type: float
     default: 24
   namespace:
@@ -75,11 +77,14 @@ options:
     type: str
     default: kube-system
   ttl:
-    description: Seconds after which a holder that was never released frees its slot.
+    description: Seconds after which a holder that was never released frees its slot (1 to 31622400, 366 days).
     type: float
     default: 7200
   controller:
-    description: Who acts (recorded on the Lease and the Node), for example the Ansible run id.
+    description:
+      - Who acts (recorded on the Lease and the Node), one id per run, for example
+        C(ansible@<host>/<run id>) as playbooks/remediate.yml sends it. Two runs with the same id are one
+        controller to the breaker (both re-admitted to a node one of them holds).
     type: str
     default: gpufleet
   step:
@@ -164,6 +169,7 @@ module_cache.activate()  # before the other module_utils: compiled once per node
 from ansible_collections.gpufleet.cluster.plugins.module_utils.breaker import (
     Breaker,
     BreakerError,
+    name_problem,
     record_step,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import ModuleFailure, run_module
@@ -194,6 +200,9 @@ ARGUMENT_SPEC = dict(
 
 def breaker_work(module):
     params = module.params
+    problem = name_problem(params["node"])
+    if problem:  # before any request: "" would read the list of Nodes, "gpu-0/" is gpu-0 again
+        raise ModuleFailure("remediation_breaker: %s" % problem)
     if params["op"] == "record" and not (params["step"] and params["status"]):
         raise ModuleFailure("options step and status are required by op record")
     if params["timeout"] <= 0:

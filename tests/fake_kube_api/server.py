@@ -26,6 +26,8 @@ to cordon, drain, taint and release a node, and nothing else:
 - nodes: list, get, patch (application/strategic-merge-patch+json as CoreV1Api.patch_node sends
   it, application/merge-patch+json as the k8s module sends it with merge_type merge,
   application/json-patch+json); taints and annotations are validated like the real server does
+  (annotations: all keys and values together at most 256 KiB in bytes, else 422 Invalid, as
+  apimachinery's ValidateAnnotations; Lease writes too)
 - pods: list (all namespaces or one; fieldSelector spec.nodeName / metadata.name /
   metadata.namespace, simple labelSelector), get, delete, POST pods/<name>/eviction (201 and the
   pod is gone; 429 TooManyRequests when a PodDisruptionBudget matching the pod's labels has
@@ -220,6 +222,25 @@ class ApiError(Exception):
         if self.details is not None:
             body["details"] = self.details
         return body
+
+
+# The real API server's bound on all of an object's annotations together: the keys and the values in
+# bytes (Go len of the strings), at most TotalAnnotationSizeLimitB = 256 * (1 << 10); more is 422
+# Invalid "metadata.annotations: Too long: must have at most 262144 bytes". Source: kubernetes/apimachinery,
+# pkg/api/validation/objectmeta.go (ValidateAnnotations, TotalAnnotationSizeLimitB; called for every
+# create and update through ValidateObjectMeta/ValidateObjectMetaUpdate), and its objectmeta_test.go
+# TestValidateAnnotations (limit - 1 passes, limit + 1 fails).
+TOTAL_ANNOTATION_SIZE_LIMIT_B = 256 * (1 << 10)
+
+
+def _check_annotation_size(annotations, what, name, kind):
+    total = sum(len(key.encode("utf-8", "surrogatepass")) + len(value.encode("utf-8", "surrogatepass"))
+                for key, value in annotations.items())
+    if total > TOTAL_ANNOTATION_SIZE_LIMIT_B:
+        message = "Too long: must have at most %d bytes" % TOTAL_ANNOTATION_SIZE_LIMIT_B
+        raise ApiError(422, "Invalid", "%s is invalid: metadata.annotations: %s" % (what, message),
+                       {"name": name, "kind": kind, "causes": [{"reason": "FieldValueTooLong", "message": message,
+                                                                "field": "metadata.annotations"}]})
 
 
 def _now():
@@ -828,6 +849,7 @@ class FakeKubeAPI:
         annotations = meta.get("annotations") or {}
         if not isinstance(annotations, dict) or not all(isinstance(v, str) for v in annotations.values()):
             raise ApiError(400, "BadRequest", "metadata.annotations: values must be strings")
+        _check_annotation_size(annotations, 'Lease.coordination.k8s.io "%s"' % name, name, "Lease")
         spec = lease.get("spec") or {}
         if not isinstance(spec, dict):
             raise ApiError(400, "BadRequest", "spec must be an object")
@@ -924,6 +946,7 @@ class FakeKubeAPI:
         annotations = node["metadata"].get("annotations") or {}
         if not isinstance(annotations, dict) or not all(isinstance(v, str) for v in annotations.values()):
             raise ApiError(400, "BadRequest", "metadata.annotations: values must be strings")
+        _check_annotation_size(annotations, 'Node "%s"' % name, name, "Node")
         taints = node.get("spec", {}).get("taints") or []
         if not isinstance(taints, list):
             raise ApiError(400, "BadRequest", "spec.taints must be a list")

@@ -180,11 +180,9 @@ def test_hostile_holder_set_refuses_every_acquire_and_is_left_as_it_is(api, raw)
     for node in ("gpu-0", "gpu-1"):
         refused = b.acquire(node)
         assert refused["admitted"] is False, refused
-        # the record named: exactly LEASE_RECORD, except for the size bound, which names the Lease and
-        # the annotation as its field (reported: redteam-breaker-failing.py, test_oversized_records_named_...)
+        # the record named: exactly LEASE_RECORD, the size bound included (F7)
         named = refused.get("unreadable") or ""
-        assert named == LEASE_RECORD or (named == "Lease %s/%s" % (NS, LEASE) and "more than" in refused["reason"]), \
-            refused
+        assert named == LEASE_RECORD, refused
         assert breaker.HOLDERS_ANNOTATION in refused["reason"], refused
         assert refused["reason"].startswith("breaker: unreadable record %s" % named), refused
         assert refused["reason"].endswith("refused (fail closed)"), refused
@@ -254,10 +252,15 @@ def test_hostile_attempts_refuse_and_are_left_as_they_are(api, raw):
     refused = make(api, max_parallel=5).acquire("gpu-0")
     named = refused.get("unreadable") or ""
     assert refused["admitted"] is False, refused
-    assert named == record or (named == "Node gpu-0" and "more than" in refused["reason"]), refused
+    assert named == record, refused  # the size bound included (F7)
     assert breaker.ATTEMPTS_ANNOTATION in refused["reason"], refused
     assert annotations(api, "gpu-0")[breaker.ATTEMPTS_ANNOTATION] == raw
-    assert state(api, "gpu-0")["status"] == "refused"
+    if len(raw.encode()) > 256 * 1024:
+        # a Node whose annotations are over the API server's 256 KiB (only the double can hold one):
+        # every write of it is refused (422 Invalid), so the refusal is reported, not recorded (F10)
+        assert refused["recorded"] is False and "Too long" in refused["record_error"], refused
+    else:
+        assert state(api, "gpu-0")["status"] == "refused"
     assert api.lease(NS, LEASE) is None
 
 
@@ -936,3 +939,298 @@ def test_a_damaged_holder_set_repaired_between_calls(api):
     assert b.release("gpu-0")["released"] is True
     assert make(api, max_parallel=1, controller="run-b").acquire("gpu-1")["admitted"] is True
     assert live(api, T0) == ["gpu-1"]
+
+
+# -- the red team's failing attacks, fixed (F1..F12) and kept as regression tests --------------------------
+# F1 -- an empty node name: the Lease got a holder "" that its own reader refuses -> the whole group was
+# refused ("unreadable") and every release failed, for ever.
+def test_an_empty_node_name_never_locks_the_group(api):
+    try:
+        first = make(api, max_parallel=4).acquire("")
+    except (breaker.BreakerError, ValueError):
+        first = {"admitted": False}
+    assert first["admitted"] is False
+    assert_records_read_back(api)
+    assert make(api, max_parallel=4, controller="run-b").acquire("gpu-1")["admitted"] is True
+
+
+def test_module_node_empty_never_locks_the_group(api, tmp_path):
+    base = {"kubeconfig": api.kubeconfig_path, "group": GROUP, "allow_plain_http": True, "op": "acquire"}
+    first = module(tmp_path, dict(base, node=""))
+    assert first.get("admitted") is not True and first.get("failed") is True, first
+    assert "node name" in first["msg"], first
+    second = module(tmp_path, dict(base, node="gpu-1", controller="run-b"))
+    assert second.get("admitted") is True, second
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(st.text(max_size=300), st.sampled_from(["", "gpu-0/", "gpu-0/status", "GPU-0", "gpu_0", "-gpu",
+                                                         "gpu-", "a" * 254, "a.", ".a", "a..b", "gpu-0\n", "..",
+                                                         "gpu-0%2F", "\uff47pu"])))
+def test_a_name_is_a_node_name_or_refused_before_any_request(name):
+    """Any text: a DNS-1123 subdomain (1..253 characters) is a node name; anything else raises
+    BreakerError naming option node, from acquire, release and record_step alike, before any request."""
+    import re
+
+    valid = bool(re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*", name, re.ASCII)) \
+        and len(name) <= 253
+    assert (breaker.name_problem(name) is None) is valid, name
+
+    class NoRequests(object):
+        def request(self, *args, **kwargs):
+            raise AssertionError("a request for %r" % (name,))
+
+        get_node = patch_node = request
+
+    if valid:
+        return
+    b = breaker.Breaker(NoRequests(), GROUP, controller="run-a", clock=lambda: T0)
+    for call in (lambda: b.acquire(name), lambda: b.release(name),
+                 lambda: breaker.record_step(NoRequests(), name, "drain", "done", "x", now=T0)):
+        with pytest.raises(breaker.BreakerError, match="option node"):
+            call()
+
+
+# F2 -- another spelling of a held Node: two controllers on one node.
+@pytest.mark.parametrize("alias", ["gpu-0/", "gpu-0/status"])
+def test_a_path_spelling_of_a_held_node_does_not_let_a_second_controller_in(api, alias):
+    assert make(api, max_parallel=4).acquire("gpu-0")["admitted"]
+    try:
+        other = make(api, max_parallel=4, controller="run-b", clock=lambda: T0 + 5).acquire(alias)
+    except (breaker.BreakerError, ValueError) as exc:
+        other = {"admitted": False, "reason": str(exc)}
+    assert attempts(api, "gpu-0") == [T0], (alias, other)
+    assert not other["admitted"], (alias, other)
+
+
+# F3 -- admitted although the Node PATCH's answer showed no attempt.
+class StrippingClient(KubeClient):
+    """A Node PATCH answered 200 whose attempt did not land (a mutating webhook or policy engine that
+    strips unknown annotations, a proxy): the answer shows no attempt."""
+
+    def request(self, method, path, body=None, content_type=None, deadline=None):
+        if method == "PATCH" and "/nodes/" in path and isinstance(body, dict):
+            body = json.loads(json.dumps(body))
+            (body.get("metadata", {}).get("annotations") or {}).pop(breaker.ATTEMPTS_ANNOTATION, None)
+        return super().request(method, path, body, content_type, deadline)
+
+
+def test_an_attempt_the_answer_does_not_show_is_not_an_admission(api):
+    kube = StrippingClient(api.url, token=api.token, allow_plain_http=True, timeout=5)
+    answer = make(api, kube=kube).acquire("gpu-0")
+    assert breaker.ATTEMPTS_ANNOTATION not in annotations(api, "gpu-0")
+    assert answer["admitted"] is False, answer
+    assert "not counted" in answer["reason"] and "slot released" in answer["reason"], answer
+    assert live(api, T0) == []  # the slot was given back
+    assert state(api, "gpu-0")["status"] == "refused"
+
+
+class AnswerWithoutAttemptClient(KubeClient):
+    """The PATCH lands, but its answer is an older copy of the Node (a caching proxy): read again, the
+    attempt is there, so the admission stands."""
+
+    def request(self, method, path, body=None, content_type=None, deadline=None):
+        if method == "PATCH" and "/nodes/" in path:
+            before = super().request("GET", path)
+            super().request(method, path, body, content_type, deadline)
+            return before
+        return super().request(method, path, body, content_type, deadline)
+
+
+def test_an_attempt_seen_when_read_again_is_an_admission(api):
+    kube = AnswerWithoutAttemptClient(api.url, token=api.token, allow_plain_http=True, timeout=5)
+    answer = make(api, kube=kube).acquire("gpu-0")
+    assert answer["admitted"] is True and attempts(api, "gpu-0") == [T0], answer
+
+
+# F4 -- metadata.annotations not an object: acquire raised ValueError while recording the refusal.
+@pytest.mark.parametrize("value", [["a"], "a=b", 5])
+def test_node_annotations_not_an_object_is_a_refusal_not_a_crash(api, value):
+    with api.lock:
+        api.nodes["gpu-0"]["metadata"]["annotations"] = value
+    refused = make(api, max_parallel=5).acquire("gpu-0")
+    assert refused["admitted"] is False and "gpu-0" in (refused.get("unreadable") or ""), refused
+    assert refused["recorded"] is False and "metadata.annotations" in refused["record_error"], refused
+    assert api.node("gpu-0")["metadata"]["annotations"] == value  # the damaged record left as it is
+    with pytest.raises(RecordError):
+        breaker.record_step(client(api), "gpu-0", "drain", "done", "x", now=T0, controller="run-a")
+
+
+# F5 -- record_step wrote a history entry its own reader refuses (empty step or status).
+@pytest.mark.parametrize("step, status", [("", "done"), ("drain", ""), ("", "")])
+def test_record_step_with_empty_words_writes_nothing_unreadable(api, step, status):
+    with pytest.raises(breaker.BreakerError):
+        breaker.record_step(client(api), "gpu-0", step, status, "x", now=T0, controller="run-a")
+    assert writes(api) == []
+    assert_records_read_back(api, ("gpu-0",))
+    assert make(api).acquire("gpu-0")["admitted"] is True
+
+
+def test_the_playbook_names_a_failed_unnamed_task_remediation():
+    """ansible_failed_task.name of an unnamed task is "": default('remediation') keeps "", which op
+    record refuses; default('remediation', true) does not."""
+    text = open(os.path.join(REPO, "playbooks", "tasks", "remediate-node.yml")).read()
+    assert "default('remediation')" not in text
+    assert text.count("ansible_failed_task.name | default('remediation', true)") >= 2
+
+
+# F6 -- a history `at` in Unicode digits was read as a time.
+@pytest.mark.parametrize("at", ["\uff12\uff10\uff12\uff17-01-15T08:00:00Z", "\u0662\u0660\u0662\u0667-01-15T08:00:00Z",
+                                "2027-01-15T08:00:00Z\n"])
+def test_history_at_in_unicode_digits_is_unreadable(api, at):
+    step = {"step": "drain", "status": "done", "reason": "ok", "at": at, "by": "run-a"}
+    node = {"metadata": {"name": "gpu-0", "resourceVersion": "1",
+                         "annotations": {breaker.HISTORY_ANNOTATION: json.dumps([step], ensure_ascii=False)}}}
+    with pytest.raises(RecordError):
+        breaker.read_history(node, "gpu-0")
+
+
+# F7 -- records over the size bound were named "Lease <ns>/<name>" / "Node <n>".
+def test_oversized_records_are_named_as_documented(api):
+    put_lease(api, "{" + " " * (300 * 1024) + "}")
+    refused = make(api, max_parallel=5).acquire("gpu-0")
+    assert refused["admitted"] is False
+    assert refused.get("unreadable") == LEASE_RECORD, refused
+    with api.lock:
+        api.leases.clear()
+    set_annotation(api, "gpu-1", breaker.ATTEMPTS_ANNOTATION, "[" + " " * (300 * 1024) + "]")
+    refused = make(api, max_parallel=5).acquire("gpu-1")
+    assert refused.get("unreadable") == breaker.node_record("gpu-1", breaker.ATTEMPTS_ANNOTATION), refused
+
+
+def test_a_release_never_promises_an_expiry_while_the_holder_set_is_unreadable(api):
+    put_lease(api, "{NaN}")
+    released = make(api).release("gpu-0")
+    assert released["released"] is False and released["unreadable"] == LEASE_RECORD, released
+    assert "expires" not in released["reason"] and "operator" in released["reason"], released
+
+
+# F8 -- "Bounded size (256 KiB)" was 262144 characters, not bytes.
+def test_a_holder_set_counted_in_bytes_not_characters():
+    raw = json.dumps({("\u00e9" * 246) + "%04d" % i: entry() for i in range(700)}, ensure_ascii=False)
+    assert len(raw) < 256 * 1024 < len(raw.encode("utf-8"))
+    lease = {"metadata": {"name": LEASE, "resourceVersion": "1", "annotations": {breaker.HOLDERS_ANNOTATION: raw}}}
+    with pytest.raises(RecordError, match="bytes, more than 262144"):
+        breaker.read_holders(lease, NS, LEASE)
+    with pytest.raises(RecordError, match="bytes, more than 262144"):
+        breaker.records.load_json(raw, LEASE_RECORD)
+
+
+# F9 -- a ttl below the resolution of epoch seconds let two nodes share one slot.
+@pytest.mark.parametrize("ttl", [1e-9, 0.999])
+def test_a_tiny_ttl_never_lets_two_nodes_into_one_slot(api, ttl):
+    with pytest.raises(breaker.BreakerError, match="option ttl must be a number of seconds from 1"):
+        make(api, ttl=ttl)
+    first = make(api, ttl=1).acquire("gpu-0")
+    second = make(api, ttl=1, controller="run-b").acquire("gpu-1")
+    assert first["admitted"] and not second["admitted"], (first, second)
+
+
+# F10 -- the breaker's own write grew the holder set past its reader's bound (and the API server's).
+def test_a_holder_set_near_its_size_bound_is_never_written_past_it(api):
+    by = "c" * 1024
+    count = (256 * 1024 - 2000) // len(json.dumps({"gpu-9999": entry(by=by)}))
+    raw = json.dumps({"gpu-%d" % (100 + i): entry(by=by) for i in range(count)})
+    assert len(raw.encode()) < 256 * 1024
+    put_lease(api, raw)
+    breaker.read_holders(api.lease(NS, LEASE), NS, LEASE)  # readable as stored
+    answers = []
+    for index in range(5):
+        answers.append(make(api, max_parallel=10000, controller=by, clock=lambda: T0 + 10).acquire("gpu-%d" % index))
+        assert_records_read_back(api)
+        assert breaker.annotation_bytes(api.lease(NS, LEASE)["metadata"]["annotations"]) <= 256 * 1024
+    # what fits in the 2000 bytes left is admitted; then every admission is refused, nothing written
+    admitted = [a["admitted"] for a in answers]
+    fitted = admitted.index(False)
+    assert fitted >= 1 and not any(admitted[fitted:]), answers
+    assert all("not written" in a["reason"] for a in answers[fitted:]), answers
+    assert live(api, T0 + 10) == sorted(["gpu-%d" % i for i in range(fitted)]
+                                        + ["gpu-%d" % (100 + i) for i in range(count)])
+
+
+def test_the_holder_count_bound_is_never_reached_before_the_byte_bound():
+    """MAX_HOLDERS (the reader's count bound) and the 256 KiB byte bound agree: the smallest possible
+    entry takes MIN_HOLDER_BYTES, so a holder set within the byte bound has fewer than MAX_HOLDERS."""
+    smallest = '"a": %s, ' % json.dumps({"by": "x", "expires": 1577836800, "since": 1577836800}, sort_keys=True)
+    assert len(smallest) == breaker.MIN_HOLDER_BYTES
+    assert breaker.MAX_HOLDERS * breaker.MIN_HOLDER_BYTES > breaker.MAX_BYTES == 256 * 1024
+
+
+def test_the_double_refuses_annotations_over_256_kib_like_the_api_server(api):
+    """apimachinery ValidateAnnotations: keys and values together at most 262144 bytes, else 422."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_node import ApiStatusError
+
+    kube = client(api)
+    key = "example.com/x"
+    room = 256 * 1024 - len(key)
+    kube.patch_node("gpu-0", {"metadata": {"annotations": {key: "a" * room}}})  # exactly at the limit
+    with pytest.raises(ApiStatusError) as caught:
+        kube.patch_node("gpu-1", {"metadata": {"annotations": {key: "\u00e9" * (room // 2 + 1)}}})  # bytes count
+    assert caught.value.code == 422 and "Too long: must have at most 262144 bytes" in str(caught.value)
+    assert "annotations" not in api.node("gpu-1")["metadata"]
+
+
+# F11 -- the playbook's controller id was "ansible@<hostname>": two runs from one host were one controller,
+# both admitted to the same node. It is now one id per run (ansible@<host>/<run id>).
+def test_two_runs_from_one_host_are_not_both_admitted_to_one_node(api):
+    results = [None, None]
+    start = threading.Barrier(2)
+
+    def run(index):
+        start.wait()
+        results[index] = make(api, max_parallel=4, controller="ansible@bastion-1/2027011508000%dZ-0000beef" % index,
+                              retries=30, clock=lambda: T0 + index).acquire("gpu-0")
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert [r["admitted"] for r in results].count(True) == 1, results
+    assert len(attempts(api, "gpu-0")) == 1
+
+
+def test_the_playbook_sends_one_controller_id_per_run():
+    """remediate.yml names the run's controller once (first play, localhost) with a random part, and
+    every breaker call of the run sends it."""
+    import yaml
+
+    plays = yaml.safe_load(open(os.path.join(REPO, "playbooks", "remediate.yml")))
+    named = [task for task in plays[0]["tasks"] if "__remediate_run_controller" in (task.get("ansible.builtin.set_fact")
+                                                                                     or {})]
+    assert len(named) == 1 and plays[0]["hosts"] == "localhost"
+    template = named[0]["ansible.builtin.set_fact"]["__remediate_run_controller"]
+    assert template.startswith("ansible@{{ lookup('ansible.builtin.pipe', 'hostname') }}/") and "random" in template
+    assert plays[1]["vars"]["__remediate_controller"] == "{{ hostvars['localhost']['__remediate_run_controller'] }}"
+    for name in ("remediate-node.yml", "remediate-record.yml"):
+        text = open(os.path.join(REPO, "playbooks", "tasks", name)).read()
+        assert "ansible@" not in text and 'controller: "{{ __remediate_controller }}"' in text, name
+
+
+# F12 -- the policy accepted breaker options the breaker refuses at run time.
+@pytest.mark.parametrize("key, value", [
+    ("window_hours", float("nan")), ("window_hours", float("inf")), ("window_hours", 1e-9), ("window_hours", 8785),
+    ("lease_ttl_seconds", float("nan")), ("lease_ttl_seconds", 10 ** 12), ("lease_ttl_seconds", 0.5),
+    ("max_parallel", "1e999%"), ("max_parallel", "101%"), ("max_parallel", -1), ("max_parallel", 1.5),
+    ("max_attempts", 5000), ("max_attempts", 1000), ("group", "___"), ("lease_namespace", "Kube_System"),
+    ("lease_namespace", ""),
+])
+def test_the_policy_refuses_what_the_breaker_refuses(key, value):
+    from ansible_collections.gpufleet.cluster.plugins.module_utils import remediation
+
+    with pytest.raises(remediation.PolicyError, match="gpufleet_remediation.%s" % key):
+        remediation.policy({key: value})
+
+
+@pytest.mark.parametrize("key, value", [
+    ("window_hours", 8784), ("window_hours", 0.5), ("lease_ttl_seconds", 1), ("lease_ttl_seconds", 31622400),
+    ("max_parallel", "100%"), ("max_parallel", 0), ("max_parallel", "7"), ("max_attempts", 999),
+    ("lease_namespace", "gpufleet"),
+])
+def test_the_policy_accepts_what_the_breaker_accepts(api, key, value):
+    from ansible_collections.gpufleet.cluster.plugins.module_utils import remediation
+
+    effective = remediation.policy({key: value})
+    make(api, max_parallel=effective["max_parallel"], group_size=4, max_attempts=effective["max_attempts"],
+         window=effective["window_hours"] * 3600.0, ttl=effective["lease_ttl_seconds"],
+         namespace=effective["lease_namespace"])
