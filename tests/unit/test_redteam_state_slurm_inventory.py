@@ -818,3 +818,70 @@ def test_a_path_with_a_newline_is_stamped_and_verified(tmp_path):
     assert verified(state) is True
     path.write_text("y")
     assert verified(state) is False
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="lchown/chown to another user needs root")
+def test_owner_of_the_link_or_of_what_it_points_to_is_drift(tmp_path):
+    target = managed_file(tmp_path, "real.conf")
+    link = tmp_path / "link.conf"
+    os.symlink(str(target), str(link))
+    state, _ = stamped(tmp_path, [link])
+    os.lchown(str(link), 4711, -1)
+    assert verified(state) is False
+    os.lchown(str(link), 0, -1)
+    assert verified(state) is True
+    os.chown(str(target), 4711, -1)
+    assert verified(state) is False
+    os.chown(str(target), 0, -1)
+    os.chmod(str(target), 0o4644)
+    assert verified(state) is False
+
+
+def test_a_socket_in_place_of_the_file_is_drift(tmp_path):
+    state, (path,) = stamped(tmp_path)
+    path.unlink()
+    sock = socket.socket(socket.AF_UNIX)
+    try:
+        sock.bind(str(path))
+        assert verified(state) is False
+    finally:
+        sock.close()
+
+
+def test_a_link_repointed_at_dev_zero_is_drift_and_never_read(tmp_path):
+    target = managed_file(tmp_path, "real.conf")
+    link = tmp_path / "link.conf"
+    os.symlink(str(target), str(link))
+    state, _ = stamped(tmp_path, [link])
+    link.unlink()
+    os.symlink("/dev/zero", str(link))
+    assert verified(state) is False
+    other = tmp_path / "other.conf"
+    os.symlink("/dev/zero", str(other))
+    assert record(tmp_path / "other.json", [other])["recorded"] == []
+
+
+def test_a_parent_directory_swapped_is_judged_by_what_is_at_the_path(tmp_path):
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    managed = sub / "f.conf"
+    managed.write_text("q")
+    state, _ = stamped(tmp_path, [managed])
+    copy = tmp_path / "sub2"
+    copy.mkdir()
+    (copy / "f.conf").write_text("q")
+    os.chmod(str(copy / "f.conf"), os.stat(str(managed)).st_mode & 0o7777)
+    os.rename(str(sub), str(tmp_path / "sub-old"))
+    os.symlink(str(copy), str(sub))
+    assert verified(state) is True  # the same file is at the path
+    (copy / "f.conf").write_text("evil")
+    assert verified(state) is False
+
+
+def test_paths_with_dot_segments_are_each_verified(tmp_path):
+    managed = managed_file(tmp_path, "g.conf")
+    state = tmp_path / "role-state.json"
+    assert record(state, [str(tmp_path) + "/./g.conf", str(tmp_path) + "//g.conf"])["recorded"] == ["r"]
+    assert verified(state) is True
+    managed.write_text("changed\n")
+    assert len(verify(state)["roles"]["r"]["drift"]) == 2
