@@ -2,7 +2,7 @@
 # Copyright: gpufleet contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filters of the inventory check every entry point runs first (playbooks/tasks/check-inventory.yml):
-``inventory_problems`` and ``selected_phases``; ``control_plane_ha_problems``, the same check of the HA API
+``inventory_problems``, ``selected_phases`` and ``target_problem`` (a run that would touch no host); ``control_plane_ha_problems``, the same check of the HA API
 endpoint for role kubernetes_control_plane used on its own. The logic lives in
 plugins/plugin_utils/inventory_check.py."""
 
@@ -59,6 +59,19 @@ def selected_phases(phases, run_tags=None, skip_tags=None, node_roles=None, kube
                                          skip_tags=None if skip_tags is None else list(skip_tags))
 
 
+def target_problem(matched, targets, pattern, variable=None, limit=None, groups=None):
+    """``matched``: the inventory hosts of the entry point's host ``pattern`` (set by the extra
+    variable ``variable``); ``targets``: those ``--limit`` (``limit``) leaves -> the problem (a string)
+    when the run would touch no host, else an empty string."""
+    for name, value in (("matched", matched), ("targets", targets)):
+        if not isinstance(value, (list, tuple)):
+            raise AnsibleFilterError("target_problem: %s must be a list of inventory host names, got %r" % (name, value))
+    if groups is not None and not isinstance(groups, dict):
+        raise AnsibleFilterError("target_problem: groups must be the groups magic variable, got %r" % (groups,))
+    return inventory_check.target_problem(str(pattern), list(matched), list(targets), variable=variable,
+                                          limit=limit, groups=groups) or ""
+
+
 def control_plane_ha_problems(settings):
     """``settings``: {gpufleet_control_plane_ha, gpufleet_control_plane_vip, gpufleet_control_plane_vip_port,
     kubernetes_control_plane_bind_port, kubernetes_control_plane_endpoint} as a role resolved them ->
@@ -74,4 +87,5 @@ class FilterModule(object):
             "inventory_problems": inventory_problems,
             "selected_phases": selected_phases,
             "control_plane_ha_problems": control_plane_ha_problems,
+            "target_problem": target_problem,
         }

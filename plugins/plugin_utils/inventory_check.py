@@ -525,7 +525,8 @@ def _value_problem(name, spec, value, owner):
         else:
             text = str(error).replace("argument 'value' ", "").replace("value of value ", "value ")
             text = re.sub(r"\bvalue\.", name + ".", text).replace("'value'", name)
-            problem = "%s: %s (%s)" % (name, text, owner)
+            problem = "%s: %s%s (%s)" % (name, text, _did_you_mean(value, [str(c) for c in spec.get("choices") or []])
+                                         if spec.get("choices") else "", owner)
     if key is not None:
         _VALUE_PROBLEMS[key] = problem
     return problem
@@ -672,6 +673,54 @@ def _foreign_group_hint(groups, group):
             if found else "")
 
 
+def _did_you_mean(values, known):
+    """" (did you mean X for Y?)" for each string of ``values`` that is not in ``known`` but close to one."""
+    if not isinstance(values, (list, tuple)):
+        values = [values]
+    hints = []
+    for value in values:
+        if not isinstance(value, str) or value in known:
+            continue
+        close = difflib.get_close_matches(value, sorted(known), n=1, cutoff=0.6)
+        if close:
+            hints.append((close[0], value))
+    if len(hints) == 1:
+        return " (did you mean %s?)" % hints[0][0]
+    return " (did you mean %s?)" % ", ".join("%s for %r" % hint for hint in hints) if hints else ""
+
+
+_PATTERN_SPLIT = re.compile(r"[:,]")
+
+
+def target_problem(pattern, matched, targets, variable=None, limit=None, groups=None):
+    """The problem of the hosts a run would touch, or None.
+
+    ``pattern``: the host pattern of the entry point's plays (``variable`` names the extra variable
+    that sets it, or None when it is fixed); ``matched``: the inventory hosts it matches (the
+    ``inventory_hostnames`` lookup, before ``--limit``); ``targets``: those that ``--limit``
+    (``limit``, ``ansible_limit``) leaves. A run that would touch no host is a problem: a typo in a
+    pattern or a limit outside the entry point's hosts is not a successful run of nothing."""
+    if targets:
+        return None
+    groups = groups or {}
+    named = "%s=%s" % (variable, pattern) if variable else "the hosts of this playbook (%s)" % pattern
+    if matched:
+        return ("--limit %s leaves none of %s (%d host(s): %s): this run would touch no host; "
+                "limit to hosts of %s, or choose other hosts%s"
+                % (limit, named, len(matched), ", ".join(list(matched)[:5]) + (" ..." if len(matched) > 5 else ""),
+                   pattern, " with -e %s=<pattern>" % variable if variable else ""))
+    names = set(g for g in groups if g not in ("all", "ungrouped")) | set(groups.get("all") or [])
+    parts = [p.lstrip("&!") for p in _PATTERN_SPLIT.split(str(pattern)) if p.strip("&!")]
+    unknown = [p for p in parts if p not in names and not any(ch in p for ch in "*?~[")]
+    if unknown:
+        hint = _did_you_mean(unknown, names)
+        return ("%s matches no host of the inventory: %s %s not a group or host of the inventory%s; "
+                "this run would touch no host" % (named, ", ".join(unknown), "is" if len(unknown) == 1 else "are",
+                                                  hint or " (groups: %s)" % ", ".join(sorted(
+                                                      g for g in groups if g not in ("all", "ungrouped"))[:10])))
+    return "%s matches no host of the inventory: its groups are empty; this run would touch no host" % named
+
+
 def inventory_problems(hostvars, groups, phases=None, node_roles=None, kubernetes_roles=None, matrix=None,
                        hosts=None, root=None, run_time_names=None):
     """Every problem of the inventory, as a list of strings (empty: the run may start).
@@ -688,7 +737,8 @@ def inventory_problems(hostvars, groups, phases=None, node_roles=None, kubernete
     if phases is None:
         phases = list(PHASES)
     if not isinstance(phases, list) or any(p not in PHASES for p in phases):
-        problems.append("gpufleet_phases must be a list of %s, got %r" % (", ".join(PHASES), phases))
+        problems.append("gpufleet_phases must be a list of %s, got %r%s" % (", ".join(PHASES), phases,
+                                                                            _did_you_mean(phases, PHASES)))
         phases = [p for p in phases if p in PHASES] if isinstance(phases, list) else []
     node_roles = list(NODE_ROLES) if node_roles is None else node_roles
     kubernetes_roles = list(KUBERNETES_ROLES) if kubernetes_roles is None else kubernetes_roles
@@ -728,7 +778,8 @@ def inventory_problems(hostvars, groups, phases=None, node_roles=None, kubernete
                             % (group, ", ".join(outside[:5]) + (" ..." if len(outside) > 5 else ""), group))
 
     # checksums of the downloads the selected phases make
-    first_cp = control_plane[:1]
+    # (only for the hosts this run touches: a --limit without the control plane downloads no manifest)
+    first_cp = [h for h in control_plane[:1] if hosts is None or h in hosts]
     for host in first_cp:
         variables = hostvars[host]
         if "kubernetes" in phases and "kubernetes_cni" in kubernetes_roles \
@@ -746,7 +797,7 @@ def inventory_problems(hostvars, groups, phases=None, node_roles=None, kubernete
     if "node" in phases and "rdma_stack" in node_roles:
         missing = []
         for host in members("rdma_nodes"):
-            if host not in kube_node:
+            if host not in kube_node or (hosts is not None and host not in hosts):
                 continue
             variables = hostvars[host]
             if _setting(variables, "rdma_stack_source", "rdma_stack") == "mlnx_ofed" and _checksum_problem(

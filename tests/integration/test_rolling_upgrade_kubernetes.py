@@ -63,8 +63,9 @@ def _run(tmp, run_id, check=False):
         "GPUFLEET_REPORT_DIR": str(tmp / "reports"),
         "TMPDIR": str(tmp),
     })
+    # nothing to upgrade: the explicit re-validation scope (a bare run is refused)
     extra = {"rolling_upgrade_serial": len(NODES), "rolling_upgrade_max_fail_percentage": 100,
-             "rolling_upgrade_run_id": run_id}
+             "rolling_upgrade_run_id": run_id, "rolling_upgrade_revalidate": True}
     return subprocess.run([ANSIBLE_PLAYBOOK, "-i", str(tmp / "hosts.yml"), PLAYBOOK, "-e", json.dumps(extra)]
                           + (["--check"] if check else []),
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=1200, check=False)
