@@ -178,7 +178,7 @@ from ansible.plugins.callback import CallbackBase
 from ansible.release import __version__ as ansible_version
 
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.fleet_report import (
-    FleetReport, collection_info, contracts_url, is_validation_action, junit_xml, run_summary_line)
+    GPU_GROUP, FleetReport, collection_info, is_validation_action, junit_xml, run_summary_line)
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.fleet_report_html import render
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.fleet_report_store import ReportStore, run_id
 
@@ -208,13 +208,37 @@ def _inventory_sources(play):
         return None
 
 
-def _play_hosts(play):
-    """Names of the hosts of a play (of the current serial batch), None when not resolvable."""
+def _play_hosts(play, every_batch=False):
+    """Names of the hosts of a play (of the current serial batch; with ``every_batch``, of all its
+    batches, ``--limit`` applied), None when not resolvable."""
     try:
         inventory = play.get_variable_manager()._inventory  # pylint: disable=protected-access
-        return [host.name for host in inventory.get_hosts(play.hosts, order=play.order)]
+        return [host.name for host in inventory.get_hosts(play.hosts, order=play.order,
+                                                          ignore_restrictions=every_batch)]
     except Exception:  # pylint: disable=broad-except
         return None
+
+
+def _group_hosts(play, group):
+    """Names of the hosts of an inventory group (empty when not resolvable)."""
+    try:
+        inventory = play.get_variable_manager()._inventory  # pylint: disable=protected-access
+        found = inventory.groups.get(group)
+        return [host.name for host in found.get_hosts()] if found is not None else []
+    except Exception:  # pylint: disable=broad-except
+        return []
+
+
+def _delegate(result, task):
+    """The host a task result ran on when delegated to another host, else None."""
+    data = getattr(result, "result", None)
+    if not isinstance(data, dict):
+        data = getattr(result, "_result", None) or {}
+    delegated = data.get("_ansible_delegated_vars")
+    if isinstance(delegated, dict) and delegated.get("ansible_delegated_host"):
+        return str(delegated["ansible_delegated_host"])
+    value = getattr(task, "delegate_to", None) if task is not None else None
+    return str(value) if isinstance(value, str) and value and "{{" not in value else None
 
 
 class CallbackModule(CallbackBase):
@@ -232,6 +256,9 @@ class CallbackModule(CallbackBase):
         self.started_at = _utc_now()
         self.inventory = None
         self._task_starts = {}
+        self._gpu_hosts = []
+        # the play being run over its serial batches: {uuid, name, hosts, batched, stopped_by}
+        self._serial = None
 
     def _option(self, name):
         try:
@@ -258,7 +285,14 @@ class CallbackModule(CallbackBase):
         validation = task is not None and is_validation_action(getattr(task, "action", None))
         started = self._task_starts.pop((host, task_key), None)
         duration = time.monotonic() - started if started is not None else None
-        self.report.task_result(host, data, task_name, outcome, task_key, validation, duration=duration)
+        delegate = _delegate(result, task) if outcome == "unreachable" else None
+        self.report.task_result(host, data, task_name, outcome, task_key, validation, duration=duration,
+                                delegate=delegate)
+        if outcome in ("failed", "unreachable") and self._serial is not None and not (
+                outcome == "failed" and getattr(task, "ignore_errors", False)):
+            what = "%s unreachable" % (delegate or host) if outcome == "unreachable" else "%s failed" % host
+            if what not in self._serial["stopped_by"]:
+                self._serial["stopped_by"].append(what)
         for warning in self.report.matrix_warnings:
             self._display.warning(warning)
         del self.report.matrix_warnings[:]
@@ -271,7 +305,27 @@ class CallbackModule(CallbackBase):
     def v2_playbook_on_play_start(self, play):
         if self.inventory is None:
             self.inventory = _inventory_sources(play)
-        self.report.start_play(play.get_name(), _play_hosts(play))
+            self._gpu_hosts = _group_hosts(play, GPU_GROUP)
+        batch = _play_hosts(play)
+        uuid = getattr(play, "_uuid", None) or id(play)
+        if self._serial is None or self._serial["uuid"] != uuid:
+            self._close_serial()
+            self._serial = {"uuid": uuid, "name": play.get_name(), "hosts": _play_hosts(play, every_batch=True),
+                            "batched": set(), "stopped_by": []}
+        self._serial["batched"].update(batch or ())
+        self.report.start_play(play.get_name(), batch)
+
+    def _close_serial(self):
+        """The hosts of the play that was run that never were in one of its batches: the play
+        stopped early (a serial batch failed or was unreachable): named in the report."""
+        serial, self._serial = self._serial, None
+        if not serial or serial["hosts"] is None:
+            return
+        missing = [host for host in serial["hosts"] if host not in serial["batched"]]
+        if missing:
+            why = "the play stopped after %s" % ", ".join(serial["stopped_by"][:5]) if serial["stopped_by"] \
+                else "the play stopped before their batch"
+            self.report.add_not_considered(serial["name"], missing, why)
 
     def _run_metadata(self, generated_at):
         info = collection_info()
@@ -312,6 +366,8 @@ class CallbackModule(CallbackBase):
 
     def v2_playbook_on_stats(self, stats):
         self.report.end_play()
+        self._close_serial()
+        self.report.finish(self._gpu_hosts)
         if self.report.empty:
             self._display.vvv("fleet_report: no task returned checks; no report written")
             return
@@ -323,7 +379,7 @@ class CallbackModule(CallbackBase):
             for line, status in self.report.summary_lines(self._option("summary_limit")):
                 self._display.display(line, color=colours.get(status))
         directory = self._option("dir")
-        url = self._option("contracts_url") or contracts_url(collection_info()["repository"])
+        url = self._option("contracts_url") or None  # no address: check ids are plain text (air-gapped)
         store = ReportStore(directory, keep_runs=self._option("keep_runs"), merge_runs=self._option("merge"))
         document = self.report.as_dict(generated_at, run=self._run_metadata(generated_at))
         try:

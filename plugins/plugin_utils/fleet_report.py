@@ -44,10 +44,18 @@ SYNTHETIC_IDS = (UNREACHABLE_ID, VALIDATION_ID)
 # Modules of this collection whose result carries ``checks`` (docs/contracts.md).
 VALIDATION_MODULES = frozenset(("node_validate", "gpu_health", "rdma_validate", "record_checks", "rdma_bandwidth"))
 COLLECTION_PREFIX = "gpufleet.cluster."
+# Version of the report JSON (docs/contracts.md "Reports"): raised when a field changes meaning or
+# goes away; new fields alone do not raise it. 1: the first versioned form (failing_since,
+# not_considered).
+SCHEMA_VERSION = 1
+# The inventory group of GPU nodes (docs/inventory.md): a host of it whose every check skipped
+# was not validated (it is not "healthy").
+GPU_GROUP = "gpu_nodes"
 
 COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 _REASON_LIMIT = 400
+_PROBLEM_WIDTH = 110  # characters of the summary's "first problem" column
 
 
 # ---------------------------------------------------------------------- strict JSON
@@ -243,6 +251,45 @@ def failure_reason(data):
     if len(reason) > _REASON_LIMIT:
         reason = reason[:_REASON_LIMIT - 3] + "..."
     return reason
+
+
+# Prefixes that say nothing about the cause (ansible-core's own wording around an ssh error).
+_NOISE = (re.compile(r"^Task failed: "), re.compile(r"^unreachable: "),
+          re.compile(r"^Failed to connect to the host via ssh: "),
+          re.compile(r'^Data could not be sent to remote host "[^"]*"\. Make sure this host can be reached over '
+                     r'ssh: '))
+
+
+def cause(message):
+    """The cause of a failure message on one line: whitespace folded, ansible-core's wrappers
+    (``Task failed: ``, ``Failed to connect to the host via ssh: ``, ``Data could not be sent
+    ...``) removed."""
+    line = " ".join(text(message or "").split())
+    changed = True
+    while changed:
+        changed = False
+        for pattern in _NOISE:
+            stripped = pattern.sub("", line, count=1)
+            if stripped != line and stripped:
+                line, changed = stripped, True
+    return line
+
+
+def fit(message, limit):
+    """``message`` in at most ``limit`` characters keeping its meaningful end: a cause reads
+    ``ssh: Could not resolve hostname dgx-99: Name or service not known`` and the end says why, so
+    a long message keeps the most trailing ``: ``-separated parts that fit, after ``...``
+    (``...: interpreter '/usr/bin/python9' was not found``), never its head cut off mid-word."""
+    line = " ".join(text(message or "").split())
+    limit = max(int(limit), 8)
+    if len(line) <= limit:
+        return line
+    parts = line.split(": ")
+    for start in range(1, len(parts)):
+        tail = ": ".join(parts[start:])
+        if len(tail) + 3 <= limit:
+            return "..." + tail
+    return "..." + line[-(limit - 3):]
 
 
 def module_seconds(payload):
@@ -561,6 +608,7 @@ class FleetReport(object):
         self._last_failure = {}
         self.matrix_error = None
         self.matrix_warnings = []
+        self.not_considered = []
 
     # ------------------------------------------------------------------ checks
     def _entry(self, host):
@@ -620,7 +668,31 @@ class FleetReport(object):
 
     @property
     def empty(self):
-        return not self.hosts and not self.matrices
+        return not self.hosts and not self.matrices and not self.not_considered
+
+    def add_not_considered(self, play, hosts, why):
+        """Hosts of ``play`` that never ran a task of it (a serial play stopped after a batch failed
+        or was unreachable, ``max_fail_percentage``, ``any_errors_fatal``): listed in the report and
+        the summary with ``why``, so that a stopped play never ends silently."""
+        hosts = [str(h) for h in hosts]
+        if hosts:
+            self.not_considered.append({"play": text(play or ""), "hosts": hosts, "reason": text(why)})
+
+    def finish(self, gpu_hosts=()):
+        """End of the playbook: a host of ``gpu_hosts`` (the inventory group ``GPU_GROUP``) whose
+        every check skipped was not validated: it gets ``host.validation`` (target ``node``)
+        failing, naming the families and why they skipped, instead of counting as healthy."""
+        gpu_hosts = set(gpu_hosts or ())
+        for host, entry in self.hosts.items():
+            checks = list(entry.values())
+            if host not in gpu_hosts or not checks or any(c["status"] != SKIP for c in checks):
+                continue
+            why = skipped_families(checks) or "every check skipped"
+            check = normalise_check({"id": VALIDATION_ID, "target": "node", "status": FAIL,
+                                     "message": "not validated: every check of this %s host skipped (%s)"
+                                                % (GPU_GROUP, why)},
+                                    play=checks[-1].get("play"))
+            entry[(VALIDATION_ID, "node")] = check
 
     # ------------------------------------------------------------------ plays and task results
     def start_play(self, name, hosts=None):
@@ -655,15 +727,24 @@ class FleetReport(object):
                         "no checks returned: %s" % reason, task_name)
 
     def task_result(self, host, data, task_name=None, outcome="ok", task_key=None, validation=False,
-                    duration=None):
+                    duration=None, delegate=None):
         """One task result of ``host``: outcome ok, failed, skipped or unreachable. ``duration``: the
         seconds from the task's start on the host to this result (the callback's clock), used when
-        the result does not carry the module's own ``elapsed_ms``."""
+        the result does not carry the module's own ``elapsed_ms``. ``delegate``: the host the task
+        ran on (``delegate_to``) when not ``host``; an unreachable result is then the delegate's."""
         self._seen(host)
         if validation:
             self.validation_task(task_key)
         if outcome == "unreachable":
-            self.add_unreachable(host, "unreachable: %s" % failure_reason(data), task_name)
+            reason = cause(failure_reason(data))
+            if delegate and str(delegate) != host:
+                delegate = str(delegate)
+                self.add_unreachable(delegate, "unreachable (task %r, delegated for %s): %s"
+                                     % (task_name, host, reason), task_name)
+                self._last_failure[host] = "task %r could not run: its delegate %s is unreachable: %s" % (
+                    task_name, delegate, reason)
+                return
+            self.add_unreachable(host, "unreachable: %s" % reason, task_name)
             return
         items = [item for item in data.get("results", []) or [] if isinstance(item, dict)]
         returned_checks = False
@@ -748,6 +829,9 @@ class FleetReport(object):
         ranked = rank_hosts(entries)
         document = {"generated_at": generated_at, "playbook": self.playbook, "totals": totals_of(ranked),
                     "hosts": dict(ranked), "bandwidth_matrices": list(self.matrices.values())}
+        document["schema_version"] = SCHEMA_VERSION
+        if self.not_considered:
+            document["not_considered"] = [dict(item) for item in self.not_considered]
         if run is not None:
             document.update({"scope": "run", "run": run})
         return document
@@ -765,7 +849,7 @@ class FleetReport(object):
                                          totals["healthy"] - totals["with_warnings"], totals[FAIL],
                                          totals[WARN], totals[PASS], totals[SKIP]), None)]
         if not rows:
-            return lines
+            return lines + self._not_considered_lines()
         limit = max(int(limit or 0), 1)
         if len(rows) <= limit:
             shown = rows
@@ -778,9 +862,8 @@ class FleetReport(object):
         for host, checks, summary in shown:
             bad = problems_first(checks)
             if bad:
-                problem = "%s[%s]: %s" % (bad[0]["id"], bad[0]["target"], " ".join(bad[0]["message"].split()))
-                if len(problem) > 100:
-                    problem = problem[:97] + "..."
+                label = "%s[%s]: " % (bad[0]["id"], bad[0]["target"])
+                problem = label + fit(cause(bad[0]["message"]), max(_PROBLEM_WIDTH - len(label), 40))
             else:
                 problem = skipped_families(checks)
                 if len(problem) > 120:
@@ -798,7 +881,12 @@ class FleetReport(object):
         if len(hidden) - hidden_bad:
             lines.append(("... %d healthy host(s) without warnings not listed" % (len(hidden) - hidden_bad),
                           None))
-        return lines
+        return lines + self._not_considered_lines()
+
+    def _not_considered_lines(self):
+        return [("%d host(s) of play %r never considered (%s): %s" % (
+            len(item["hosts"]), item["play"], item["reason"], ", ".join(item["hosts"])), FAIL)
+            for item in self.not_considered]
 
     # ------------------------------------------------------------------ JUnit
     def junit(self, generated_at):

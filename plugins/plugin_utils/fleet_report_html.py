@@ -100,7 +100,8 @@ def _lines(checks):
         first = group["checks"][0]
         lines.append({"id": group["id"], "anchor": anchor(group["id"]), "target": group["target"],
                       "status": group["status"], "message": group["message"], "count": len(group["checks"]),
-                      "detail": _observed(first) if len(group["checks"]) == 1 else ""})
+                      "detail": _observed(first) if len(group["checks"]) == 1 else "",
+                      "since": first.get("failing_since") if group["status"] == FAIL else None})
     return lines
 
 
@@ -231,8 +232,11 @@ def _heatmap(matrix):
             "below_minimum": BELOW_MINIMUM, "compact": len(hosts) > 24}
 
 
-def render(document, contracts="docs/contracts.md", open_limit=25):
-    """The self-contained page (inline CSS and script) of a report document."""
+def render(document, contracts=None, open_limit=25):
+    """The self-contained page (inline CSS and script) of a report document. ``contracts``: the
+    address of docs/contracts.md check ids link to; None (the default): no link, the id is plain
+    text titled with its place in docs/contracts.md (no page of the report points to another
+    site: air-gapped sites read it as it is)."""
     scope = document.get("scope") or "run"
     run = document.get("run") or {}
     runs = document.get("runs") or ([run] if run.get("id") else [])
@@ -250,5 +254,5 @@ def render(document, contracts="docs/contracts.md", open_limit=25):
     return environment().get_template(TEMPLATE).render(
         scope=scope, run=run, runs=runs, generated_at=document["generated_at"], playbook=document.get("playbook"),
         totals=document["totals"], groups=groups, families=families, rows=rows, problems=problems, contracts=contracts,
-        stale=sum(1 for row in rows if row["stale"]),
+        not_considered=document.get("not_considered") or [], stale=sum(1 for row in rows if row["stale"]),
         heatmaps=[_heatmap(m) for m in document.get("bandwidth_matrices") or []], symbols=_SYMBOL)

@@ -50,7 +50,8 @@ except ImportError:  # pragma: no cover - not on the controllers Ansible support
     fcntl = None
 
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.fleet_report import (
-    SYNTHETIC_IDS, UNREACHABLE_ID, host_entry, host_status, normalise_check, rank_hosts, text, to_json, totals_of)
+    FAIL, SCHEMA_VERSION, SYNTHETIC_IDS, UNREACHABLE_ID, host_entry, host_status, normalise_check, rank_hosts, text,
+    to_json, totals_of)
 
 RUNS = "runs"
 LATEST = "latest"
@@ -185,7 +186,7 @@ def _valid_checks(checks):
     for check in checks if isinstance(checks, list) else []:
         clean = normalise_check(check) if isinstance(check, dict) else None
         if clean is not None:
-            for key in ("task", "play"):
+            for key in ("task", "play", "failing_since"):
                 if check.get(key) is not None:
                     clean[key] = text(check[key])
             valid.append(clean)
@@ -207,6 +208,36 @@ def _merge_checks(previous, current):
     return kept + list(current)
 
 
+def failing_streak_start(history):
+    """The run (id) that began the current failing streak of a host's ``history`` ``[{run,
+    status}]`` (oldest first): the first of the trailing entries whose status is fail; None when
+    the last entry does not fail."""
+    start = None
+    for mark in reversed([h for h in history or [] if isinstance(h, dict)]):
+        if mark.get("status") != FAIL:
+            break
+        start = mark.get("run")
+    return None if start is None else text(start)
+
+
+def _failing_since(checks, previous_checks, run_id, host_since):
+    """``failing_since`` (a run id) on each failing check of this run: kept from the previous
+    picture when that check (same id and target) was already failing there (its own mark, else the
+    host's failing streak in the stored history, ``host_since``), else this run. Checks that do
+    not fail carry none."""
+    before = dict(((c["id"], c["target"]), c) for c in previous_checks)
+    for check in checks:
+        if check["status"] != FAIL:
+            check.pop("failing_since", None)
+            continue
+        old = before.get((check["id"], check["target"]))
+        if old is not None and old["status"] == FAIL:
+            check["failing_since"] = old.get("failing_since") or host_since or run_id
+        else:
+            check["failing_since"] = run_id
+    return checks
+
+
 def merge(previous, run, kept_runs):
     """The fleet document after ``run`` (this run's document) over ``previous`` (or None).
 
@@ -221,10 +252,17 @@ def merge(previous, run, kept_runs):
         entry = host_entry(_valid_checks(old.get("checks")), old.get("facts") or None, old.get("durations"))
         entry.update({"last_run": old["last_run"], "last_seen": old.get("last_seen"),
                       "history": [h for h in old.get("history") or [] if isinstance(h, dict) and h.get("run") in kept]})
+        since = failing_streak_start(entry["history"])
+        if since is not None and entry["status"] == FAIL:
+            entry["failing_since"] = since
         hosts[name] = entry
     for name, entry in run["hosts"].items():
         before = (previous.get("hosts") or {}).get(name) or {}
-        checks = _merge_checks(_valid_checks(before.get("checks")), entry["checks"])
+        earlier = _valid_checks(before.get("checks"))
+        earlier_history = [h for h in before.get("history") or [] if isinstance(h, dict)
+                           and h.get("run") != run_meta["id"]]
+        _failing_since(entry["checks"], earlier, run_meta["id"], failing_streak_start(earlier_history))
+        checks = _merge_checks(earlier, entry["checks"])
         facts = dict(before.get("facts") or {})
         facts.update(entry.get("facts") or {})
         history = [h for h in before.get("history") or [] if isinstance(h, dict) and h.get("run") in kept
@@ -234,6 +272,9 @@ def merge(previous, run, kept_runs):
         durations.update(entry.get("durations") or {})
         merged = host_entry(checks, facts, durations)
         merged.update({"last_run": run_meta["id"], "last_seen": run_meta["generated_at"], "history": history})
+        since = failing_streak_start(history)
+        if since is not None and merged["status"] == FAIL:
+            merged["failing_since"] = since
         hosts[name] = merged
     matrices = dict((m.get("title"), m) for m in previous.get("bandwidth_matrices") or [] if isinstance(m, dict))
     for matrix in run.get("bandwidth_matrices") or []:
@@ -242,9 +283,12 @@ def merge(previous, run, kept_runs):
             and r.get("id") != run_meta["id"]]
     runs.append(dict(run_meta, hosts=run["totals"]["hosts"], unhealthy=run["totals"]["unhealthy"]))
     ranked = rank_hosts(hosts)
-    return {"generated_at": run["generated_at"], "playbook": run["playbook"], "scope": "fleet", "run": run_meta,
-            "runs": runs, "totals": totals_of(ranked), "hosts": dict(ranked),
-            "bandwidth_matrices": list(matrices.values())}
+    document = {"schema_version": SCHEMA_VERSION, "generated_at": run["generated_at"], "playbook": run["playbook"],
+                "scope": "fleet", "run": run_meta, "runs": runs, "totals": totals_of(ranked), "hosts": dict(ranked),
+                "bandwidth_matrices": list(matrices.values())}
+    if run.get("not_considered"):
+        document["not_considered"] = run["not_considered"]  # this run's: the picture keeps no older ones
+    return document
 
 
 class ReportStore(object):

@@ -408,7 +408,8 @@ def test_crashed_validation_task_is_a_failed_host_everywhere(tmp_path):
     assert node2["healthy"] is False and node2["validation_failed"] is True and node2["unreachable"] is False
     assert node2["checks"] == [{
         "id": "host.validation", "target": "validate node", "status": "fail", "task": "validate node",
-        "message": "no checks returned: Module failed: sysfs tree exploded"}]
+        "message": "no checks returned: Module failed: sysfs tree exploded",
+        "failing_since": report["run"]["id"]}]  # the first failing run of the streak: this one
     node3 = report["hosts"]["node-03"]["checks"][0]
     assert node3["message"].endswith("MODULE FAILURE: No start of json char found | "
                                      "ValueError: invalid literal for int() with base 10: '\u00b2'")
