@@ -9,8 +9,9 @@ Machine-readable first. Since kubeadm 1.30 (``JSON_OUTPUT_SINCE``) ``upgrade pla
 an ``UpgradePlan`` and ``certs check-expiration -o json`` a ``CertificateExpirationInfo``, both of
 ``apiVersion: output.kubeadm.k8s.io/v1alpha3`` (kubernetes/kubernetes
 cmd/kubeadm/app/apis/output/v1alpha3/types.go; PR #123461 and #123492 for the plan, PR #123372 for
-the certificates). They are read strictly (plugins/module_utils/records.py: one document, known
-keys only, typed fields): anything else is unreadable and fails. The text of older kubeadm is
+the certificates). They are read strictly (plugins/module_utils/records.py: one document, the
+exact kind and apiVersion, every known key typed): anything else is unreadable and fails. A key
+this reader does not know is ignored (the API version may gain optional fields within it). The text of older kubeadm is
 read only for a kubeadm older than 1.30 (``parse_upgrade_plan``, ``parse_check_expiration``):
 
 - ``certs check-expiration`` prints ``[check-expiration]`` lines, then two tables whose columns
@@ -31,7 +32,9 @@ An upgrade is judged by what is observed, never by a banner: ``kubeadm upgrade a
 when it exited 0 AND the API server's ``/version`` (``kubectl version -o json``,
 ``serverVersion.gitVersion``) reports the target; a node is upgraded when its kubelet reports the
 target (``kubectl get node <name> -o json``, ``status.nodeInfo.kubeletVersion``; action
-``verify``, after the kubelet restart). kubeadm's closing line changed in 1.32 (apply.go:
+``verify``, after the kubelet restart). "Reports the target" means exactly the release
+``vX.Y.Z``: a pre-release (``v1.37.1-rc.1``) or a build (``v1.37.1+k3s1``) is not it
+(``parse_kube_version``, ``at_target``); what was seen is reported verbatim. kubeadm's closing line changed in 1.32 (apply.go:
 ``[upgrade/successful] SUCCESS! Your cluster was upgraded to "vX.Y.Z". Enjoy!`` up to 1.31,
 ``[upgrade] SUCCESS! A control plane node of your cluster was upgraded to "vX.Y.Z".`` from 1.32):
 it is returned as information (``banner``) and decides nothing.
@@ -56,7 +59,6 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.records import (RecordError, boolean, integer, listing,
                                                                               load_json, mapping, string)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.runner import ModuleRunner
-from ansible_collections.gpufleet.cluster.plugins.module_utils.versions import parse_version
 
 # kubeadm 1.30 is the first with -o json for upgrade plan (output.kubeadm.k8s.io/v1alpha3,
 # kubernetes/kubernetes PR #123461) and certs check-expiration (PR #123372); an older kubeadm
@@ -77,17 +79,127 @@ class KubeadmOutputError(ValueError):
     """kubeadm printed something this parser cannot read (the message says what and where)."""
 
 
+# A Kubernetes version as the components report it (``gitVersion`` of /version, a Node's
+# ``kubeletVersion``, ``kubeadm version -o short``): Semantic Versioning 2.0, ``vMAJOR.MINOR.PATCH``
+# with an optional ``-pre.release`` and ``+build`` (k8s.io/apimachinery/pkg/util/version
+# ParseSemantic, which kubeadm's policy.go uses). A release has neither: ``v1.37.1``. A release
+# candidate or development build (``v1.36.0-rc.1``, ``v1.9.0-alpha.1.487+550c3cab4fe267``,
+# kubernetes/kubernetes issue #53259) and a distribution's build (``v1.36.5+k3s1``) are not it.
+_IDENT = r"(?:0|[1-9][0-9]*|[0-9]*[A-Za-z-][0-9A-Za-z-]*)"
+_NUMBER = r"(0|[1-9][0-9]{0,8})"
+_SEMVER = re.compile(r"^v?%s\.%s\.%s(?:-(%s(?:\.%s)*))?(?:\+([0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*))?$"
+                     % (_NUMBER, _NUMBER, _NUMBER, _IDENT, _IDENT))
+# A Debian or RPM package version of a Kubernetes package (pkgs.k8s.io: ``1.29.2-1.1``; RPM
+# ``1.29.2-150500.1.1``): optional epoch, upstream X.Y.Z, a revision. Only where a package's
+# version is read; an upstream pre-release (``1.36.0~rc.1-1.1``) is not a release.
+_PACKAGE = re.compile(r"^(?:[0-9]{1,9}:)?%s\.%s\.%s-([0-9A-Za-z][0-9A-Za-z.+~]{0,63})$" % (_NUMBER, _NUMBER, _NUMBER))
+_SHOWN = 80
+
+
+def _shown(value):
+    text = repr(value)
+    return text if len(text) <= _SHOWN else text[:_SHOWN] + "..."
+
+
+class KubeVersion(object):
+    """A Kubernetes version as reported: ``release`` (major, minor, patch), ``pre`` (the
+    pre-release, "" for none), ``build`` (the build metadata, "" for none) and ``text`` (what was
+    read, verbatim). Deliberately not a tuple: a pre-release can never be compared as its release."""
+
+    __slots__ = ("release", "pre", "build", "text")
+
+    def __init__(self, release, pre="", build="", text=None):
+        self.release = tuple(release)
+        self.pre, self.build = pre, build
+        self.text = text if text is not None else (version_text(self.release) + ("-" + pre if pre else "")
+                                                   + ("+" + build if build else ""))
+
+    @property
+    def is_release(self):
+        return not self.pre and not self.build
+
+    def precedence(self):
+        """Semantic Versioning precedence (build metadata ignored; a pre-release is lower than its
+        release; numeric identifiers lower than alphanumeric ones, compared as numbers)."""
+        if not self.pre:
+            return (self.release, 1, ())
+        return (self.release, 0, tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in self.pre.split(".")))
+
+    def __eq__(self, other):
+        return isinstance(other, KubeVersion) and (self.release, self.pre, self.build) == (
+            other.release, other.pre, other.build)
+
+    def __ne__(self, other):
+        return not self == other
+
+    def __hash__(self):
+        return hash((self.release, self.pre, self.build))
+
+    def __repr__(self):
+        return "KubeVersion(%r)" % self.text
+
+
+def parse_kube_version(value, what="version"):
+    """The ``KubeVersion`` of a version as Kubernetes reports it (``v1.37.1``, ``v1.36.0-rc.1``,
+    ``v1.36.5+k3s1``; ``v`` optional); ValueError naming ``what`` for anything else (``1.37``,
+    ``v1.37.1.2``, ``1.29.2-1.1`` is read as a pre-release: package versions are read by
+    ``package_version``)."""
+    text = value.strip() if isinstance(value, str) else None
+    match = _SEMVER.match(text) if text else None
+    if not match:
+        raise ValueError("%s is not a Kubernetes version vX.Y.Z[-pre-release][+build], got %s" % (what, _shown(value)))
+    return KubeVersion(tuple(int(part) for part in match.group(1, 2, 3)), match.group(4) or "", match.group(5) or "",
+                       text)
+
+
 def kube_version(value, what="version"):
-    """``(major, minor, patch)`` of ``v1.29.2`` / ``1.29.2`` / ``1.29.2-1.1`` (a package version);
-    ValueError naming ``what`` otherwise (``1.29`` has no patch: an upgrade needs X.Y.Z)."""
-    text = "" if value is None else str(value).strip()
+    """``(major, minor, patch)`` of a target: exactly ``X.Y.Z`` (``v`` optional), a release.
+    ValueError naming ``what`` otherwise: ``1.29`` (no patch), ``v1.36.0-rc.1`` (a release
+    candidate), ``1.36.5+k3s1`` (a distribution's build), ``v1.37.1.2``, a package version."""
     try:
-        parsed = parse_version(text)
+        parsed = parse_kube_version(value, what)
     except ValueError:
-        parsed = ()
-    if len(parsed) < 3:
-        raise ValueError("%s must be a Kubernetes version X.Y.Z (v optional), got %r" % (what, value))
-    return tuple(parsed[:3])
+        raise ValueError("%s must be a Kubernetes release X.Y.Z (v optional), got %s" % (what, _shown(value)))
+    if not parsed.is_release:
+        raise ValueError("%s must be a Kubernetes release X.Y.Z (v optional), got %s: %s is not a release"
+                         % (what, _shown(value), "a pre-release (-%s)" % parsed.pre if parsed.pre
+                            else "a build (+%s)" % parsed.build))
+    return parsed.release
+
+
+def package_version(value, what="package version"):
+    """``(major, minor, patch)`` of a Debian or RPM package version of a Kubernetes package
+    (``1.29.2-1.1``, ``1:1.29.2-150500.1.1``); ValueError naming ``what`` otherwise (no revision,
+    an upstream pre-release ``1.36.0~rc.1-1.1``, a Kubernetes ``v1.29.2``)."""
+    match = _PACKAGE.match(value.strip()) if isinstance(value, str) else None
+    if not match:
+        raise ValueError("%s is not a package version X.Y.Z-<revision> ([epoch:] optional), got %s"
+                         % (what, _shown(value)))
+    return tuple(int(part) for part in match.group(1, 2, 3))
+
+
+def reported(value):
+    """A ``KubeVersion`` of ``value`` (a KubeVersion, or a release tuple)."""
+    if isinstance(value, KubeVersion):
+        return value
+    return KubeVersion(tuple(value))
+
+
+def at_target(seen, target):
+    """True only when ``seen`` (what a component reported) is exactly the release ``target``:
+    ``v1.37.1``, never ``v1.37.1-rc.1`` nor ``v1.37.1+k3s1``."""
+    seen = reported(seen)
+    return seen.is_release and seen.release == tuple(target)
+
+
+def _not_a_release(seen):
+    """Why ``seen`` is not the release of its X.Y.Z ("" when it is one)."""
+    if seen.pre:
+        return " (a pre-release, -%s: not the release %s)" % (seen.pre, version_text(seen.release))
+    if seen.build:
+        return (" (build +%s: a distribution's build, not the release %s kubeadm installs)"
+                % (seen.build, version_text(seen.release)))
+    return ""
 
 
 def version_text(version):
@@ -185,7 +297,6 @@ def parse_check_expiration(text):
 
 
 _RFC3339_UTC = re.compile(r"^([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})Z$")
-_CERT_KEYS = ("name", "expirationDate", "residualTime", "externallyManaged", "caName", "missing")
 
 
 def _rfc3339(value, record, field):
@@ -216,17 +327,24 @@ def _typed(document, record, kind):
     string(document.get("apiVersion"), record, "apiVersion", choices=(OUTPUT_API_VERSION,))
 
 
+def _type_meta(item, record, where):
+    """The optional ``kind`` / ``apiVersion`` of a nested object (metav1.TypeMeta, omitempty): strings."""
+    for key in ("kind", "apiVersion"):
+        if key in item:
+            string(item[key], record, "%s.%s" % (where, key), max_length=253)
+
+
 def parse_certs_json(text):
     """``{certificates, authorities}`` (the entries of ``parse_check_expiration``) from the
     ``CertificateExpirationInfo`` of ``kubeadm certs check-expiration -o json`` (kubeadm 1.30+).
-    KubeadmOutputError when it is not exactly that document (unknown keys, wrong types, a
-    certificate list that is empty or absent)."""
+    KubeadmOutputError when it is not that document (another kind or apiVersion, a known key of
+    the wrong type, a certificate list that is empty or absent). A key this reader does not know
+    is ignored: output.kubeadm.k8s.io/v1alpha3 may gain optional fields within its version."""
     record = "kubeadm certs check-expiration -o json"
     try:
         document = _json_document(text, record)
         _typed(document, record, "CertificateExpirationInfo")
-        mapping(document, record, required=("kind", "apiVersion", "certificates", "certificateAuthorities"),
-                allowed=("kind", "apiVersion", "certificates", "certificateAuthorities"))
+        mapping(document, record, required=("kind", "apiVersion", "certificates", "certificateAuthorities"))
         parsed = {}
         for key, kind in (("certificates", "certificates"), ("certificateAuthorities", "authorities")):
             entries = listing(document[key], record, key, max_items=200)
@@ -236,7 +354,7 @@ def parse_certs_json(text):
             for index, item in enumerate(entries):
                 where = "%s[%d]" % (key, index)
                 mapping(item, record, where, required=("name", "expirationDate", "residualTime", "externallyManaged",
-                                                       "missing"), allowed=_CERT_KEYS)
+                                                       "missing"))
                 name = string(item["name"], record, where + ".name", max_length=253, allow_empty=False)
                 missing = boolean(item["missing"], record, where + ".missing")
                 entry = {"name": name, "missing": missing,
@@ -358,7 +476,6 @@ def parse_upgrade_plan(text):
     return result
 
 
-_PLAN_COMPONENT_KEYS = ("name", "currentVersion", "newVersion", "nodeName")
 _COUNTED = re.compile(r"^[0-9]+ x (\S+)$")
 
 
@@ -369,29 +486,35 @@ def parse_plan_json(text):
     ``availableUpgrades`` is omitted by kubeadm when nothing is to be upgraded (types.go,
     omitempty): then ``up_to_date``, and the cluster version is the API server's to tell
     (``cluster_version`` empty). A component config that needs a manual upgrade blocks.
-    KubeadmOutputError when it is not exactly that document."""
+    KubeadmOutputError when it is not that document (another kind or apiVersion, a known key
+    missing or of the wrong type); a key this reader does not know is ignored (the API version may
+    gain optional fields)."""
     record = "kubeadm upgrade plan -o json"
     try:
         document = _json_document(text, record)
         _typed(document, record, "UpgradePlan")
-        mapping(document, record, allowed=("kind", "apiVersion", "availableUpgrades", "configVersions"))
         result = {"format": "json", "cluster_version": "", "kubeadm_version": "", "up_to_date": False,
                   "apply_versions": [], "components": [], "blocking": [], "update_kubeadm_to": "",
                   "kubelet_versions": []}
+        if "components" in document:
+            # the flat shape of an early v1alpha3 (types.go before PR #123461: {components, configVersions}):
+            # a known other shape, never read as "nothing offered"
+            raise RecordError(record, "a flat UpgradePlan (top-level components): not the availableUpgrades shape "
+                                      "this reader knows", "components")
         upgrades = listing(document.get("availableUpgrades", []), record, "availableUpgrades", max_items=20)
         result["up_to_date"] = not upgrades
         for number, upgrade in enumerate(upgrades):
             where = "availableUpgrades[%d]" % number
-            mapping(upgrade, record, where, required=("description", "components"),
-                    allowed=("kind", "apiVersion", "description", "components"))
+            mapping(upgrade, record, where, required=("description", "components"))
+            _type_meta(upgrade, record, where)
             string(upgrade["description"], record, where + ".description", max_length=200)
             components = listing(upgrade["components"], record, where + ".components", max_items=5000)
             if not components:
                 raise RecordError(record, "no components", where + ".components")
             for index, item in enumerate(components):
                 at = "%s.components[%d]" % (where, index)
-                mapping(item, record, at, required=("name", "currentVersion", "newVersion"),
-                        allowed=("kind", "apiVersion") + _PLAN_COMPONENT_KEYS)
+                mapping(item, record, at, required=("name", "currentVersion", "newVersion"))
+                _type_meta(item, record, at)
                 row = {"component": string(item["name"], record, at + ".name", max_length=100, allow_empty=False),
                        "node": string(item.get("nodeName", ""), record, at + ".nodeName", max_length=253),
                        "current": string(item["currentVersion"], record, at + ".currentVersion", max_length=100),
@@ -411,8 +534,7 @@ def parse_plan_json(text):
                 raise RecordError(record, "no kube-apiserver component: the upgrade's target is unknown", where)
         for index, item in enumerate(listing(document.get("configVersions", []), record, "configVersions", 100)):
             at = "configVersions[%d]" % index
-            mapping(item, record, at, required=("group", "currentVersion", "preferredVersion", "manualUpgradeRequired"),
-                    allowed=("group", "currentVersion", "preferredVersion", "manualUpgradeRequired"))
+            mapping(item, record, at, required=("group", "currentVersion", "preferredVersion", "manualUpgradeRequired"))
             group = string(item["group"], record, at + ".group", max_length=253)
             for key in ("currentVersion", "preferredVersion"):
                 string(item[key], record, "%s.%s" % (at, key), max_length=100)
@@ -438,56 +560,82 @@ def kubelet_skew(kubeadm):
 def version_policy(cluster, kubeadm, target, kubelets=()):
     """kubeadm's EnforceVersionPolicies (cmd/kubeadm/app/phases/upgrade/policy.go) for upgrading
     a cluster at ``cluster`` to ``target`` with a kubeadm at ``kubeadm`` while the kubelets run
-    ``kubelets`` (version tuples): ``{"mandatory": [...], "skippable": [...]}``, kubeadm's own
-    messages. Mandatory errors stop kubeadm; skippable ones stop it unless ``--force`` is given,
-    which gpufleet never does. Versions here are released X.Y.Z (no pre-release), so the rules
-    that lower an error to skippable for a pre-release, and detectUnstableVersionError, never apply."""
+    ``kubelets``: ``{"mandatory": [...], "skippable": [...]}``, kubeadm's own messages. The
+    versions are ``KubeVersion`` (or release tuples); ``target`` is a release (X.Y.Z tuple), so
+    the rules that lower an error to skippable for a pre-release target, and
+    detectUnstableVersionError ("if len(newK8sVersion.PreRelease()) == 0 { return nil }"), never
+    apply to it. Mandatory errors stop kubeadm; skippable ones stop it unless ``--force`` is
+    given, which gpufleet never does. kubeadm's own version is compared as policy.go does
+    (``kubeadmVersion.LessThan(newK8sVersion)``, Semantic Versioning precedence): a kubeadm
+    ``v1.37.1-rc.1`` is older than ``v1.37.1``."""
+    cluster, kubeadm = reported(cluster), reported(kubeadm)
+    kubelets = [reported(v) for v in kubelets]
+    target = tuple(target)
     errors = {"mandatory": [], "skippable": []}
-    new, have = version_text(target), version_text(kubeadm)
+    new, have = version_text(target), kubeadm.text
+    own = kubeadm.release
     # policy.go: "if !newK8sVersion.AtLeast(constants.MinimumControlPlaneVersion)" (mandatory);
     # constants.MinimumControlPlaneVersion is kubeadm's own minor - 1, patch 0
-    minimum = (kubeadm[0], max(kubeadm[1] - 1, 0), 0)
-    if tuple(target) < minimum:
+    minimum = (own[0], max(own[1] - 1, 0), 0)
+    if target < minimum:
         errors["mandatory"].append("Specified version to upgrade to \"%s\" is equal to or lower than the minimum supported "
                                    "version \"%s\". Please specify a higher version to upgrade to"
-                                   % (new, version_text(cluster)))
+                                   % (new, cluster.text))
     # policy.go: "if newK8sVersion.Minor() > clusterVersion.Minor()+MaximumAllowedMinorVersionUpgradeSkew" (mandatory)
-    if target[1] > cluster[1] + UPGRADE_SKEW:
+    if target[1] > cluster.release[1] + UPGRADE_SKEW:
         errors["mandatory"].append("Specified version to upgrade to \"%s\" is too high; kubeadm can upgrade only %d minor "
                                    "version at a time" % (new, UPGRADE_SKEW))
     # policy.go: "if newK8sVersion.Minor() < clusterVersion.Minor()-MaximumAllowedMinorVersionDowngradeSkew" (mandatory)
-    if target[1] < cluster[1] - DOWNGRADE_SKEW:
+    if target[1] < cluster.release[1] - DOWNGRADE_SKEW:
         errors["mandatory"].append("Specified version to downgrade to \"%s\" is too low; kubeadm can downgrade only %d "
                                    "minor version at a time" % (new, DOWNGRADE_SKEW))
     # policy.go: "if kubeadmVersion.LessThan(newK8sVersion)": a newer minor is mandatory, a newer patch skippable
-    if tuple(kubeadm) < tuple(target):
-        if target[1] > kubeadm[1]:
+    if kubeadm.precedence() < KubeVersion(target).precedence():
+        if target[1] > own[1]:
             errors["mandatory"].append("Specified version to upgrade to \"%s\" is at least one minor release higher than "
                                        "the kubeadm minor release (%d > %d). Such an upgrade is not supported"
-                                       % (new, target[1], kubeadm[1]))
+                                       % (new, target[1], own[1]))
         else:
             errors["skippable"].append("Specified version to upgrade to \"%s\" is higher than the kubeadm version \"%s\". "
                                        "Upgrade kubeadm first using the tool you used to install kubeadm" % (new, have))
     # policy.go: "if kubeadmVersion.Major() > newK8sVersion.Major() || kubeadmVersion.Minor() > newK8sVersion.Minor()"
     # (skippable): "Kubeadm version %s can only be used to upgrade to Kubernetes version %d.%d"
-    if kubeadm[0] > target[0] or kubeadm[1] > target[1]:
+    if own[0] > target[0] or own[1] > target[1]:
         errors["skippable"].append("Kubeadm version %s can only be used to upgrade to Kubernetes version %d.%d"
-                                   % (have, kubeadm[0], kubeadm[1]))
+                                   % (have, own[0], own[1]))
     # policy.go detectTooOldKubelets: "newK8sVersion.Minor() > kubeletVersion.Minor()+MaximumAllowedMinorVersionKubeletSkew"
     # (skippable)
-    old = sorted(set(version_text(k) for k in kubelets if target[1] > k[1] + kubelet_skew(kubeadm)))
+    old = sorted(set(v.text for v in kubelets if target[1] > v.release[1] + kubelet_skew(own)))
     if old:
         errors["skippable"].append("There are kubelets in this cluster that are too old that have these versions [%s]"
                                    % " ".join(old))
     return errors
 
 
+def unstable_kubeadm(kubeadm):
+    """gpufleet's refusal of a kubeadm that is not a release (``kubeadm version -o short`` with a
+    pre-release or a build): the problem, or "" for a release. kubeadm upgrades with its own
+    manifests and images; policy.go refuses unstable versions (detectUnstableVersionError:
+    "Specified version to upgrade to %q is an unstable version and such upgrades weren't allowed
+    via setting the --allow-*-upgrades flags") unless --allow-experimental-upgrades /
+    --allow-release-candidate-upgrades is given, which gpufleet never passes, and a kubeadm
+    ``vX.Y.Z-rc.N`` is older than the release ``vX.Y.Z`` it precedes (``kubeadmVersion.LessThan``)."""
+    kubeadm = reported(kubeadm)
+    if kubeadm.is_release:
+        return ""
+    return ("kubeadm %s is not a release%s: gpufleet upgrades with a released kubeadm only (kubeadm's policy.go refuses "
+            "unstable versions without --allow-experimental-upgrades / --allow-release-candidate-upgrades, which "
+            "gpufleet never passes); install the kubeadm package of the target" % (kubeadm.text, _not_a_release(kubeadm)))
+
+
 def judge_plan(plan, target, cluster=None, kubeadm=None):
     """Problems (list of strings, empty: go ahead) of a parsed plan (``parse_plan_json`` or
     ``parse_upgrade_plan``) for ``target`` (X.Y.Z). ``cluster`` (the API server's version, as
-    observed) and ``kubeadm`` (``kubeadm version -o short``) are tuples; when not given they are
-    taken from the plan. kubeadm's version policy is applied in full (``version_policy``: its
-    skippable errors refuse too, gpufleet never forces), then gpufleet's own (no downgrade)."""
+    observed) and ``kubeadm`` (``kubeadm version -o short``) are ``KubeVersion`` (or release
+    tuples); when not given they are taken from the plan. kubeadm's version policy is applied in
+    full (``version_policy``: its skippable errors refuse too, gpufleet never forces), then
+    gpufleet's own (a released kubeadm, no downgrade). Nothing to apply only when the API server
+    runs exactly the release ``target`` (``at_target``)."""
     wanted = kube_version(target, "rolling_upgrade_target.kubernetes")
     problems = list("kubeadm upgrade plan: %s" % line for line in plan["blocking"])
     if plan["update_kubeadm_to"]:
@@ -495,24 +643,28 @@ def judge_plan(plan, target, cluster=None, kubeadm=None):
                         "needed" % (plan["kubeadm_version"] or "unknown", plan["update_kubeadm_to"]))
     try:
         if kubeadm is None and plan["kubeadm_version"]:
-            kubeadm = kube_version(plan["kubeadm_version"], "kubeadm version")
+            kubeadm = parse_kube_version(plan["kubeadm_version"], "kubeadm version")
         if cluster is None:
             if not plan["cluster_version"]:
                 raise ValueError("the cluster's version is unknown (neither observed nor in the plan)")
-            cluster = kube_version(plan["cluster_version"], "cluster version")
-        kubelets = [kube_version(v, "kubelet version") for v in plan.get("kubelet_versions", [])]
+            cluster = parse_kube_version(plan["cluster_version"], "cluster version")
+        kubelets = [parse_kube_version(v, "kubelet version") for v in plan.get("kubelet_versions", [])]
     except ValueError as exc:
         return problems + [str(exc)]
     if kubeadm is None:
         return problems + ["the kubeadm version is unknown: kubeadm's version policy cannot be applied"]
-    if cluster[0] != wanted[0]:
+    cluster, kubeadm = reported(cluster), reported(kubeadm)
+    if cluster.release[0] != wanted[0]:
         return problems + ["rolling_upgrade_target.kubernetes %s changes the major version of the cluster (%s): not "
-                           "supported" % (version_text(wanted), version_text(cluster))]
+                           "supported" % (version_text(wanted), cluster.text)]
+    unstable = unstable_kubeadm(kubeadm)
+    if unstable:
+        problems.append(unstable)
     policy = version_policy(cluster, kubeadm, wanted, kubelets)
     problems.extend("kubeadm's version policy (policy.go, mandatory): %s" % e for e in policy["mandatory"])
     problems.extend("kubeadm's version policy (policy.go, needs --force, which gpufleet never passes): %s" % e
                     for e in policy["skippable"])
-    if cluster == wanted:
+    if at_target(cluster, wanted):
         return problems  # nothing to apply (resumed run or current cluster)
     problems.extend(skew_problems(cluster, wanted, first_control_plane=True))
     offered = []
@@ -523,51 +675,83 @@ def judge_plan(plan, target, cluster=None, kubeadm=None):
             problems.append("kubeadm upgrade plan: %s" % exc)
     if plan["up_to_date"] and plan["format"] == "json":
         problems.append("kubeadm upgrade plan has nothing to upgrade, but the API server runs %s, not %s"
-                        % (version_text(cluster), version_text(wanted)))
+                        % (cluster.text, version_text(wanted)))
     elif wanted not in offered:
         problems.append("kubeadm upgrade plan does not offer %s (it offers %s)"
                         % (version_text(wanted), ", ".join(version_text(v) for v in offered) or "nothing"))
     return problems
 
 
-def skew_problems(server, target, first_control_plane):
-    """gpufleet's rules for upgrading a node to ``target`` while the API server runs ``server``
-    (tuples), checked before the node is touched.
+def api_server_runs_target(server, target):
+    """Problems (empty: it does) of the one rule for every node but the first control-plane node,
+    before the node is touched (action ``preflight``) and after its kubelet restart (action
+    ``verify``): the API server (``server``, as reported) runs a release of the target's minor
+    and at least the target's patch, so this node's kubelet is never newer than the API server
+    (https://kubernetes.io/releases/version-skew-policy/#kubelet) and never goes below the
+    cluster's minor. A pre-release or a build of the API server is not a release: refused."""
+    server, target = reported(server), tuple(target)
+    if not server.is_release:
+        return ["the API server reports %s%s: rolling_upgrade_target.kubernetes %s is only upgraded to on a node "
+                "other than the first control-plane node once the API server runs a release of it"
+                % (server.text, _not_a_release(server), version_text(target))]
+    if server.release[:2] == target[:2] and server.release >= target:
+        return []
+    if server.release < target:
+        return ["rolling_upgrade_target.kubernetes %s would make this node's kubelet newer than the API "
+                "server (%s): upgrade the first control-plane node (kubeadm upgrade apply) before the "
+                "other nodes" % (version_text(target), server.text)]
+    return ["rolling_upgrade_target.kubernetes %s is below the API server's minor (%s): a node other than the "
+            "first control-plane node is upgraded to the version the API server runs (its minor, at least its "
+            "patch), never down" % (version_text(target), server.text)]
+
+
+def skew_problems(server, target, first_control_plane, kubelet=None):
+    """gpufleet's rules for upgrading a node to ``target`` (X.Y.Z tuple) while the API server
+    runs ``server`` and, when known, this node's kubelet runs ``kubelet`` (``KubeVersion`` or
+    release tuples), checked before the node is touched.
 
     First control-plane node (it moves the API server): no downgrade (gpufleet upgrades; kubeadm
-    itself would go down one minor), at most one minor up (policy.go). Every other node: the API
-    server must already run the target's minor and at least its patch, since a kubelet is never
-    newer than the API server (https://kubernetes.io/releases/version-skew-policy/#kubelet)."""
+    itself would go down one minor), at most one minor up (policy.go); an API server that reports
+    a build (``+k3s1``) is not a kubeadm release: refused. Every other node: the API server must
+    already run the target (``api_server_runs_target``, the rule action ``verify`` applies after
+    the restart). Every node: never down from this node's kubelet."""
+    server, target = reported(server), tuple(target)
     problems = []
-    if server[0] != target[0]:
+    if server.release[0] != target[0]:
         problems.append("rolling_upgrade_target.kubernetes %s changes the major version of the cluster (%s): "
-                        "not supported" % (version_text(target), version_text(server)))
+                        "not supported" % (version_text(target), server.text))
         return problems
     if first_control_plane:
-        if target < server:
+        if server.build:
+            problems.append("the API server reports %s%s: gpufleet upgrades kubeadm clusters on Kubernetes releases"
+                            % (server.text, _not_a_release(server)))
+        elif KubeVersion(target).precedence() < server.precedence():
             problems.append("rolling_upgrade_target.kubernetes %s is older than the cluster (API server %s): "
-                            "gpufleet does not downgrade" % (version_text(target), version_text(server)))
-        elif target[1] > server[1] + UPGRADE_SKEW:
+                            "gpufleet does not downgrade" % (version_text(target), server.text))
+        elif target[1] > server.release[1] + UPGRADE_SKEW:
             problems.append("rolling_upgrade_target.kubernetes %s skips a minor: the cluster runs %s and kubeadm "
                             "upgrades one minor at a time; upgrade to 1.%d first"
-                            % (version_text(target), version_text(server), server[1] + 1))
-    elif server < target:
-        problems.append("rolling_upgrade_target.kubernetes %s would make this node's kubelet newer than the API "
-                        "server (%s): upgrade the first control-plane node (kubeadm upgrade apply) before the "
-                        "other nodes" % (version_text(target), version_text(server)))
+                            % (version_text(target), server.text, server.release[1] + 1))
+    else:
+        problems.extend(api_server_runs_target(server, target))
+    if kubelet is not None:
+        kubelet = reported(kubelet)
+        if KubeVersion(target).precedence() < kubelet.precedence():
+            problems.append("rolling_upgrade_target.kubernetes %s is older than this node's kubelet (%s): gpufleet "
+                            "does not downgrade" % (version_text(target), kubelet.text))
     return problems
 
 
 def _git_version(value, record, field):
     text = string(value, record, field, max_length=100, allow_empty=False)
     try:
-        return kube_version(text, "%s %s" % (record, field))
+        return parse_kube_version(text, "%s %s" % (record, field))
     except ValueError as exc:
         raise RecordError(record, str(exc), field)
 
 
 def server_version(kubectl_json):
-    """The API server's version tuple from ``kubectl version -o json`` (``serverVersion.gitVersion``)."""
+    """The API server's ``KubeVersion`` from ``kubectl version -o json`` (``serverVersion.gitVersion``)."""
     record = "kubectl version -o json"
     try:
         data = mapping(_json_document(kubectl_json, record), record, required=("serverVersion",))
@@ -594,13 +778,13 @@ def kubelet_version(node_json, node_name):
 
 
 def short_version(text):
-    """kubeadm's own version from ``kubeadm version -o short`` (``v1.33.4``)."""
+    """kubeadm's own ``KubeVersion`` from ``kubeadm version -o short`` (``v1.33.4``)."""
     lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
     if len(lines) != 1:
         raise KubeadmOutputError("kubeadm version -o short printed %d lines, not one version: %r"
                                  % (len(lines), (text or "")[:200]))
     try:
-        return kube_version(lines[0], "kubeadm version")
+        return parse_kube_version(lines[0], "kubeadm version")
     except ValueError as exc:
         raise KubeadmOutputError(str(exc))
 
@@ -626,34 +810,41 @@ def apply_banner(text):
 
 def apply_verdict(rc, observed, target):
     """Problems (empty: succeeded) of ``kubeadm upgrade apply`` to ``target``: it exited ``rc``
-    and the API server then reported ``observed`` (a version tuple, or None when it could not be
-    read). Both must show the upgrade; no output line can stand in for either."""
+    and the API server then reported ``observed`` (a ``KubeVersion`` or release tuple, or None
+    when it could not be read). Both must show the upgrade, the API server exactly the release
+    (``at_target``); no output line can stand in for either."""
     problems = []
     if rc != 0:
         problems.append("kubeadm upgrade apply exited with rc %s" % rc)
     if observed is None:
         problems.append("the API server's version could not be read after the apply")
-    elif tuple(observed) != tuple(target):
-        problems.append("the API server reports %s, not the target %s" % (version_text(observed), version_text(target)))
+    elif not at_target(observed, target):
+        observed = reported(observed)
+        problems.append("the API server reports %s, not the target %s%s"
+                        % (observed.text, version_text(target), _not_a_release(observed)))
     return problems
 
 
 def node_verdict(server, kubelet, target, first_control_plane):
     """Problems (empty: upgraded) of a node after its kubelet restart: the API server (``server``)
-    runs the target (first control-plane node) or its minor and at least its patch (other nodes),
-    and this node's kubelet (``kubelet``) reports the target. None: could not be read."""
+    runs exactly the target (first control-plane node) or passes ``api_server_runs_target``
+    (other nodes: the rule preflight applied), and this node's kubelet (``kubelet``) reports
+    exactly the target. ``KubeVersion`` or release tuples; None: could not be read."""
     problems = []
     if server is None:
         problems.append("the API server's version could not be read")
-    elif first_control_plane and tuple(server) != tuple(target):
-        problems.append("the API server reports %s, not the target %s" % (version_text(server), version_text(target)))
-    elif not first_control_plane and (tuple(server[:2]) != tuple(target[:2]) or tuple(server) < tuple(target)):
-        problems.append("the API server reports %s: not at the target's minor and patch %s"
-                        % (version_text(server), version_text(target)))
+    elif first_control_plane and not at_target(server, target):
+        server = reported(server)
+        problems.append("the API server reports %s, not the target %s%s"
+                        % (server.text, version_text(target), _not_a_release(server)))
+    elif not first_control_plane:
+        problems.extend(api_server_runs_target(server, target))
     if kubelet is None:
         problems.append("this node's kubelet version could not be read")
-    elif tuple(kubelet) != tuple(target):
-        problems.append("this node's kubelet reports %s, not the target %s" % (version_text(kubelet), version_text(target)))
+    elif not at_target(kubelet, target):
+        kubelet = reported(kubelet)
+        problems.append("this node's kubelet reports %s, not the target %s%s"
+                        % (kubelet.text, version_text(target), _not_a_release(kubelet)))
     return problems
 
 
@@ -676,7 +867,7 @@ CERTS_ARGSPEC = {
 
 
 def kubeadm_own_version(runner, kubeadm):
-    """``kubeadm version -o short`` as a tuple; ModuleFailure when it cannot be read."""
+    """``kubeadm version -o short`` as a ``KubeVersion``; ModuleFailure when it cannot be read."""
     command = [kubeadm, "version", "-o", "short"]
     result = runner.run(command, timeout=60)
     if result.rc != 0:
@@ -696,7 +887,7 @@ def certs_checks(runner, kubeadm, warn_days, now, target="kubeadm-pki"):
         own = kubeadm_own_version(runner, kubeadm)
     except ModuleFailure as exc:
         return certs_command_failed("%s version -o short" % kubeadm, None, exc.msg, target), None
-    structured = tuple(own[:2]) >= JSON_OUTPUT_SINCE
+    structured = own.release[:2] >= JSON_OUTPUT_SINCE
     command = [kubeadm, "certs", "check-expiration"] + (["-o", "json"] if structured else [])
     result = runner.run(command, timeout=120)
     text = _output(result)
@@ -739,7 +930,7 @@ def _kubectl(params):
 
 
 def observed_server(runner, params):
-    """The API server's version (tuple), or ``(None, why)`` when it cannot be read."""
+    """The API server's version (``KubeVersion``), or ``(None, why)`` when it cannot be read."""
     command = _kubectl(params) + ["version", "-o", "json"]
     result = runner.run(command, timeout=60)
     if result.rc != 0:
@@ -774,17 +965,24 @@ def _observe(look, judge, params, sleep, clock):
 
 
 def preflight(runner, params):
-    """The API server's version and gpufleet's skew rules for this node; ModuleFailure naming
+    """The API server's version (and, with ``node_name``, this node's kubelet) against gpufleet's
+    skew rules for this node (``skew_problems``); ModuleFailure naming
     rolling_upgrade_target.kubernetes when the upgrade is refused."""
     target = kube_version(params["version"], "version (rolling_upgrade_target.kubernetes)")
     server, why = observed_server(runner, params)
     if server is None:
         raise ModuleFailure("could not read the API server's version: %s" % why)
-    problems = skew_problems(server, target, params["first_control_plane"])
-    info = {"server_version": version_text(server), "target_version": version_text(target)}
+    info = {"server_version": server.text, "target_version": version_text(target)}
+    kubelet = None
+    if params.get("node_name"):
+        kubelet, why = observed_kubelet(runner, params)
+        if kubelet is None:
+            raise ModuleFailure("could not read the kubelet version of node %s: %s" % (params["node_name"], why), **info)
+        info["kubelet_version"] = kubelet.text
+    problems = skew_problems(server, target, params["first_control_plane"], kubelet)
     if problems:
         raise ModuleFailure("upgrade refused: " + "; ".join(problems), **info)
-    return dict(info, changed=False, cluster_at_target=server >= target)
+    return dict(info, changed=False, cluster_at_target=at_target(server, target))
 
 
 def plan(runner, params):
@@ -795,12 +993,12 @@ def plan(runner, params):
     server, why = observed_server(runner, params)
     if server is None:
         raise ModuleFailure("could not read the API server's version before the plan: %s" % why)
-    structured = tuple(own[:2]) >= JSON_OUTPUT_SINCE
+    structured = own.release[:2] >= JSON_OUTPUT_SINCE
     command = [params["kubeadm"], "upgrade", "plan", version_text(target)] + (["-o", "json"] if structured else [])
     result = runner.run(command, timeout=600)
     text = _output(result)
-    info = {"cluster_version": version_text(server), "target_version": version_text(target),
-            "kubeadm_version": version_text(own), "cluster_at_target": server == target}
+    info = {"cluster_version": server.text, "target_version": version_text(target),
+            "kubeadm_version": own.text, "cluster_at_target": at_target(server, target)}
     if result.rc != 0:
         raise ModuleFailure("kubeadm upgrade plan refuses %s: %s exited with rc %s: %s"
                             % (version_text(target), " ".join(command), result.rc, _tail(text) or "no output"), **info)
@@ -837,7 +1035,7 @@ def apply(runner, params, check_mode, sleep=time.sleep, clock=time.time):
     else:
         (observed, why), problems = _observe(lambda: observed_server(runner, params),
                                              lambda seen: apply_verdict(done.rc, seen[0], target), params, sleep, clock)
-    info = dict(result, banner=banner, observed_version=version_text(observed) if observed else "")
+    info = dict(result, banner=banner, observed_version=observed.text if observed else "")
     if problems:
         raise ModuleFailure("%s did not upgrade the control plane: %s%s; kubeadm: %s"
                             % (" ".join(command), "; ".join(problems), " (%s)" % why if why else "",
@@ -873,8 +1071,8 @@ def verify(runner, params, sleep=time.sleep, clock=time.time):
 
     seen, problems = _observe(look, judge, params, sleep, clock)
     info = {"target_version": version_text(target),
-            "server_version": version_text(seen[0][0]) if seen[0][0] else "",
-            "kubelet_version": version_text(seen[1][0]) if seen[1][0] else ""}
+            "server_version": seen[0][0].text if seen[0][0] else "",
+            "kubelet_version": seen[1][0].text if seen[1][0] else ""}
     if problems:
         reasons = [why for why in (seen[0][1], seen[1][1]) if why]
         raise ModuleFailure("node %s is not seen at %s: %s%s" % (params["node_name"], version_text(target),

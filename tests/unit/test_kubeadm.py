@@ -258,7 +258,7 @@ def test_an_authority_table_under_an_unknown_header_is_not_skipped():
     lambda d: d.update(kind="UpgradePlan"),
     lambda d: d["certificates"][0].update(expirationDate="Nov 09, 2027 09:17 UTC"),
     lambda d: d["certificates"][0].update(residualTime="348d"),
-    lambda d: d["certificates"][0].update(extra=True),
+    lambda d: d["certificates"][0].update(missing="false"),
     lambda d: d["certificateAuthorities"].clear(),
     lambda d: d.pop("certificateAuthorities"),
     lambda d: d["certificates"][3].pop("externallyManaged"),
@@ -268,6 +268,20 @@ def test_certs_json_is_read_strictly(change):
     change(document)
     with pytest.raises(k.KubeadmOutputError, match="unreadable record"):
         k.parse_certs_json(json.dumps(document))
+
+
+@pytest.mark.parametrize("change", [
+    lambda d: d["certificates"][0].update(extra=True),
+    lambda d: d.update(metadata={}, status={"note": "a field of a later v1alpha3"}),
+    lambda d: d["certificateAuthorities"][0].update(signatureAlgorithm="SHA256-RSA"),
+])
+def test_certs_json_ignores_a_key_it_does_not_know(change):
+    """output.kubeadm.k8s.io/v1alpha3 may gain optional fields within its version: an unknown key in an otherwise
+    well-formed document is ignored (before: refused, so a newer kubeadm 1.3x would have failed every check)."""
+    document = json.loads(transcript("1.36", "certs-check-expiration-json-valid")["stdout"])
+    expected = k.parse_certs_json(json.dumps(document))
+    change(document)
+    assert k.parse_certs_json(json.dumps(document)) == expected
 
 
 def test_plan_json_after_informational_lines_and_a_config_needing_manual_upgrade():
@@ -470,7 +484,7 @@ def test_upgrade_node_by_exit_status(double, monkeypatch, minor):
     (False, "v1.37.2", "v1.37.1", ""),
     (True, "v1.37.1", "v1.36.5", "kubelet reports v1.36.5, not the target v1.37.1"),
     (True, "v1.36.5", "v1.37.1", "API server reports v1.36.5, not the target"),
-    (False, "v1.38.0", "v1.37.1", "not at the target's minor"),
+    (False, "v1.38.0", "v1.37.1", "is below the API server's minor"),
 ])
 def test_verify_looks_at_the_api_server_and_the_kubelet(first, server, kubelet, problem):
     cluster = Cluster("1.37", server, kubelet, node="gpu-w-1")

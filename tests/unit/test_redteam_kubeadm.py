@@ -396,9 +396,9 @@ def test_plan_json_after_the_real_prelude_of_pr_123461():
 @pytest.mark.parametrize("change", [
     lambda d: d.update(apiVersion="output.kubeadm.k8s.io/v1alpha2"),   # PR #123461's (pre-1.30) apiVersion
     lambda d: d.update(kind="CertificateExpirationInfo"),
-    lambda d: d.update(extra={"x": 1}),
-    lambda d: d["availableUpgrades"][0]["components"][2].update(extra="x"),
     lambda d: d["availableUpgrades"][0]["components"][2].update(newVersion=137),
+    lambda d: d["availableUpgrades"][0]["components"][2].update(kind=1),
+    lambda d: d["availableUpgrades"][0].update(description=None),
     lambda d: d["configVersions"][0].update(manualUpgradeRequired="no"),
     lambda d: d["availableUpgrades"][0].update(components={}),
 ])
@@ -407,6 +407,20 @@ def test_plan_json_is_read_strictly(change):
     change(document)
     with pytest.raises(k.KubeadmOutputError):
         k.parse_plan_json(json.dumps(document, indent=4))
+
+
+@pytest.mark.parametrize("change", [
+    lambda d: d.update(extra={"x": 1}),
+    lambda d: d["availableUpgrades"][0]["components"][2].update(extra="x"),
+    lambda d: d["availableUpgrades"][0].update(notes=["a field of a later v1alpha3"]),
+    lambda d: d["configVersions"][0].update(docs="https://kubernetes.io"),
+])
+def test_plan_json_ignores_a_key_it_does_not_know(change):
+    """output.kubeadm.k8s.io/v1alpha3 may gain optional fields within its version: an unknown key in an otherwise
+    well-formed object is ignored, every known key still typed, kind and apiVersion still exact."""
+    document = json.loads(PLAN_137)
+    change(document)
+    assert k.parse_plan_json(json.dumps(document, indent=4)) == k.parse_plan_json(PLAN_137)
 
 
 def test_plan_json_followed_by_a_second_document_or_trailing_text_is_refused():
@@ -725,18 +739,29 @@ def test_json_expired_or_missing_authority_is_never_healthy(change):
 
 
 @pytest.mark.parametrize("change", [
-    lambda d: d.update(metadata={}),
-    lambda d: _ca(d, "ca").update(signatureAlgorithm="SHA256-RSA"),
     lambda d: d["certificates"].clear(),
     lambda d: _ca(d, "ca").update(expirationDate="Nov 07, 2036 09:16 UTC"),
     lambda d: _ca(d, "ca").update(externallyManaged="no"),
     lambda d: d.update(certificateAuthorities=None),
 ])
-def test_json_with_extra_or_odd_fields_is_one_failing_check(change):
+def test_json_with_odd_fields_is_one_failing_check(change):
     runner = ScriptedRunner({("kubeadm", "version", "-o", "short"): (0, "v1.37.1\n", ""),
                              "kubeadm": (0, _json_with(change), "")})
     results, parsed = k.certs_checks(runner, "kubeadm", 30, NOW)
     assert parsed is None and [c["status"] for c in results] == ["fail"]
+
+
+@pytest.mark.parametrize("change", [
+    lambda d: d.update(metadata={}),
+    lambda d: _ca(d, "ca").update(signatureAlgorithm="SHA256-RSA"),
+])
+def test_json_with_a_key_it_does_not_know_is_judged_by_its_dates(change):
+    """An unknown key in an otherwise well-formed CertificateExpirationInfo is ignored (the API version may gain
+    optional fields); the dates still decide (before: one failing check for every such document)."""
+    runner = ScriptedRunner({("kubeadm", "version", "-o", "short"): (0, "v1.37.1\n", ""),
+                             "kubeadm": (0, _json_with(change), "")})
+    results, parsed = k.certs_checks(runner, "kubeadm", 30, NOW)
+    assert parsed and set(statuses(results).values()) == {"pass"}
 
 
 @pytest.mark.parametrize("version,json_asked", [("v1.29.15", False), ("v1.30.0", True), ("v1.30.14", True),
