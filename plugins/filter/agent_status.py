@@ -34,6 +34,12 @@ from ansible_collections.gpufleet.cluster.plugins.plugin_utils.gpufleet_tier imp
 
 CONDITION_CHECK = "agent.condition"
 HEALTH_CHECK = "agent.health"
+# health.json absent where the agent belongs: the agent is not installed yet (a first validate.yml
+# before site.yml) or never ran. The message names the way in and the opt-out variable.
+NOT_INSTALLED = ("no %s: the node health agent is not installed yet or never published a result. Install it "
+                 "with gpufleet.cluster.health_agent (site.yml does, after validation), or leave this check out "
+                 "with -e gpufleet_health_agent=false (gpufleet_health_agent: false in group_vars/gpu_nodes: no "
+                 "agent on these nodes)")
 HEALTH_FILE = "/var/lib/gpufleet/health.json"
 _FIRST = re.compile(r"^([A-Za-z0-9_.]+)\[([^\]]*)\]: ")
 
@@ -141,8 +147,7 @@ def agent_health_check(read, expected=True, reason=None, installing=False, inter
     if result is None:
         if installing:
             return check("skip", "no %s yet: this site.yml run installs the node health agent after validation" % path)
-        return check("fail", "no %s: the node health agent is not installed or never published a result "
-                             "(install it: playbooks/health_agent.yml; site.yml does)" % path)
+        return check("fail", NOT_INSTALLED % path)
     try:
         max_age = result_max_age({"interval": float(interval)})
     except (TypeError, ValueError):

@@ -2,15 +2,15 @@
 # Copyright: gpufleet contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filters of the inventory check every entry point runs first (playbooks/tasks/check-inventory.yml):
-``inventory_problems``, ``selected_phases`` and ``target_problem`` (a run that would touch no host); ``control_plane_ha_problems``, the same check of the HA API
-endpoint for role kubernetes_control_plane used on its own. The logic lives in
-plugins/plugin_utils/inventory_check.py."""
+``inventory_problems``, ``selected_phases`` and ``target_problem`` (a run that would touch no host);
+``control_plane_ha_problems``, the same check of the HA API endpoint for role kubernetes_control_plane
+used on its own. The logic lives in plugins/plugin_utils/inventory_check.py."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible.errors import AnsibleFilterError
+from ansible.errors import AnsibleError, AnsibleFilterError
 
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils import compatibility, inventory_check
 
@@ -33,10 +33,39 @@ def run_time_names(hostvars):
     return names
 
 
+def _origin_of(exc):
+    """(path, line) of the file an Ansible error comes from (its ``obj``: ansible-core 2.19 tags a YAML
+    error with the Origin of the file), following the causes; None when no error names a file."""
+    seen = 0
+    while exc is not None and seen < 20:
+        origin = getattr(exc, "obj", None)
+        path = getattr(origin, "path", None)
+        if isinstance(path, str) and path:
+            return path, getattr(origin, "line_num", None)
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return None
+
+
 def inventory_problems(hostvars, groups, phases=None, node_roles=None, kubernetes_roles=None, hosts=None):
     """Every problem of the inventory (a list of strings; empty: the run may start)."""
     if hosts is not None and not isinstance(hosts, list):
         raise AnsibleFilterError("inventory_problems: hosts must be a list of inventory host names, got %r" % (hosts,))
+    try:
+        return _inventory_problems(hostvars, groups, phases, node_roles, kubernetes_roles, hosts)
+    except AnsibleFilterError:
+        raise
+    except AnsibleError as exc:
+        # group_vars / host_vars are read when a host's variables are first used (ansible-core 2.19
+        # then says "YAML parsing failed" without the file): name the file and line
+        where = _origin_of(exc)
+        if where is None:
+            raise
+        message = (getattr(exc, "message", None) or str(exc)).rstrip(".")
+        raise AnsibleFilterError("the inventory file %s%s cannot be read: %s. No host was contacted or changed."
+                                 % (where[0], " (line %s)" % where[1] if where[1] else "", message))
+
+
+def _inventory_problems(hostvars, groups, phases, node_roles, kubernetes_roles, hosts):
     try:
         return inventory_check.inventory_problems(hostvars, groups, phases=phases, node_roles=node_roles,
                                                   kubernetes_roles=kubernetes_roles, hosts=hosts,

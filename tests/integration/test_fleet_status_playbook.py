@@ -63,9 +63,13 @@ def test_fleet_status_reports_the_published_results(tmp_path):
     assert hosts["node-a"]["summary"] == json.loads(healthy.read_text())["summary"]
     assert hosts["node-b"]["healthy"] is False
     assert any(c["id"] == "gpu.count" and c["status"] == "fail" for c in hosts["node-b"]["checks"])
-    for name in ("node-c", "node-d", "node-e"):
+    for name in ("node-c", "node-e"):
         assert hosts[name]["healthy"] is False
         assert hosts[name]["checks"][0]["id"] == "host.validation", hosts[name]
+    # no result at all (no agent installed yet): agent.health failing with what to do, one failure
+    assert hosts["node-d"]["healthy"] is False
+    assert [(c["id"], c["status"]) for c in hosts["node-d"]["checks"]] == [("agent.health", "fail")], hosts["node-d"]
+    assert "the node health agent is not installed yet" in hosts["node-d"]["checks"][0]["message"]
     assert "s old (more than 300 s)" in json.dumps(hosts["node-c"]["checks"])
     assert "s in the future (clock skew" in json.dumps(hosts["node-e"]["checks"])
     assert sorted(hosts) == ["node-a", "node-b", "node-c", "node-d", "node-e"], sorted(hosts)  # not cp-1, node-f
