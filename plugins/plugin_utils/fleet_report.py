@@ -55,7 +55,7 @@ GPU_GROUP = "gpu_nodes"
 COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 _REASON_LIMIT = 400
-_PROBLEM_WIDTH = 110  # characters of the summary's "first problem" column
+_PROBLEM_WIDTH = 120  # characters of the summary's "first problem" column
 
 
 # ---------------------------------------------------------------------- strict JSON
@@ -254,10 +254,10 @@ def failure_reason(data):
 
 
 # Prefixes that say nothing about the cause (ansible-core's own wording around an ssh error).
-_NOISE = (re.compile(r"^Task failed: "), re.compile(r"^unreachable: "),
-          re.compile(r"^Failed to connect to the host via ssh: "),
+_NOISE = (re.compile(r"^Task failed:(?: |$)"), re.compile(r"^unreachable:(?: |$)"),
+          re.compile(r"^Failed to connect to the host via ssh:(?: |$)"),
           re.compile(r'^Data could not be sent to remote host "[^"]*"\. Make sure this host can be reached over '
-                     r'ssh: '))
+                     r'ssh:(?: |$)'))
 
 
 def cause(message):
@@ -270,7 +270,7 @@ def cause(message):
         changed = False
         for pattern in _NOISE:
             stripped = pattern.sub("", line, count=1)
-            if stripped != line and stripped:
+            if stripped != line:
                 line, changed = stripped, True
     return line
 
@@ -736,7 +736,7 @@ class FleetReport(object):
         if validation:
             self.validation_task(task_key)
         if outcome == "unreachable":
-            reason = cause(failure_reason(data))
+            reason = cause(failure_reason(data)) or "cannot be reached"
             if delegate and str(delegate) != host:
                 delegate = str(delegate)
                 self.add_unreachable(delegate, "unreachable (task %r, delegated for %s): %s"

@@ -177,6 +177,12 @@ def read_state(path):
         return None, "not JSON (%s)" % exc
     if not isinstance(document, dict) or not isinstance(document.get("hosts"), dict):
         return None, "not a fleet report (no hosts mapping)"
+    version = document.get("schema_version", 0)
+    if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+        return None, "schema_version %r is not a version number" % (version,)
+    if version > SCHEMA_VERSION:
+        return None, "written with schema_version %d, this gpufleet reads up to %d (a newer gpufleet wrote it)" % (
+            version, SCHEMA_VERSION)
     return document, None
 
 

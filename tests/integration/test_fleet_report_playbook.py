@@ -166,3 +166,55 @@ def test_ansible_config_validate_is_clean_for_the_checkout_and_the_readme_snippe
                               check=False)
         assert proc.returncode == 0 and "All configurations seem valid!" in proc.stdout, (
             config, proc.stdout, proc.stderr)
+
+
+@pytest.fixture(scope="module")
+def daytwo_run(tmp_path_factory):
+    """Issue 42 items 7 and 8: a task delegated to a control plane that cannot be reached, a GPU node
+    whose every check skips, a serial play stopped by an unreachable host; the console callback of
+    the README's ansible.cfg (stdout_callback = gpufleet.cluster.console, callback_result_format = yaml)."""
+    report_dir = tmp_path_factory.mktemp("daytwo") / "reports"
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), GPUFLEET_REPORT_DIR=str(report_dir),
+               ANSIBLE_STDOUT_CALLBACK="gpufleet.cluster.console", ANSIBLE_CALLBACK_RESULT_FORMAT="yaml")
+    argv = [ANSIBLE_PLAYBOOK, "-i", os.path.join(PLAYBOOKS, "inventory", "daytwo.yml"),
+            os.path.join(PLAYBOOKS, "fleet_report_daytwo.yml")]
+    proc = subprocess.run(argv, check=False, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 4, proc.stdout + proc.stderr  # unreachable hosts
+    return proc, report_dir
+
+
+def test_console_one_line_per_unreachable_host_naming_the_delegate(daytwo_run):
+    proc, _report_dir = daytwo_run
+    out = proc.stdout
+    lines = out.splitlines()
+    delegated = [line for line in lines if "UNREACHABLE!" in line]
+    assert delegated == [
+        "fatal: [worker-01 -> cp-down]: UNREACHABLE! cp-down cannot be reached: ssh: connect to host 127.0.0.2 "
+        "port 9: Connection refused",
+        "fatal: [cp-down]: UNREACHABLE! ssh: connect to host 127.0.0.2 port 9: Connection refused"]
+    # nothing else of the unreachable results: no [ERROR] copy, no source lines, no result dump
+    assert "[ERROR]" not in out + proc.stderr and "Origin:" not in out and "unreachable: true" not in out
+    summary = out.split("FLEET REPORT", 1)[1].splitlines()
+    assert ("2 host(s) of play 'Remediate one node at a time' never considered (the play stopped after cp-down "
+            "unreachable): worker-04, worker-05") in summary
+    cp = [line for line in summary if line.startswith("cp-down ")][0]
+    assert cp.endswith("host.unreachable[node]: ssh: connect to host 127.0.0.2 port 9: Connection refused")
+    worker = [line for line in summary if line.startswith("worker-01 ")][0]
+    assert worker.endswith("its delegate cp-down is unreachable: ssh: connect to host 127.0.0.2 port 9: "
+                           "Connection refused")
+
+
+def test_report_blames_the_delegate_lists_unconsidered_hosts_and_unvalidated_gpu_nodes(daytwo_run):
+    _proc, report_dir = daytwo_run
+    report = json.loads((report_dir / "fleet-report.json").read_text())
+    assert report["schema_version"] == 1
+    hosts = report["hosts"]
+    assert sorted(hosts) == ["cp-down", "worker-01", "worker-02", "worker-03"]
+    assert hosts["cp-down"]["unreachable"] is True
+    assert hosts["worker-01"]["unreachable"] is False and hosts["worker-01"]["validation_failed"] is True
+    assert hosts["worker-02"]["healthy"] is False  # a gpu_nodes host whose every check skipped
+    assert hosts["worker-03"]["healthy"] is True
+    assert report["not_considered"] == [{"play": "Remediate one node at a time", "hosts": ["worker-04", "worker-05"],
+                                         "reason": "the play stopped after cp-down unreachable"}]
+    page = (report_dir / "fleet-report.html").read_text()
+    assert "https://" not in page and "http://" not in page

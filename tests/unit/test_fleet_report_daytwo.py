@@ -117,7 +117,8 @@ def test_fit_never_exceeds_its_limit_and_keeps_the_end(message, limit):
 @given(st.text(max_size=300))
 def test_cause_is_one_line_and_never_empty_for_a_message(message):
     line = model.cause(message)
-    assert "\n" not in line and (line or not message.strip())
+    assert "\n" not in line and line == line.strip()
+    assert line or not message.strip() or re.match(r"^(Task failed:|unreachable:|Failed to connect)", message.strip())
 
 
 # ---------------------------------------------------------------------- item 10
@@ -181,3 +182,43 @@ def test_a_gpu_node_whose_every_check_skipped_is_not_healthy(tmp_path):
     assert [c["message"] for c in dgx["checks"] if c["id"] == "host.validation"] == [
         "not validated: every check of this gpu_nodes host skipped (gpu skipped: no NVIDIA GPU on the PCI bus)"]
     assert report["hosts"]["dgx-02"]["healthy"] is True and report["hosts"]["cpu-01"]["healthy"] is True
+
+
+def test_a_picture_of_a_newer_schema_is_not_merged_and_said(tmp_path):
+    from ansible_collections.gpufleet.cluster.plugins.plugin_utils import fleet_report_store as store
+    path = tmp_path / "fleet-report.json"
+    path.write_text('{"schema_version": 2, "hosts": {}}')
+    document, problem = store.read_state(str(path))
+    assert document is None and "schema_version 2" in problem
+    for value in ('"1"', "true", "-1"):
+        path.write_text('{"schema_version": %s, "hosts": {}}' % value)
+        assert store.read_state(str(path))[0] is None
+    path.write_text('{"hosts": {}}')  # before the version: 0
+    assert store.read_state(str(path)) == ({"hosts": {}}, None)
+
+
+# ---------------------------------------------------------------------- the console callback (item 8)
+def test_console_unreachable_line_and_failure_said_once():
+    from ansible_collections.gpufleet.cluster.plugins.callback import console
+    assert console.unreachable_line("w1 -> cp-01", "w1", "cp-01", {"msg": SSH_REFUSED}) == (
+        "fatal: [w1 -> cp-01]: UNREACHABLE! cp-01 cannot be reached: ssh: connect to host 127.0.0.2 port 9: "
+        "Connection refused")
+    assert console.unreachable_line("w1", "w1", None, {"msg": "Task failed: \n\n"}) == \
+        "fatal: [w1]: UNREACHABLE! cannot be reached"
+    data = console.compact_failure({"msg": "Task failed: Module failed: sysfs tree exploded",
+                                    "exception": "(traceback unavailable)"})
+    assert data == {"msg": "Module failed: sysfs tree exploded"}
+    data = console.compact_failure({"exception": "Traceback (most recent call last):\n  ...\nOSError: no sysfs\n"})
+    assert data == {"msg": "OSError: no sysfs"}
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.dictionaries(st.sampled_from(["msg", "exception", "rc", "stderr"]),
+                       st.one_of(st.none(), st.text(max_size=80), st.integers())))
+def test_console_compact_failure_never_crashes_and_drops_only_the_exception(data):
+    from ansible_collections.gpufleet.cluster.plugins.callback import console
+    before = dict(data)
+    after = console.compact_failure(dict(data))
+    assert "exception" not in after
+    assert dict((k, v) for k, v in after.items() if k != "msg") == dict(
+        (k, v) for k, v in before.items() if k not in ("msg", "exception"))
