@@ -14,12 +14,14 @@ short_description: Check the expiry of kubeadm's certificates (kubeadm certs che
 version_added: 0.1.0
 description:
   - Runs C(kubeadm certs check-expiration) on a control-plane node (with C(-o json) when C(kubeadm version -o short)
-    is 1.30 or newer, read strictly; the text tables of an older kubeadm) and returns one check
+    is 1.30 or newer, read strictly - exact kind and apiVersion, known keys typed, a key it does not know ignored,
+    since output.kubeadm.k8s.io/v1alpha3 may gain optional fields; the text tables of an older kubeadm) and
+    returns one check
     C(k8s.certs_expiry) per certificate and certificate authority (target C(<target>/<name>)).
   - A certificate that expired, or that kubeadm reports C(!MISSING!), fails; one that expires within
     O(warn_days) days warns (tier variable C(gpufleet_cert_warn_days), default 30).
   - Fail closed - a command that fails (no kubeadm, no admin.conf, API server down) or an output
-    that cannot be read whole (an unknown key or type in the JSON; in the text, a line that is neither a row nor
+    that cannot be read whole (another kind or apiVersion, a missing or mistyped known key in the JSON; in the text, a line that is neither a row nor
     one of the two known table headers, or a missing authority table) is one failing check with the error,
     never a pass.
   - Never changes anything (C(kubeadm certs renew) renews; an upgrade renews them too).

@@ -14,14 +14,22 @@ short_description: One step of a kubeadm upgrade, with kubeadm's version-skew ru
 version_added: 0.1.0
 description:
   - "The steps role rolling_upgrade runs for component C(kubernetes):"
-  - C(preflight) reads the API server's version (C(kubectl version -o json) with O(kubeconfig)) and
-    refuses, naming C(rolling_upgrade_target.kubernetes), a target that skips a minor or goes down (first
-    control-plane node), or that would make the node's kubelet newer than the API server (every other node).
+  - "Versions: the target (O(version)) is a release, exactly X.Y.Z (C(v) optional); anything else (C(1.37),
+    C(v1.36.0-rc.1), C(1.36.5+k3s1), C(v1.37.1.2)) fails naming the variable. A component's version is read
+    as reported (Semantic Versioning, C(vX.Y.Z[-pre][+build])) and is the target only when it is exactly the
+    release C(vX.Y.Z): a release candidate, a development build or a distribution's build (C(+k3s1)) is not."
+  - C(preflight) reads the API server's version (C(kubectl version -o json) with O(kubeconfig)) and, with
+    O(node_name), that Node's kubelet version, and refuses, naming C(rolling_upgrade_target.kubernetes), a
+    target that skips a minor or goes down (first control-plane node), that the API server does not run
+    (every other node - a release of the target's minor, at least its patch, the rule C(verify) applies), or
+    that is older than the node's kubelet (every node).
   - C(plan) reads kubeadm's own version (C(kubeadm version -o short)) and the API server's, runs
-    C(kubeadm upgrade plan <version>) (with C(-o json) for a kubeadm 1.30 or newer, read strictly; the
-    text of an older kubeadm) and refuses when it exits non-zero, a component config needs a manual
-    upgrade, it does not offer the version, or kubeadm's version policy (cmd/kubeadm/app/phases/upgrade/policy.go,
-    mandatory and skippable errors alike, since gpufleet never passes C(--force)) forbids it.
+    C(kubeadm upgrade plan <version>) (with C(-o json) for a kubeadm 1.30 or newer, read strictly - exact kind
+    and apiVersion, known keys typed, unknown keys ignored; the text of an older kubeadm) and refuses when it
+    exits non-zero, a component config needs a manual upgrade, it does not offer the version, kubeadm is not
+    a release (a pre-release or build kubeadm), or kubeadm's version policy
+    (cmd/kubeadm/app/phases/upgrade/policy.go, mandatory and skippable errors alike, since gpufleet never
+    passes C(--force)) forbids it.
   - C(apply) plans, then runs C(kubeadm upgrade apply --yes <version>) on the first control-plane node;
     nothing when the API server already runs the version (a resumed run). It succeeded only when kubeadm
     exited 0 AND the API server's C(/version) then reports the version (looked at for up to
@@ -29,7 +37,7 @@ description:
     decides nothing (it changed in 1.32).
   - C(node) runs C(kubeadm upgrade node) (other control-plane nodes, workers); repeating it is harmless.
   - C(verify) (after the kubelet restart) looks, for up to O(observe_timeout) seconds, until the API server
-    runs the version (first control-plane node) or its minor and at least its patch (other nodes) and the
+    runs the version (first control-plane node) or a release of its minor, at least its patch (other nodes) and the
     kubelet of O(node_name) reports the version (C(status.nodeInfo.kubeletVersion)); fails otherwise.
 author:
   - gpufleet contributors (@gpufleet)
@@ -48,7 +56,9 @@ options:
     type: bool
     default: false
   node_name:
-    description: The Node whose kubelet C(verify) looks at.
+    description:
+      - The Node whose kubelet C(verify) looks at, and C(preflight) compares with the target (never down).
+        Without it C(preflight) does not read the kubelet (role rolling_upgrade always passes it).
     type: str
   kubeadm:
     description: The kubeadm command.
@@ -95,7 +105,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 server_version:
-  description: The API server's version (C(preflight), C(verify)).
+  description: The API server's version as reported, verbatim (C(preflight), C(verify)).
   returned: actions preflight and verify
   type: str
 cluster_version:
@@ -107,7 +117,7 @@ kubeadm_version:
   returned: actions plan and apply
   type: str
 observed_version:
-  description: The API server's version seen after C(kubeadm upgrade apply).
+  description: The API server's version seen after C(kubeadm upgrade apply), verbatim (e.g. C(v1.37.1-rc.1)).
   returned: action apply, when kubeadm upgrade apply ran
   type: str
 banner:
@@ -116,15 +126,15 @@ banner:
   returned: action apply, when kubeadm upgrade apply ran
   type: dict
 kubelet_version:
-  description: The kubelet version node_name reports (C(verify)).
-  returned: action verify
+  description: The kubelet version node_name reports, verbatim (C(verify); C(preflight) with node_name).
+  returned: action verify, action preflight with node_name
   type: str
 target_version:
   description: The target, C(vX.Y.Z).
   returned: actions preflight, plan, apply and verify
   type: str
 cluster_at_target:
-  description: The API server already runs the target (or newer, preflight).
+  description: The API server runs exactly the release of the target (a pre-release or build of it is not).
   returned: actions preflight, plan and apply
   type: bool
 plan:

@@ -2,11 +2,17 @@
 refuse an upgrade before the node is touched (role rolling_upgrade, tasks/kubeadm_preflight.yml).
 
 Local-connection nodes, the kubernetes gate backend against the API double (tests/fake_kube_api),
-a kubectl double answering `kubectl version -o json` with an API server at v1.28.5, the kubeadm
-test double of the molecule scenarios (never reached here). The first control-plane node asked for
-v1.30.1 (two minors up) and a worker asked for v1.29.2 before the control plane runs it are both
-refused with a message naming rolling_upgrade_target.kubernetes; neither is cordoned, drained or
-given a state file; the run's records say skipped with the reason.
+a kubectl double answering `kubectl version -o json` with an API server at v1.28.5 (v1.28.5-rc.1
+through the kubeconfig rc.conf, v1.28.7 through new.conf) and `kubectl get node <name> -o json`
+with a kubelet at v1.28.5 (v1.28.6 through new.conf), the kubeadm test double of the molecule
+scenarios (never reached here). All refused with a message naming
+rolling_upgrade_target.kubernetes, in one playbook run: the first control-plane node asked for
+v1.30.1 (two minors up), a worker asked for v1.29.2 before the control plane runs it, a worker
+asked for v1.27.9 (below the API server's minor), a worker asked for v1.28.5 while the API server
+runs the release candidate v1.28.5-rc.1 (not the release; kubernetes/kubernetes issue #53259 shows
+such a gitVersion of a development build), and a worker asked for v1.28.5 whose kubelet runs
+v1.28.6 (down). None is cordoned, drained or given a state file; the run's records say skipped
+with the reason.
 """
 
 import json
@@ -20,20 +26,32 @@ from playbook_env import ANSIBLE_PLAYBOOK, HAS_K8S_CLIENT, REPO, VENV_PYTHON
 
 PLAYBOOK = os.path.join(REPO, "playbooks", "rolling-upgrade.yml")
 KUBEADM_DOUBLE = os.path.join(REPO, "roles", "kubernetes_worker", "molecule", "default", "files", "kubeadm")
-NODES = ["ku-cp", "ku-w"]
+NODES = ["ku-cp", "ku-w", "ku-w-below", "ku-w-rc", "ku-w-kubelet"]
 
 pytestmark = [
     pytest.mark.skipif(not os.path.exists(ANSIBLE_PLAYBOOK), reason="run `make setup` first"),
     pytest.mark.skipif(not HAS_K8S_CLIENT, reason="the Python kubernetes client is not installed (make setup)"),
 ]
 
+# kubectl double: `kubectl --kubeconfig <path> version -o json` of a v1.29.2 client (fields as the existing
+# double had them) and `kubectl --kubeconfig <path> get node <name> -o json` (metadata.name,
+# status.nodeInfo.kubeletVersion: the fields the module reads); the kubeconfig's name picks the versions
 KUBECTL = """#!/bin/sh
-# kubectl double: `kubectl ... version -o json` of a v1.29.2 client against a v1.28.5 API server
-echo "$*" >> "%s"
-cat <<'JSON'
+echo "$*" >> "@LOG@"
+case "$*" in
+  *rc.conf*) server=v1.28.5-rc.1; kubelet=v1.28.5 ;;
+  *new.conf*) server=v1.28.7; kubelet=v1.28.6 ;;
+  *) server=v1.28.5; kubelet=v1.28.5 ;;
+esac
+if [ "$3" = get ] && [ "$4" = node ]; then
+  printf '{"kind": "Node", "apiVersion": "v1", "metadata": {"name": "%s"}, "status": {"nodeInfo": {"kubeletVersion": "%s"}}}\\n' "$5" "$kubelet"
+  exit 0
+fi
+minor=$(echo "$server" | cut -d. -f2)
+cat <<JSON
 {"clientVersion": {"major": "1", "minor": "29", "gitVersion": "v1.29.2", "platform": "linux/amd64"},
  "kustomizeVersion": "v5.0.4-0.20230601165947-6ce0bf390ce3",
- "serverVersion": {"major": "1", "minor": "28", "gitVersion": "v1.28.5", "platform": "linux/amd64"}}
+ "serverVersion": {"major": "1", "minor": "$minor", "gitVersion": "$server", "platform": "linux/amd64"}}
 JSON
 """
 
@@ -42,7 +60,7 @@ JSON
 def run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("rolling_upgrade_kubeadm")
     kubectl = tmp / "kubectl"
-    kubectl.write_text(KUBECTL % (tmp / "kubectl.log"))
+    kubectl.write_text(KUBECTL.replace("@LOG@", str(tmp / "kubectl.log")))
     kubectl.chmod(0o755)
     api = FakeKubeAPI().start()
     try:
@@ -73,13 +91,20 @@ def run(tmp_path_factory):
             "children": {
                 "kube_control_plane": {"hosts": {"ku-cp": {}}},
                 "kube_node": {"vars": node_vars,
-                              "hosts": {"ku-cp": {}, "ku-w": {"rolling_upgrade_target": {"kubernetes": "1.29.2"}}}},
+                              "hosts": {
+                                  "ku-cp": {},
+                                  "ku-w": {"rolling_upgrade_target": {"kubernetes": "1.29.2"}},
+                                  "ku-w-below": {"rolling_upgrade_target": {"kubernetes": "1.27.9"}},
+                                  "ku-w-rc": {"rolling_upgrade_target": {"kubernetes": "1.28.5"},
+                                              "rolling_upgrade_kubeadm_kubeconfig": str(tmp / "rc.conf")},
+                                  "ku-w-kubelet": {"rolling_upgrade_target": {"kubernetes": "1.28.5"},
+                                                   "rolling_upgrade_kubeadm_kubeconfig": str(tmp / "new.conf")}}},
             },
         }}
         (tmp / "hosts.yml").write_text(json.dumps(inventory))
         env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), GPUFLEET_REPORT_DIR=str(tmp / "reports"),
                    TMPDIR=str(tmp), KUBEADM_DOUBLE_LOG=str(tmp / "kubeadm.log"), KUBEADM_DOUBLE_STATE=str(tmp / "kd"))
-        extra = {"rolling_upgrade_serial": 2, "rolling_upgrade_max_fail_percentage": 100, "rolling_upgrade_run_id": "k-1"}
+        extra = {"rolling_upgrade_serial": len(NODES), "rolling_upgrade_max_fail_percentage": 100, "rolling_upgrade_run_id": "k-1"}
         result = subprocess.run([ANSIBLE_PLAYBOOK, "-i", str(tmp / "hosts.yml"), PLAYBOOK, "-e", json.dumps(extra)],
                                 cwd=REPO, env=env, capture_output=True, text=True, timeout=900, check=False)
         records = {}
@@ -99,6 +124,10 @@ def test_both_hosts_fail_with_the_reason_naming_the_variable(run):
     assert "upgrade to 1.29 first" in out
     assert ("rolling_upgrade_target.kubernetes v1.29.2 would make this node's kubelet newer than the API server "
             "(v1.28.5)") in out, out
+    assert "rolling_upgrade_target.kubernetes v1.27.9 is below the API server's minor (v1.28.5)" in out, out
+    assert ("the API server reports v1.28.5-rc.1 (a pre-release, -rc.1: not the release v1.28.5): "
+            "rolling_upgrade_target.kubernetes v1.28.5") in out, out
+    assert "rolling_upgrade_target.kubernetes v1.28.5 is older than this node's kubelet (v1.28.6)" in out, out
 
 
 def test_refused_nodes_are_left_untouched(run):
@@ -109,7 +138,9 @@ def test_refused_nodes_are_left_untouched(run):
     patches = [r for r in run["api"].requests if r["method"] in ("PATCH", "POST", "PUT", "DELETE")]
     assert patches == [], patches
     assert not (run["tmp"] / "kubeadm.log").exists()  # kubeadm never ran
-    assert (run["tmp"] / "kubectl.log").read_text().count("version -o json") == 2
+    log = (run["tmp"] / "kubectl.log").read_text()
+    assert log.count("version -o json") == len(NODES)
+    assert sorted(line.split()[4] for line in log.splitlines() if " get node " in line) == sorted(NODES)
 
 
 def test_the_run_records_say_skipped_with_the_reason(run):
