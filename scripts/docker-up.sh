@@ -2,12 +2,15 @@
 # Make sure a Docker engine answers: install Debian's docker.io when missing, start dockerd in
 # the background when not running, and wait for `docker info`. Idempotent.
 set -euo pipefail
+# apt_get: waits up to GPUFLEET_APT_LOCK_TIMEOUT s (default 600) for another apt/dpkg to finish
+# shellcheck source=scripts/apt-lock.sh
+source "$(dirname "${BASH_SOURCE[0]}")/apt-lock.sh"
 
 if ! command -v dockerd >/dev/null 2>&1; then
-  echo "docker-up: installing docker.io" >&2
+  echo "docker-up: installing docker.io (waits up to ${GPUFLEET_APT_LOCK_TIMEOUT} s for a busy apt/dpkg)" >&2
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq docker.io >/dev/null
+  apt_get update -qq
+  apt_get install -y -qq docker.io >/dev/null
 fi
 
 if docker info >/dev/null 2>&1; then
