@@ -21,7 +21,8 @@ description:
   - A certificate that expired, or that kubeadm reports C(!MISSING!), fails; one that expires within
     O(warn_days) days warns (tier variable C(gpufleet_cert_warn_days), default 30).
   - Fail closed - a command that fails (no kubeadm, no admin.conf, API server down) or an output
-    that cannot be read whole (another kind or apiVersion, a missing or mistyped known key in the JSON; in the text, a line that is neither a row nor
+    that cannot be read whole (another kind or apiVersion, a missing or mistyped known key in the JSON;
+    in the text, a line that is neither a row nor
     one of the two known table headers, or a missing authority table) is one failing check with the error,
     never a pass.
   - Never changes anything (C(kubeadm certs renew) renews; an upgrade renews them too).

@@ -924,3 +924,219 @@ def test_plan_json_with_two_offers_is_judged_on_the_target():
     plan = k.parse_plan_json(_plan_changed(second))
     assert k.judge_plan(plan, "1.37.1", cluster=(1, 36, 5), kubeadm=(1, 37, 1)) == []
     assert k.judge_plan(plan, "1.37.2", cluster=(1, 36, 5), kubeadm=(1, 37, 1))  # kubeadm 1.37.1 < target
+
+
+# --- regressions of the red team's findings F1-F4 (they failed before the fix) --------------------------------------
+# kubernetes/kubernetes issue #53259 https://github.com/kubernetes/kubernetes/issues/53259: kubectl version -o json of
+# a development build, gitVersion "v1.9.0-alpha.1.487+550c3cab4fe267"; release candidates as kubeadm names them
+# ("v1.36.0-rc.1"); policy.go (cmd/kubeadm/app/phases/upgrade/policy.go) detectUnstableVersionError refuses an
+# unstable version without --allow-experimental-upgrades / --allow-release-candidate-upgrades.
+
+NOT_RELEASES = ["v1.36.0-rc.1", "1.36.5+k3s1", "1.37.1-alpha.1.487+550c3cab4fe267", "v1.37.1.2", "1.29.2-1.1",
+                "v01.37.1", "1.37.1-", "1.37.1+", "v1.37.1-rc..1", " v1.37.1 x"]
+
+
+@pytest.mark.parametrize("target", NOT_RELEASES)
+def test_f1_a_target_that_is_not_exactly_x_y_z_is_refused_naming_the_variable(target):
+    """F1: kube_version kept the first three numbers, so an rc, a k3s build, a dev build and v1.37.1.2 read as a
+    release."""
+    with pytest.raises(ValueError, match="rolling_upgrade_target.kubernetes must be a Kubernetes release X.Y.Z"):
+        k.kube_version(target, "rolling_upgrade_target.kubernetes")
+
+
+@pytest.mark.parametrize("target", ["v1.36.0-rc.1", "1.36.5+k3s1"])
+def test_f1_preflight_with_a_target_that_is_not_x_y_z_fails_before_anything_runs(target):
+    runner = ScriptedRunner({"kubectl": (0, kubectl_json("v1.35.6"), "")})
+    with pytest.raises(ModuleFailure, match="rolling_upgrade_target.kubernetes"):
+        upgrade(FakeModule(action="preflight", version=target, first_control_plane=True), runner)
+    assert runner.calls == []
+
+
+@pytest.mark.parametrize("text,release,pre,build", [
+    ("v1.37.1", (1, 37, 1), "", ""),
+    ("1.37.1", (1, 37, 1), "", ""),
+    ("v1.36.0-rc.1", (1, 36, 0), "rc.1", ""),
+    ("v1.36.5+k3s1", (1, 36, 5), "", "k3s1"),
+    ("v1.9.0-alpha.1.487+550c3cab4fe267", (1, 9, 0), "alpha.1.487", "550c3cab4fe267"),  # kubernetes#53259
+])
+def test_f1_reported_versions_keep_their_pre_release_and_build(text, release, pre, build):
+    seen = k.parse_kube_version(text)
+    assert (seen.release, seen.pre, seen.build, seen.text) == (release, pre, build, text)
+    assert seen.is_release == (not pre and not build)
+
+
+@pytest.mark.parametrize("text,expected", [("1.29.2-1.1", (1, 29, 2)), ("1:1.29.2-150500.1.1", (1, 29, 2)),
+                                           ("1.37.1-00", (1, 37, 1))])
+def test_f1_package_versions_are_read_by_their_own_reader(text, expected):
+    assert k.package_version(text) == expected
+
+
+@pytest.mark.parametrize("text", ["v1.29.2", "1.29.2", "1.29", "1.36.0~rc.1-1.1", "1.29.2.1-1", "", None, 1.29])
+def test_f1_the_package_reader_refuses_what_is_not_a_package_version(text):
+    with pytest.raises(ValueError, match="package version"):
+        k.package_version(text)
+
+
+VERSIONISH = st.from_regex(r"\Av?[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}([-+.~][0-9A-Za-z.+-]{0,12})?\Z")
+
+
+@FAST
+@given(text=st.one_of(st.text(max_size=40), VERSIONISH))
+def test_f1_version_readers_answer_or_fail_clearly(text):
+    """Any text: a version or a ValueError, never a crash; a target is only ever an exact X.Y.Z release."""
+    try:
+        seen = k.parse_kube_version(text)
+    except ValueError:
+        seen = None
+    try:
+        target = k.kube_version(text)
+    except ValueError:
+        target = None
+    if target is not None:
+        assert seen is not None and seen.is_release and seen.release == target
+        assert text.strip().lstrip("v") == "%d.%d.%d" % target
+    if seen is not None and not seen.is_release:
+        assert target is None and not k.at_target(seen, seen.release)
+    try:
+        k.package_version(text)
+    except ValueError:
+        pass
+
+
+@pytest.mark.parametrize("after", [["v1.37.1-rc.1"], ["v1.37.1-alpha.1.487+550c3cab4fe267"], ["v1.37.1-beta.0"],
+                                   ["v1.37.1+k3s1"]])
+def test_f2_apply_exiting_0_fails_unless_the_release_is_seen_and_says_what_it_saw(after):
+    """F2: v1.37.1-rc.1 is not v1.37.1 (a pre-release is lower than its release); a +k3s1 build is not kubeadm's."""
+    cluster = Cluster("v1.36.5", after=after)
+    with pytest.raises(ModuleFailure) as failed:
+        upgrade(apply_module(), cluster)
+    assert failed.value.context["observed_version"] == after[0]
+    assert "reports %s, not the target v1.37.1" % after[0] in failed.value.msg
+    assert "not the release v1.37.1" in failed.value.msg
+
+
+def test_f2_apply_on_a_release_candidate_cluster_is_not_skipped_as_done():
+    cluster = Cluster("v1.37.1-rc.1", after=["v1.37.1"])
+    try:
+        result = upgrade(apply_module(), cluster)
+    except ModuleFailure as failed:
+        assert not failed.context["cluster_at_target"]
+        return
+    assert any(c[1:3] == ["upgrade", "apply"] for c in cluster.calls), result
+    assert not result["cluster_at_target"] and result["observed_version"] == "v1.37.1"
+
+
+@pytest.mark.parametrize("server", ["v1.37.1-rc.1", "v1.37.1+k3s1"])
+def test_f2_preflight_does_not_take_a_release_candidate_or_a_build_for_the_target(server):
+    runner = ScriptedRunner({"kubectl": (0, kubectl_json(server), "")})
+    try:
+        result = upgrade(FakeModule(action="preflight", version="1.37.1", first_control_plane=True), runner)
+    except ModuleFailure as failed:
+        assert server.endswith("+k3s1") and "a distribution's build" in failed.msg
+        assert failed.context["server_version"] == server
+        return
+    assert not result["cluster_at_target"] and result["server_version"] == server
+
+
+@pytest.mark.parametrize("first", [True, False])
+@pytest.mark.parametrize("server,kubelet", [("v1.37.1", "v1.37.1-rc.1"), ("v1.37.1-rc.1", "v1.37.1"),
+                                            ("v1.37.1+k3s1", "v1.37.1"), ("v1.37.1", "v1.37.1+k3s1")])
+def test_f2_verify_fails_for_a_release_candidate_or_a_build(first, server, kubelet):
+    cluster = Cluster(server, kubelets=[kubelet], node="gpu-w-1")
+    with pytest.raises(ModuleFailure) as failed:
+        upgrade(verify_module(first), cluster)
+    assert (failed.value.context["server_version"], failed.value.context["kubelet_version"]) == (server, kubelet)
+
+
+@pytest.mark.parametrize("kubeadm", ["v1.37.1-rc.1", "v1.37.2-rc.0", "v1.37.1+k3s1"])
+def test_f2_a_kubeadm_that_is_not_a_release_never_applies(kubeadm):
+    """policy.go: a kubeadm v1.37.1-rc.1 is older than v1.37.1 (kubeadmVersion.LessThan, skippable: "Upgrade kubeadm
+    first"); gpufleet refuses any kubeadm that is not a release (policy.go refuses unstable versions without
+    --allow-experimental-upgrades / --allow-release-candidate-upgrades, which gpufleet never passes)."""
+    cluster = Cluster("v1.36.5", after=["v1.37.1"], kubeadm=kubeadm)
+    with pytest.raises(ModuleFailure, match="kubeadm %s is not a release" % kubeadm.replace("+", r"\+")):
+        upgrade(apply_module(), cluster)
+    assert not any(c[1:3] == ["upgrade", "apply"] for c in cluster.calls)
+
+
+def test_f2_version_policy_compares_a_release_candidate_kubeadm_as_policy_go_does():
+    errors = k.version_policy(k.parse_kube_version("v1.36.5"), k.parse_kube_version("v1.37.1-rc.1"), (1, 37, 1))
+    assert errors["mandatory"] == [] and len(errors["skippable"]) == 1
+    assert 'is higher than the kubeadm version "v1.37.1-rc.1"' in errors["skippable"][0]
+
+
+@FAST
+@given(seq=st.lists(st.sampled_from(["v1.36.5", "v1.37.1", "v1.37.1-rc.1", "v1.37.1+k3s1", "v1.37.10", None, "503",
+                                     "refused"]), min_size=1, max_size=25))
+def test_f2_apply_passes_only_when_the_release_was_seen_in_time(seq):
+    entries = [SERVICE_UNAVAILABLE if e == "503" else REFUSED if e == "refused" else e for e in seq]
+    try:
+        result = upgrade(apply_module(), Cluster("v1.36.5", after=list(entries)))
+    except ModuleFailure:
+        return
+    assert "v1.37.1" in seq and result["observed_version"] == "v1.37.1"
+
+
+@pytest.mark.parametrize("server,target", [("v1.37.1", "1.36.5"), ("v1.37.1", "1.35.0"), ("v1.25.0", "1.24.0"),
+                                           ("v1.37.1-rc.1", "1.37.1"), ("v1.37.2-rc.0", "1.37.1"),
+                                           ("v1.37.1+k3s1", "1.37.1")])
+def test_f3_preflight_on_another_node_refuses_a_target_the_api_server_does_not_run(server, target):
+    """F3, docs/upgrades.md step 1: on every other node the API server must already run the target (a release of
+    its minor, at least its patch); before, a target below the API server's minor passed preflight, and verify
+    could then never pass: the node was cordoned, drained and upgraded, then held."""
+    runner = ScriptedRunner({"kubectl": (0, kubectl_json(server), "")})
+    with pytest.raises(ModuleFailure, match="rolling_upgrade_target.kubernetes"):
+        upgrade(FakeModule(action="preflight", version=target, first_control_plane=False), runner)
+
+
+@pytest.mark.parametrize("first", [True, False])
+def test_f3_preflight_never_takes_a_node_below_its_kubelet(first):
+    runner = ScriptedRunner({("kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf", "version", "-o", "json"):
+                             (0, kubectl_json("v1.37.3"), ""),
+                             "kubectl": (0, node_json("gpu-w-1", "v1.37.2"), "")})
+    module = FakeModule(action="preflight", version="1.37.1", first_control_plane=first, node_name="gpu-w-1")
+    with pytest.raises(ModuleFailure, match="v1.37.1 is older than this node's kubelet \\(v1.37.2\\)") as failed:
+        upgrade(module, runner)
+    assert failed.value.context["kubelet_version"] == "v1.37.2"
+
+
+def test_f3_preflight_with_a_node_reads_its_kubelet_and_passes_at_or_above_it():
+    runner = ScriptedRunner({("kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf", "version", "-o", "json"):
+                             (0, kubectl_json("v1.37.1"), ""),
+                             "kubectl": (0, node_json("gpu-w-1", "v1.36.5"), "")})
+    result = upgrade(FakeModule(action="preflight", version="1.37.1", node_name="gpu-w-1"), runner)
+    assert result["kubelet_version"] == "v1.36.5" and result["cluster_at_target"]
+
+
+def test_f3_preflight_refuses_when_the_nodes_kubelet_cannot_be_read():
+    runner = ScriptedRunner({("kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf", "version", "-o", "json"):
+                             (0, kubectl_json("v1.37.1"), ""), "kubectl": REFUSED})
+    with pytest.raises(ModuleFailure, match="kubelet version of node gpu-w-1"):
+        upgrade(FakeModule(action="preflight", version="1.37.1", node_name="gpu-w-1"), runner)
+
+
+REPORTED = st.one_of(VERSIONS.map(k.version_text), st.builds(lambda v, p: k.version_text(v) + p, VERSIONS,
+                                                             st.sampled_from(["-rc.1", "-alpha.0", "+k3s1",
+                                                                              "-beta.2+abc"])))
+
+
+@FAST
+@given(server=REPORTED, target=VERSIONS)
+def test_f3_preflight_and_verify_agree_on_other_nodes(server, target):
+    """One rule (api_server_runs_target): what preflight lets through on another node, verify (with the kubelet at
+    the target) passes, and what preflight refuses verify refuses."""
+    seen = k.parse_kube_version(server)
+    before = k.skew_problems(seen, target, False)
+    after = k.node_verdict(seen, k.KubeVersion(target), target, False)
+    assert bool(before) == bool(after)
+    if not before:
+        assert seen.is_release and seen.release[:2] == target[:2] and seen.release >= target
+
+
+@FAST
+@given(server=st.one_of(st.none(), REPORTED), kubelet=st.one_of(st.none(), REPORTED), target=VERSIONS,
+       first=st.booleans())
+def test_f2_a_node_passes_only_when_its_kubelet_is_seen_at_the_release(server, kubelet, target, first):
+    seen = [None if v is None else k.parse_kube_version(v) for v in (server, kubelet)]
+    if not k.node_verdict(seen[0], seen[1], target, first):
+        assert kubelet == k.version_text(target) and seen[0].is_release
