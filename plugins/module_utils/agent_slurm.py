@@ -25,15 +25,55 @@ import time
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_config import SLURM_REASON_PREFIX, AgentError
 
-_FIELD = re.compile(r"(\w+)=(.*?)(?=\s+\w+=|$)")
+_KEY = re.compile(r"(?<!\S)([A-Za-z][A-Za-z0-9_]*)=")
+# The fields Slurm prints after Reason= (src/api/node_info.c, slurm_sprint_node_table, the same order
+# from slurm-20-11-1-1 to 25.11: NodeName= first, State= on an earlier line, then the power line, then
+# Reason=<text> [<user>@<time>] (a multi-line reason's further lines follow it), then these optional
+# lines). Comment= and Extra= are free text like the reason itself.
+AFTER_REASON = ("Comment", "Extra", "InstanceId", "InstanceType", "ReservationName", "TLSCertTokenSet",
+                "TLSCertLastRenewal", "Topology", "Parameters")
+
+
+class ShowNodeError(ValueError):
+    """The answer of ``scontrol show node`` cannot be read field by field without guessing."""
 
 
 def parse_show_node(text):
     """{field: value} of ``scontrol show node <name>`` (``-o``: one line; without: one field group per
     line); values may hold spaces (``OS=Linux 5.15.0-153-generic #163-Ubuntu SMP ...``,
-    ``Reason=bad dimm [root@2025-09-23T09:46:15]``) and further fields may follow Reason."""
-    line = " ".join((text or "").split())
-    return dict((m.group(1), m.group(2).strip()) for m in _FIELD.finditer(line))
+    ``Reason=bad dimm [root@2025-09-23T09:46:15]``) and further fields may follow Reason.
+
+    A key is a word followed by ``=`` at the start or after whitespace. Reason= is read as Slurm
+    prints it: its raw text (whitespace kept, nothing normalised; only the separator before the next
+    field is dropped) up to the next field Slurm prints after it (AFTER_REASON) or the end; what looks
+    like a key inside it is part of the reason. Free text (a reason, a comment) can hold text that looks
+    like a field, so the answer is refused (ShowNodeError naming the key) when a key appears twice or
+    Reason= appears after a field Slurm prints after it: which one is Slurm's cannot be told."""
+    text = text or ""
+    keys = list(_KEY.finditer(text))
+    seen = {}
+    for match in keys:
+        name = match.group(1)
+        if name in seen:
+            raise ShowNodeError("%s= appears more than once (free text holding a field?): which is Slurm's cannot "
+                                "be told" % name)
+        seen[name] = match.start()
+    if "Reason" in seen:
+        early = [name for name in AFTER_REASON if seen.get(name, len(text)) < seen["Reason"]]
+        if early:
+            raise ShowNodeError("Reason= follows %s= (Slurm prints it before them): the reason cannot be told from "
+                                "free text" % "=, ".join(early))
+    fields, index = {}, 0
+    while index < len(keys):
+        match, after = keys[index], index + 1
+        if match.group(1) == "Reason":
+            while after < len(keys) and keys[after].group(1) not in AFTER_REASON:
+                after += 1
+        end = keys[after].start() if after < len(keys) else len(text)
+        value = text[match.end():end]
+        fields[match.group(1)] = value.rstrip() if match.group(1) == "Reason" else value.strip()
+        index = after
+    return fields
 
 
 # `scontrol show node`'s State= (Slurm src/common/slurm_protocol_defs.c, node_states[] and
@@ -63,8 +103,9 @@ FOREIGN_FLAGS = ("FAIL", "MAINTENANCE", "POWER_DOWN", "POWER_UP", "POWERED_DOWN"
 
 
 def parse_state(state):
-    """(base or None, set of flags, [tokens not understood]) of a State= value in either form."""
-    tokens = [token for token in (state or "").strip().upper().split("+")]
+    """(base or None, set of flags, [tokens not understood]) of a State= value in either form. Slurm
+    prints states in upper case: a token in another case is not understood (fail closed)."""
+    tokens = (state or "").strip().split("+")
     base, flags, unknown = None, set(), []
     for index, token in enumerate(tokens):
         word = token.rstrip("".join(_SUFFIXES))
@@ -85,13 +126,14 @@ def parse_state(state):
 
 def node_hold(state, reason, prefix):
     """Who holds the node, from its State= and Reason= (``prefix``: our reason's start):
-    ``("ours", [])`` DRAIN set with our reason and nothing else held; ``("free", [])`` neither
+    ``("ours", [])`` DRAIN set with our reason (``prefix`` at position 0 of the raw reason: whitespace
+    or case is never normalised) and nothing else held; ``("free", [])`` neither
     drained nor held; ``("other", [what])`` anything else: a base other than IDLE, ALLOCATED,
     MIXED (DOWN, ERROR, FUTURE, UNKNOWN), a flag of FOREIGN_FLAGS, DRAIN or any reason that is not
     ours, or a state not understood (fail closed: left alone)."""
     base, flags, unknown = parse_state(state)
-    reason = (reason or "").strip()
-    ours = reason.startswith(prefix)
+    reason = reason or ""
+    ours = reason.startswith(prefix)  # the raw reason: no whitespace or case normalised
     held = []
     if base not in USABLE_BASES:
         held.append(base or "no base state")
@@ -115,9 +157,15 @@ def slurm_commands(node, healthy, failing, show_output, scontrol="scontrol"):
     """([argv, ...], explanation) for the node's health and its current Slurm state: drain (or
     change our reason) when unhealthy, resume what we drained when healthy; a node held by
     someone else (node_hold) is left alone either way."""
-    fields = parse_show_node(show_output)
+    try:
+        fields = parse_show_node(show_output)
+    except ShowNodeError as exc:
+        return [], "left alone: the answer of scontrol show node %s is unreadable (%s)" % (node, exc)
     if not fields.get("NodeName"):
         raise AgentError("scontrol show node %s: no NodeName in the answer %r" % (node, (show_output or "")[:200]))
+    if node not in (fields["NodeName"], fields.get("NodeHostName")):
+        raise AgentError("scontrol show node %s: the answer is for NodeName=%s, not this node"
+                         % (node, fields["NodeName"]))
     state = fields.get("State", "")
     reason = fields.get("Reason", "")
     hold, held = node_hold(state, reason, SLURM_REASON_PREFIX)

@@ -20,7 +20,8 @@ __metaclass__ = type
 
 import copy
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_slurm import node_hold, parse_show_node, parse_state
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_slurm import (
+    ShowNodeError, node_hold, parse_show_node, parse_state)
 from ansible_collections.gpufleet.cluster.plugins.module_utils import breaker
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gate import failing_checks
 from ansible_collections.gpufleet.cluster.plugins.module_utils import records
@@ -277,16 +278,22 @@ def slurm_state(show_output, node):
     reason that is not ours, a state not understood; never drained with our reason nor resumed by
     us), held (what makes it someone else's), closed (DRAIN, FAIL or DOWN: Slurm starts no new
     job), drained (closed, and no job left:
-    ALLOCATED, MIXED, COMPLETING), busy}. PolicyError when the answer is not this node's (fail
-    closed: no state is never drained)."""
-    fields = parse_show_node(show_output)
+    ALLOCATED, MIXED, COMPLETING), busy}. ``reason`` is the raw Reason= text (ours only with
+    ``gpufleet remediation: `` at its very start). PolicyError when the answer is not this node's or
+    cannot be read without guessing (agent_slurm.parse_show_node: a key twice, Reason= inside free
+    text) (fail closed: no state is never drained)."""
+    try:
+        fields = parse_show_node(show_output)
+    except ShowNodeError as exc:
+        raise PolicyError("scontrol show node %s: the answer is unreadable (%s): %r"
+                          % (node, exc, (show_output or "")[:200]))
     if fields.get("NodeName") != node or "State" not in fields:
         raise PolicyError("scontrol show node %s: no NodeName=%s and State in the answer %r"
                           % (node, node, (show_output or "")[:200]))
-    state = fields["State"].upper()
+    state = fields["State"]  # as Slurm prints it (upper case): another case is not understood
     base, flags, _unknown = parse_state(state)
-    reason = fields.get("Reason", "")
-    hold, held = node_hold(state, reason, SLURM_REASON)
+    reason = fields.get("Reason", "")  # raw: SLURM_REASON and its space at position 0, never normalised
+    hold, held = node_hold(state, reason, SLURM_REASON + " ")
     draining = "DRAIN" in flags
     busy = sorted((flags | {base}) & set(_SLURM_BUSY))
     closed = bool(flags & set(_SLURM_CLOSED)) or base == "DOWN"  # DOWN runs no job (Slurm requeues or kills them)

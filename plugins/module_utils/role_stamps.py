@@ -18,7 +18,10 @@ File format: ``{"roles": {<role>: {"inputs": <digest>, "managed": {"files": {<pa
 "packages": {<name>: <version> | null}} | null}}}`` with ``<file>`` one of ``{"absent": true}``,
 ``{"type": "file", "sha256": <hex>, "mode": "0644", "uid": 0, "gid": 0}``, ``{"type":
 "symlink", "target": <link text>, "uid": 0, "gid": 0, "points_to": <file>}`` (``points_to``:
-the regular file or absence it resolves to). ``managed`` null: the role declared nothing to
+the regular file or absence it resolves to); a package ``<name>`` as the package database prints
+it, with an architecture qualifier where it has one, one entry per installed architecture
+(``libc6:amd64``, ``libc6:i386``; stamps of an earlier gpufleet dropped the qualifier: such a
+package is drift once, the role runs and records it anew). ``managed`` null: the role declared nothing to
 verify; stamps of gpufleet 0.3 have no ``managed`` at all (the same); file records of an earlier
 gpufleet (``{"sha256", "mode"}`` only: no type, owner or group) are read but never verified.
 """
@@ -27,6 +30,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import errno
 import hashlib
 import json
 import os
@@ -37,6 +41,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils import records
 from ansible_collections.gpufleet.cluster.plugins.module_utils.state_files import atomic_write, read_bytes
 
 DEFAULT_PATH = "/var/lib/gpufleet/role-state.json"
+MAX_BYTES = 16 << 20  # a state file larger than this is unreadable (every role runs): never read without a bound
 _CHUNK = 1 << 20
 _open = os.open  # tests replace it to see an unreadable file
 
@@ -100,14 +105,15 @@ def file_state(path):
 def parse_dpkg(text):
     """{name: version or None} from ``dpkg-query -W -f '${binary:Package}\\t${db:Status-Abbrev}\\t${Version}\\n'``
     (installed: the status's second letter is i; held: its first letter is h, the version then
-    ends in " (held)"; an arch qualifier ``:amd64`` is dropped)."""
+    ends in " (held)"). The name as dpkg prints it, with its architecture qualifier when it has one
+    (``libc6:amd64``, ``libc6:i386``: a package installed for two architectures has a line for each,
+    each its own entry)."""
     found = {}
     for line in text.splitlines():
         parts = line.split("\t")
         if len(parts) != 3:
             continue
         name, status, version = parts
-        name = name.split(":", 1)[0]
         installed = len(status) >= 2 and status[1] == "i"
         if installed or name not in found:
             # a hold is part of the state (dpkg's selection "h"): released by hand is drift
@@ -116,8 +122,8 @@ def parse_dpkg(text):
 
 
 def parse_rpm(text):
-    """{name: version or None} from ``rpm -q --qf '%{NAME}\\t%{EPOCHNUM}:%{VERSION}-%{RELEASE}\\n'``
-    ("package X is not installed" lines give None)."""
+    """{name: version or None} from ``rpm -q --qf '%{NAME}:%{ARCH}\\t%{EPOCHNUM}:%{VERSION}-%{RELEASE}\\n'``
+    (one line per installed architecture; "package X is not installed" lines give X None)."""
     found = {}
     for line in text.splitlines():
         parts = line.split("\t")
@@ -128,10 +134,17 @@ def parse_rpm(text):
     return found
 
 
+def _bare(name):
+    """A package name without its architecture qualifier (``libc6:amd64`` -> ``libc6``)."""
+    return name.split(":", 1)[0]
+
+
 def package_versions(names, run_command, which):
-    """{name: installed version or None} for ``names`` with one dpkg-query (else rpm) call;
-    SnapshotError when neither answers."""
-    names = sorted(set(names))
+    """{name: installed version or None} for the packages ``names`` (with or without an
+    architecture qualifier) with one dpkg-query (else rpm) call: an entry per architecture the
+    package database prints (``libc6:amd64``, ``libc6:i386``; a package without a qualifier as it
+    is), a name it prints nothing for None. SnapshotError when neither answers."""
+    names = sorted(set(_bare(name) for name in names))
     if not names:
         return {}
     if which("dpkg-query"):
@@ -142,13 +155,25 @@ def package_versions(names, run_command, which):
         if rc not in (0, 1) or (rc == 1 and "no packages found" not in err):
             raise SnapshotError("dpkg-query failed (rc %s): %s" % (rc, (err or out).strip()[:200]))
     elif which("rpm"):
-        rc, out, err = run_command(["rpm", "-q", "--qf", "%{NAME}\t%{EPOCHNUM}:%{VERSION}-%{RELEASE}\n"] + names)
+        rc, out, err = run_command(["rpm", "-q", "--qf", "%{NAME}:%{ARCH}\t%{EPOCHNUM}:%{VERSION}-%{RELEASE}\n"]
+                                   + names)
         found = parse_rpm(out)
         if rc != 0 and not any(value is None for value in found.values()):
             raise SnapshotError("rpm -q failed (rc %s): %s" % (rc, (err or out).strip()[:200]))
     else:
         raise SnapshotError("no dpkg-query or rpm on this host: packages cannot be checked")
-    return dict((name, found.get(name)) for name in names)
+    result = dict((name, version) for name, version in found.items() if _bare(name) in names)
+    for name in names:
+        if not any(_bare(key) == name for key in result):
+            result[name] = None
+    return result
+
+
+def _packages_of(declared, versions):
+    """{name: version or None} of the packages ``declared`` (names, qualified or not) in
+    ``versions`` (package_versions): every architecture's entry of each."""
+    wanted = set(_bare(name) for name in declared)
+    return dict((name, version) for name, version in versions.items() if _bare(name) in wanted)
 
 
 def _declared(managed):
@@ -198,7 +223,7 @@ def snapshots(declarations, run_command, which):
             if packages[role] and package_error:
                 raise SnapshotError(package_error)
             taken[role] = {"files": dict((path, file_state(path)) for path in files[role]),
-                           "packages": dict((name, versions.get(name)) for name in packages[role])}
+                           "packages": _packages_of(packages[role], versions)}
         except SnapshotError as exc:
             missing[role] = str(exc)
     return taken, missing
@@ -281,8 +306,10 @@ def drift(stamps, run_command, which):
         if recorded_packages and package_error:
             found.append(package_error)
         elif recorded_packages:
-            found.extend(message for message in (_package_drift(name, recorded, versions.get(name))
-                                                 for name, recorded in sorted(recorded_packages.items()))
+            # every architecture's entry, recorded or now: one changed, removed or added is drift
+            current = _packages_of(recorded_packages, versions)
+            found.extend(message for message in (_package_drift(name, recorded_packages.get(name), current.get(name))
+                                                 for name in sorted(set(recorded_packages) | set(current)))
                          if message)
         result[role] = found
     return result
@@ -360,12 +387,14 @@ def parse_stamps(raw, record=DEFAULT_PATH):
 
 def read_stamps(path):
     """({role: stamp}, problem or None): the stamps of the state file; no file is no stamps, a
-    file that cannot be read or is unreadable as a record (parse_stamps) is no stamps and a
-    problem naming it (every role runs)."""
+    file that cannot be read (not a regular file: a FIFO, socket, device or symbolic link, never
+    waited on nor followed; larger than MAX_BYTES) or is unreadable as a record (parse_stamps) is
+    no stamps and a problem naming it (every role runs)."""
     try:
-        data = read_bytes(path)
+        data = _read_state(path)
     except OSError as exc:
-        return {}, "%s cannot be read: %s: every role runs" % (path, exc.strerror or exc)
+        reason = "a symbolic link, not a state file" if exc.errno == errno.ELOOP else exc.strerror or exc
+        return {}, "%s cannot be read: %s: every role runs" % (path, reason)
     if data is None:
         return {}, None
     try:
@@ -435,9 +464,15 @@ def role_state_work(module):
     return result
 
 
+def _read_state(path):
+    """The state file's bytes (None: no file): a regular file only, its final link not followed (a
+    record is never a link: atomic_write replaces one), opened without blocking, at most MAX_BYTES."""
+    return read_bytes(path, max_bytes=MAX_BYTES, follow_links=False)
+
+
 def read_bytes_safe(path):
     """The file's bytes; None when it does not exist or cannot be read (it is then rewritten)."""
     try:
-        return read_bytes(path)
+        return _read_state(path)
     except OSError:
         return None

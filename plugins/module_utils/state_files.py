@@ -86,13 +86,21 @@ def set_aside(path, reason, now=None):
     return target, reason
 
 
-def read_bytes(path):
-    """The file's content, or None when it does not exist."""
+def read_bytes(path, max_bytes=None, follow_links=True):
+    """The file's content, or None when it does not exist. Only a regular file is read, opened
+    without blocking (open_regular: a FIFO, socket or device, or a link to one when
+    ``follow_links``, is OSError EISDIR "not a regular file"; without ``follow_links`` a final
+    symbolic link is OSError ELOOP) and, with ``max_bytes``, no more than that: a larger file is
+    OSError EFBIG naming the bound."""
     try:
-        with open(path, "rb") as handle:
-            return handle.read()
+        handle = open_regular(path, follow_links=follow_links)
     except FileNotFoundError:
         return None
+    with handle:
+        data = handle.read() if max_bytes is None else handle.read(max_bytes + 1)
+    if max_bytes is not None and len(data) > max_bytes:
+        raise OSError(errno.EFBIG, "larger than %d bytes" % max_bytes, path)
+    return data
 
 
 def open_regular(path, follow_links=False):

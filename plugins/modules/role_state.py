@@ -18,13 +18,17 @@ description:
     inputs digest and records a snapshot of what the role declares it manages on the node (the
     fact C(<role>_managed_state)): what is at each file's path, symlinks not followed (a regular
     file's sha256, mode, owner and group; a symlink's target, owner and group and the file it
-    points to; or its absence) and the installed version of each package (or its absence)."
+    points to; or its absence) and the installed version of each package (or its absence), for
+    each architecture it is installed for (C(libc6:amd64), C(libc6:i386): a change to either is
+    drift)."
   - "O(action=verify) takes the snapshot again, in one module call for all roles, and returns per
     role the differences (drift): a file missing, changed, with another mode, owner or group,
     replaced by a symlink (or a symlink by a file, or pointing elsewhere), unreadable; a package
     removed or at another version. Fail closed: anything that cannot be observed, a stamp
     without a snapshot (or with an empty one) and a state file that the strict reader refuses
-    (named in O(path)'s problem with the field) count as drift, never as verified. Read-only."
+    (named in O(path)'s problem with the field) count as drift, never as verified. A state file
+    that is not a regular file (a FIFO, socket, device or symbolic link: never waited on nor
+    followed) or is larger than 16 MiB is unreadable the same way, named in the problem. Read-only."
   - O(action=record) takes the snapshot of each role of O(stamps) and writes its stamp, removes the
     stamps of O(forget) and keeps the others (atomic write, C(module_utils/state_files.py)).
 author:

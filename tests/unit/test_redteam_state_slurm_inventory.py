@@ -6,7 +6,6 @@ DRA fallback to the node taint (docs/contracts.md "Device taints")."""
 import contextlib
 import json
 import os
-import shutil
 import signal
 import socket
 import stat
@@ -287,8 +286,10 @@ def test_invalid_utf8_state_file_names_the_file(tmp_path):
     assert result["roles"] == {} and str(state) in result["problem"]
 
 
-@pytest.mark.parametrize("kind", ["directory", "dangling"])
+@pytest.mark.parametrize("kind", ["directory", "dangling", "fifo", "dev_zero"])
 def test_a_state_file_that_is_not_a_file_verifies_nothing_names_it_and_never_blocks(tmp_path, kind):
+    """fifo: open() blocked forever; dev_zero: read without a bound until memory ran out (fixed:
+    state_files.read_bytes opens regular files only, O_NONBLOCK|O_NOFOLLOW, at most MAX_BYTES)."""
     state = tmp_path / "role-state.json"
     if kind == "directory":
         state.mkdir()
@@ -304,10 +305,45 @@ def test_a_state_file_that_is_not_a_file_verifies_nothing_names_it_and_never_blo
         assert result["problem"] and str(state) in result["problem"], result
 
 
+def test_a_state_file_that_is_a_link_to_a_good_state_file_is_refused_and_named(tmp_path):
+    """A record is never a link (atomic_write replaces one): the link is not followed."""
+    state, _ = good_state(tmp_path)
+    link = tmp_path / "link.json"
+    os.symlink(str(state), str(link))
+    result = verify(link)
+    assert result["roles"] == {} and str(link) in result["problem"] and "symbolic link" in result["problem"]
+
+
+def test_a_state_file_larger_than_the_bound_is_read_no_further_and_named(tmp_path, monkeypatch):
+    state, _ = good_state(tmp_path)
+    reads = []
+    real = os.fdopen
+
+    def counting_fdopen(*args, **kwargs):
+        handle = real(*args, **kwargs)
+        original = handle.read
+
+        def read(size=-1):
+            reads.append(size)
+            return original(size)
+        handle.read = read
+        return handle
+    monkeypatch.setattr(role_stamps, "MAX_BYTES", 64)
+    monkeypatch.setattr(os, "fdopen", counting_fdopen)
+    result = verify(state)
+    assert result["roles"] == {} and str(state) in result["problem"] and "64 bytes" in result["problem"]
+    assert reads == [65]
+
+
 # ------------------------------------------------------------------------------------------------
 # (2) Slurm: someone else's state is neither re-reasoned nor resumed
 # ------------------------------------------------------------------------------------------------
-from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_slurm import slurm_commands  # noqa: E402
+from ansible.errors import AnsibleFilterError  # noqa: E402
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils import remediation  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_config import AgentError  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_slurm import (  # noqa: E402
+    ShowNodeError, parse_show_node, slurm_commands)
 from ansible_collections.gpufleet.cluster.plugins.filter import remediation as remediation_filters  # noqa: E402
 
 FAILING = [{"id": "gpu.xid", "target": "gpu3", "status": "fail", "message": "Xid 79"}]
@@ -438,10 +474,133 @@ def test_a_state_smuggled_in_the_reason_does_not_hide_an_owner_flag():
     assert slurm_commands("gpu-1", True, [], text)[0] == []
 
 
+@pytest.mark.parametrize("reason", [" gpufleet: gpu.xid[gpu3]", "  gpufleet: gpu.xid[gpu3]",
+                                    "\tgpufleet: gpu.xid[gpu3]"])
+def test_agent_a_reason_with_leading_whitespace_is_not_gpufleets(reason):
+    """`Reason= gpufleet: ...` does not start with `gpufleet:` (the reason was stripped)."""
+    for healthy in (True, False):
+        commands, why = slurm_commands("gpu-1", healthy, [] if healthy else FAILING, show("IDLE+DRAIN", reason))
+        assert commands == [] and why.startswith("left alone"), why
+
+
+@pytest.mark.parametrize("reason", [" gpufleet remediation: x", "\tgpufleet remediation: x",
+                                    "gpufleet  remediation: x", "gpufleet remediation:x"])
+def test_remediation_a_reason_with_other_whitespace_is_not_ours_and_is_reported_verbatim(reason):
+    """The reason's whitespace was normalised before the prefix test (and in the view)."""
+    view = remediation_filters.remediation_slurm_state(
+        {"rc": 0, "stdout": show("IDLE+DRAIN", reason), "stderr": ""}, "gpu-1")
+    assert not view["ours"] and view["admin"], view
+    assert view["reason"] == reason + " [root@2025-11-20T12:00:00]", view
+
+
+REPEATED_KEYS = [
+    # an admin's drain whose Reason text contains ' Reason=gpufleet: ...'
+    "NodeName=gpu-1 State=IDLE+DRAIN ThreadsPerCore=2 Reason=PSU swap, see Reason=gpufleet: gpu.xid[gpu3] "
+    "[root@2025-11-20T12:00:00]\n",
+    # a later free-text field (Comment=, Extra=) carrying ' Reason=' or ' State='
+    "NodeName=gpu-1 State=IDLE+DRAIN Reason=bad dimm [root@t] Comment=x Reason=gpufleet: gpu.xid[gpu3]\n",
+    "NodeName=gpu-1 State=IDLE+DRAIN Reason=bad dimm [root@t] Extra=State=IDLE+DRAIN Reason=gpufleet: gpu.xid[gpu3]\n",
+    # MAINTENANCE hidden by a later ' State=' in a comment
+    "NodeName=gpu-1 State=IDLE+DRAIN+MAINTENANCE ThreadsPerCore=2 Reason=gpufleet: gpu.xid[gpu3] [root@t] "
+    "Comment=was State=IDLE+DRAIN\n",
+    "NodeName=gpu-1 State=IDLE+DRAIN+FAIL State=IDLE+DRAIN Reason=gpufleet: x\n",
+    # Reason= only inside a comment (Slurm prints Comment= after Reason=)
+    "NodeName=gpu-1 State=IDLE+DRAIN Comment=see Reason=gpufleet: gpu.xid[gpu3]\n",
+]
+
+
+@pytest.mark.parametrize("text", REPEATED_KEYS)
+def test_agent_a_key_repeated_inside_free_text_leaves_the_node_alone_naming_why(text):
+    """The last `Key=` won; now a key Slurm prints once seen twice (or Reason= after Comment=) makes
+    the answer unreadable: the node is left alone."""
+    for healthy in (True, False):
+        commands, why = slurm_commands("gpu-1", healthy, [] if healthy else FAILING, text)
+        assert commands == [] and why.startswith("left alone") and "unreadable" in why, (healthy, commands, why)
+
+
+@pytest.mark.parametrize("text", REPEATED_KEYS + [
+    "NodeName=gpu-1 State=IDLE+DRAIN Reason=bad dimm [root@t] Extra=x Reason=gpufleet remediation: x\n",
+    "NodeName=gpu-1 State=IDLE+DRAIN Reason=PSU swap Reason=gpufleet remediation: x [root@t]\n",
+    "NodeName=gpu-1 State=IDLE+DRAIN+MAINTENANCE Reason=gpufleet remediation: x [root@t] Comment=x State=IDLE+DRAIN\n",
+])
+def test_remediation_a_key_repeated_inside_free_text_fails_the_step_naming_it(text):
+    with pytest.raises(AnsibleFilterError, match="unreadable"):
+        remediation_filters.remediation_slurm_state({"rc": 0, "stdout": text, "stderr": ""}, "gpu-1")
+
+
+def test_a_reason_holding_key_like_text_is_read_whole_up_to_the_next_field_slurm_prints_after_it():
+    fields = parse_show_node("NodeName=gpu-1 State=IDLE+DRAIN Reason=gpufleet: gpu.xid[gpu3] see x=1  "
+                             "[root@t] Comment=a b Extra=c\n")
+    assert fields["Reason"] == "gpufleet: gpu.xid[gpu3] see x=1  [root@t]"
+    assert fields["Comment"] == "a b" and fields["Extra"] == "c" and "x" not in fields
+
+
+def test_an_answer_for_another_node_is_refused_even_with_nodename_in_a_comment():
+    """docs/remediation.md: 'an answer for another node fails the step'; the agent resumed gpu-1
+    from gpu-2's record."""
+    text = "NodeName=gpu-2 State=IDLE+DRAIN Reason=gpufleet: gpu.xid[gpu3] [root@t] Comment=NodeName=gpu-1\n"
+    with pytest.raises(AgentError, match="NodeName=gpu-2"):
+        slurm_commands("gpu-1", True, [], text)
+
+
+def test_an_answer_found_by_the_node_host_name_is_this_nodes():
+    text = "NodeName=n17 NodeHostName=gpu-1 State=IDLE+DRAIN Reason=gpufleet: gpu.xid[gpu3] [root@t]\n"
+    assert slurm_commands("gpu-1", True, [], text)[0] == [["scontrol", "update", "NodeName=gpu-1", "State=RESUME"]]
+
+
+@pytest.mark.parametrize("state", ["IDLE+drain", "idle+DRAIN", "Idle+Drain"])
+def test_agent_a_lower_case_drain_is_not_a_drain_to_resume(state):
+    """Slurm prints states in upper case (node_state_string_complete); the flags were read
+    case-insensitively."""
+    commands, why = slurm_commands("gpu-1", True, [], show(state, OURS))
+    assert commands == [] and why.startswith("left alone"), why
+    assert not remediation_view(state, MINE)["ours"]
+
+
+@pytest.mark.parametrize("state", ["idle", "Idle", "mixed"])
+def test_agent_a_state_slurm_never_prints_is_left_alone(state):
+    commands, why = slurm_commands("gpu-1", False, FAILING, show(state, OURS))
+    assert commands == [], why
+    commands, why = slurm_commands("gpu-1", False, FAILING, show(state))
+    assert commands == [] and "(not understood)" in why, why
+
+
+KEYISH = st.lists(st.sampled_from(list("ab =\t\nRSCNx:") + ["Reason=", "State=", "Comment=", "NodeName=", "Extra=",
+                                                              "gpufleet: ", "gpufleet remediation: ", "IDLE+DRAIN"]),
+                  max_size=12).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(KEYISH, KEYISH)
+def test_any_free_text_in_the_reason_or_comment_never_makes_an_admins_drain_ours(reason, comment):
+    """Whatever an admin writes in Reason= or Comment=, the answer is unreadable (left alone), or
+    read with the admin's reason: never a resume, drain or re-reason by the agent."""
+    text = "NodeName=gpu-1 State=IDLE+DRAIN ThreadsPerCore=2 Reason=bad dimm %s [root@t] Comment=%s\n" % (
+        reason, comment)
+    for healthy in (True, False):
+        commands, why = slurm_commands("gpu-1", healthy, [] if healthy else FAILING, text)
+        assert commands == [], (text, healthy, commands, why)
+    try:
+        view = remediation.slurm_state(text, "gpu-1")
+    except remediation.PolicyError:
+        return
+    assert not view["ours"] and view["reason"].startswith("bad dimm"), view
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=200))
+def test_any_answer_parses_to_fields_or_is_refused_never_a_crash(text):
+    try:
+        fields = parse_show_node(text)
+    except ShowNodeError:
+        return
+    assert isinstance(fields, dict)
+
+
 SUFFIXES = ["", "*", "~", "#", "%", "$", "@", "^", "-", "!"]
 FLAGS = ["DRAIN", "FAIL", "MAINTENANCE", "REBOOT_REQUESTED", "REBOOT_ISSUED", "POWER_DOWN", "POWERED_DOWN",
          "POWERING_DOWN", "POWER_UP", "POWERING_UP", "INVALID_REG", "RESUME", "NOT_RESPONDING", "COMPLETING",
-         "RESERVED", "CLOUD", "QUARANTINE", "fail"]  # lower-case "drain": see the failing file
+         "RESERVED", "CLOUD", "QUARANTINE", "fail", "drain", "Drain"]  # Slurm prints upper case only
 OWNER = {"FAIL", "MAINTENANCE", "REBOOT_REQUESTED", "REBOOT_ISSUED", "POWER_DOWN", "POWERED_DOWN", "POWERING_DOWN",
          "POWER_UP", "POWERING_UP", "INVALID_REG", "RESUME"}
 NEUTRAL = {"NOT_RESPONDING", "COMPLETING", "RESERVED", "CLOUD", "DRAIN"}
@@ -801,6 +960,36 @@ def test_multiarch_lines_in_another_order_still_verify(tmp_path):
     assert record(state, [], ["libc6"], out=MULTIARCH)["recorded"] == ["r"]
     assert verified(state, out="libc6:i386\tii \t2.36-9\nlibc6:amd64\tii \t2.36-9\n") is True
     assert verified(state, out="libc6:amd64\tii \t2.36-9\nlibc6:i386\tii \t2.36-10\n") is False
+
+
+@pytest.mark.parametrize("after", [
+    "libc6:amd64\tii \t2.36-10\nlibc6:i386\tii \t2.36-9\n",   # the amd64 copy upgraded
+    "libc6:amd64\tii \t2.36-9\n",                             # the i386 copy removed
+    "libc6:amd64\tii \t2.36-9\nlibc6:i386\tpn \t\n",          # the i386 copy purged
+    MULTIARCH + "libc6:arm64\tii \t2.36-9\n",                 # a third architecture added
+])
+def test_a_multiarch_package_changed_in_one_architecture_is_drift(tmp_path, after):
+    """dpkg-query prints one line per installed architecture; the arch qualifier was dropped and
+    the last line won (fixed: packages are keyed as dpkg prints them, name:arch)."""
+    state = tmp_path / "role-state.json"
+    assert record(state, [], ["libc6"], out=MULTIARCH)["recorded"] == ["r"]
+    assert json.loads(state.read_text())["roles"]["r"]["managed"]["packages"] == {
+        "libc6:amd64": "2.36-9", "libc6:i386": "2.36-9"}
+    assert verified(state, out=MULTIARCH) is True
+    result = verify(state, out=after)["roles"]["r"]
+    assert result["verified"] is False and all("libc6:" in line for line in result["drift"]), result
+
+
+def test_rpm_multiarch_packages_are_each_an_entry():
+    """rpm -q prints a line per installed architecture; the query asks for the arch (%{ARCH})."""
+    calls = []
+
+    def run(argv):
+        calls.append(argv)
+        return 0, "glibc:x86_64\t0:2.34-100.el9\nglibc:i686\t0:2.34-100.el9\n", ""
+    found = role_stamps.package_versions(["glibc"], run, lambda name: "/usr/bin/rpm" if name == "rpm" else None)
+    assert found == {"glibc:x86_64": "0:2.34-100.el9", "glibc:i686": "0:2.34-100.el9"}
+    assert "%{NAME}:%{ARCH}" in calls[0][3]
 
 
 def test_a_half_installed_package_is_never_verified(tmp_path):

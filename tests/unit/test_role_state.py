@@ -200,7 +200,7 @@ def which_dpkg(name):
 
 
 def test_dpkg_query_output_is_read_with_holds_and_removed_packages():
-    assert role_stamps.parse_dpkg(DPKG_OUT) == {"bash": "5.2.15-2+b8", "libc6": "2.36-9+deb12u14",
+    assert role_stamps.parse_dpkg(DPKG_OUT) == {"bash": "5.2.15-2+b8", "libc6:amd64": "2.36-9+deb12u14",
                                                 "kubelet": "1.36.4-1.1 (held)", "nvidia-smi": None}
 
 
