@@ -46,10 +46,18 @@ description:
     replaced, others stay (the fabric test does not erase the sweep's GPU checks). A host whose last
     run is no longer kept is dropped. Each host keeps its history (run, worst status) over the kept
     runs."
-  - JSON (docs/contracts.md "Reports") - hosts with their checks (each with its C(task) and
+  - "A task delegated to a host that cannot be reached puts C(host.unreachable) on the delegate, not on
+    the host the task ran for (that one, in a validation play, gets C(host.validation) naming its
+    delegate). A host of the inventory group C(gpu_nodes) whose every check skipped gets
+    C(host.validation) failing (not validated). Hosts of a play that never ran a task of it (a serial
+    play stopped after a failed or unreachable batch) are listed after the summary and in the JSON
+    (C(not_considered)). The summary's first-problem column keeps the end of a long message, where its
+    cause is."
+  - JSON (docs/contracts.md "Reports", C(schema_version) 1) - hosts with their checks (each with its C(task) and
     C(play)), summary, health, C(status), C(severity), the flags C(unreachable) and
     C(validation_failed), node C(facts) from the results (GPU model and count, driver, OFED), and
-    in the picture C(last_run), C(last_seen), C(history); totals; C(run) (id, playbook, inventory,
+    in the picture C(last_run), C(last_seen), C(history) and, when failing, C(failing_since) (the run
+    that began the current failing streak; also on each failing check); totals; C(run) (id, playbook, inventory,
     limit, start and end time, gpufleet and ansible-core versions) and C(runs).
   - "JUnit - one testsuite per host, one testcase C(<id>[<target>]) per check; fail is a failure,
     skip is skipped, warn is skipped with C(message=\"warning: ...\") and the property
@@ -64,8 +72,10 @@ description:
     worst status with its columns grouped by check family (the id up to its first dot; a family
     picker scrolls the grid to a family), values written for people (not JSON), sorting by column
     and filtering by text and health, failing and warning lines per
-    host with identical lines grouped (C(gpu.fabric[gpu0-7])) and check ids linking to their entries
-    in C(docs/contracts.md) (O(contracts_url)), and any bandwidth matrix."
+    host with identical lines grouped (C(gpu.fabric[gpu0-7])), each failing one with C(failing since
+    <run id>), check ids as plain text titled with their place in C(docs/contracts.md) (links only to
+    O(contracts_url) when set: the page points to no other site), the hosts a stopped play never
+    considered, and any bandwidth matrix."
   - "The JSON report is strict JSON: NaN becomes the string C(nan), infinities C(inf) and C(-inf)
     (in observed and expected values and in bandwidth matrices alike)."
   - "A task result may carry C(bandwidth_matrix), a dict C({title, hosts: [...], gbps: [[...]]}) with
@@ -147,8 +157,10 @@ options:
         key: merge
   contracts_url:
     description:
-      - Address of C(docs/contracts.md) the HTML page links check ids to (C(<url>#<check id>)).
-      - Default - C(<repository of galaxy.yml>/blob/main/docs/contracts.md).
+      - Address of C(docs/contracts.md) the HTML page links check ids to (C(<url>#<check id>)), for
+        example a site's internal Git server.
+      - Unset (the default), check ids are plain text titled C(docs/contracts.md#<id>) and the page links
+        to no other site (air-gapped sites; the document ships with the collection).
     type: str
     env:
       - name: GPUFLEET_REPORT_CONTRACTS_URL

@@ -127,13 +127,6 @@ def collection_info(root=COLLECTION_ROOT):
     return dict((key, None if value is None else str(value)) for key, value in info.items())
 
 
-def contracts_url(repository):
-    """Where docs/contracts.md is read (check ids link to their anchors there)."""
-    if not repository:
-        return "docs/contracts.md"
-    return "%s/blob/main/docs/contracts.md" % repository.rstrip("/")
-
-
 # ---------------------------------------------------------------------- checks
 def check_group(check_id):
     """``gpu.ecc.volatile_uncorrectable`` -> ``gpu.ecc``; ``gpu.count`` -> ``gpu.count``."""
