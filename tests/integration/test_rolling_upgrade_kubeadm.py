@@ -44,7 +44,8 @@ case "$*" in
   *) server=v1.28.5; kubelet=v1.28.5 ;;
 esac
 if [ "$3" = get ] && [ "$4" = node ]; then
-  printf '{"kind": "Node", "apiVersion": "v1", "metadata": {"name": "%s"}, "status": {"nodeInfo": {"kubeletVersion": "%s"}}}\\n' "$5" "$kubelet"
+  printf '{"kind": "Node", "apiVersion": "v1", "metadata": {"name": "%s"},' "$5"
+  printf ' "status": {"nodeInfo": {"kubeletVersion": "%s"}}}\\n' "$kubelet"
   exit 0
 fi
 minor=$(echo "$server" | cut -d. -f2)
@@ -104,7 +105,8 @@ def run(tmp_path_factory):
         (tmp / "hosts.yml").write_text(json.dumps(inventory))
         env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), GPUFLEET_REPORT_DIR=str(tmp / "reports"),
                    TMPDIR=str(tmp), KUBEADM_DOUBLE_LOG=str(tmp / "kubeadm.log"), KUBEADM_DOUBLE_STATE=str(tmp / "kd"))
-        extra = {"rolling_upgrade_serial": len(NODES), "rolling_upgrade_max_fail_percentage": 100, "rolling_upgrade_run_id": "k-1"}
+        extra = {"rolling_upgrade_serial": len(NODES), "rolling_upgrade_max_fail_percentage": 100,
+                 "rolling_upgrade_run_id": "k-1"}
         result = subprocess.run([ANSIBLE_PLAYBOOK, "-i", str(tmp / "hosts.yml"), PLAYBOOK, "-e", json.dumps(extra)],
                                 cwd=REPO, env=env, capture_output=True, text=True, timeout=900, check=False)
         records = {}
