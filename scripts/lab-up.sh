@@ -64,5 +64,5 @@ echo "lab-up:   /var/lib/prometheus/node-exporter/gpufleet.prom; validate.yml ch
 echo "lab-up:   fault injection: playbooks/lab_agent.yml"
 echo "lab-up: try: ansible-playbook -i inventories/lab/hosts.yml playbooks/fabric_test.yml"
 echo "lab-up:      ansible-playbook -i inventories/lab/hosts.yml playbooks/fleet_status.yml"
-echo "lab-up:      ansible-playbook -i inventories/lab/hosts.yml playbooks/rolling_upgrade.yml"
+echo "lab-up:      ansible-playbook -i inventories/lab/hosts.yml playbooks/rolling_upgrade.yml -e rolling_upgrade_revalidate=true"
 exit "$rc"

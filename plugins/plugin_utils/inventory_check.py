@@ -164,10 +164,11 @@ KUBESPRAY_SNIPPET = """  all:
         hosts:
           node1:"""
 
-SHA256_PREFIXED = re.compile(r"^sha256:[0-9a-fA-F]{64}$")
-SHA256_BARE = re.compile(r"^[0-9a-fA-F]{64}$")
+# \Z, never $: $ also matches before a final newline ("sha256:<hex>\n" of a YAML block scalar)
+SHA256_PREFIXED = re.compile(r"^sha256:[0-9a-fA-F]{64}\Z")
+SHA256_BARE = re.compile(r"^[0-9a-fA-F]{64}\Z")
 TAINT_KEY = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-                       r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+                       r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?\Z")
 
 
 def known_gpufleet_variables():
@@ -197,28 +198,30 @@ def _setting(variables, name, role):
 # "８"; an inventory number is written with 0-9 or it is refused by name.
 _ASCII_INT = re.compile(r"[0-9]+\Z")
 _ASCII_NUMBER = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?\Z")
-_SPACE = " \t\r\n"
+# X.Y.Z or X.Y, nothing around it: "v1.35.4" would become the apt pin "v1.35.4-*"
+_KUBERNETES_VERSION = re.compile(r"[0-9]+\.[0-9]+(\.[0-9]+)?\Z")
 
 
 def _is_int(value):
-    """An int (not a bool) or a string of ASCII digits: int(value) then never raises."""
+    """An int (not a bool) or a string of ASCII digits and nothing else (no sign, no whitespace:
+    "8 ", " 8", "8\\n" are refused): int(value) then never raises."""
     if isinstance(value, bool):
         return False
     if isinstance(value, int):
         return True
-    return isinstance(value, str) and bool(_ASCII_INT.match(value.strip(_SPACE)))
+    return isinstance(value, str) and bool(_ASCII_INT.match(value))
 
 
 def _is_number(value):
-    """A finite int or float (not a bool) or an ASCII decimal string of one: float(value) then
-    never raises and is finite."""
+    """A finite int or float (not a bool) or an ASCII decimal string of one, nothing around it (no
+    whitespace): float(value) then never raises and is finite."""
     if isinstance(value, bool):
         return False
     if isinstance(value, int):
         return True
     if isinstance(value, float):
         return math.isfinite(value)
-    if not (isinstance(value, str) and _ASCII_NUMBER.match(value.strip(_SPACE))):
+    if not (isinstance(value, str) and _ASCII_NUMBER.match(value)):
         return False
     return math.isfinite(float(value))
 
@@ -273,9 +276,11 @@ def tier_problems(variables):
         if value is not None and not (isinstance(value, bool) or str(value).lower() in ("true", "false")):
             out.append("%s must be true or false, got %r" % (name, value))
     version = val("gpufleet_kubernetes_version")
-    if version is not None and not (isinstance(version, str) and re.match(r"^v?[0-9]+\.[0-9]+(\.[0-9]+)?\Z", version)):
+    if version is not None and not (isinstance(version, str) and _KUBERNETES_VERSION.match(version)):
+        bare = version[1:] if isinstance(version, str) and version[:1] in ("v", "V") else None
         out.append("gpufleet_kubernetes_version must be a Kubernetes version X.Y.Z or X.Y as a string "
-                   "(e.g. \"1.37.1\"), got %r" % (version,))
+                   "(e.g. \"1.37.1\"), got %r%s" % (version, " (did you mean %r?)" % bare
+                                                   if bare and _KUBERNETES_VERSION.match(bare) else ""))
     for name, choices in (("gpufleet_validate_fail_on", ("fail", "warn", "never")),
                           ("gpufleet_status_fail_on", ("fail", "warn", "never")),
                           ("gpufleet_status_source", ("files", "kubernetes"))):
@@ -642,6 +647,15 @@ def expectation_problems(variables, host, groups, strict):
 
 def _checksum_problem(variables, name, role, pattern, need):
     try:
+        null = name in variables and variables[name] is None
+    except Exception:  # pylint: disable=broad-except  # an undefined template inside the variable
+        null = False
+    if null:
+        # Ansible: a null inventory value overrides the role's default (the pinned checksum) with None
+        return "%s is required (%s) and is null in the inventory, which overrides the role's pinned default: " \
+               "remove the line or set it to %s" % (name, need, "sha256:<64 hex digits>" if pattern is SHA256_PREFIXED
+                                                    else "64 hex digits")
+    try:
         value = compatibility.role_value(variables, role, name)
     except compatibility.MatrixError as exc:
         return "%s is required (%s): %s" % (name, need, exc)
@@ -709,7 +723,7 @@ def target_problem(pattern, matched, targets, variable=None, limit=None, groups=
                 "limit to hosts of %s, or choose other hosts%s"
                 % (limit, named, len(matched), ", ".join(list(matched)[:5]) + (" ..." if len(matched) > 5 else ""),
                    pattern, " with -e %s=<pattern>" % variable if variable else ""))
-    names = set(g for g in groups if g not in ("all", "ungrouped")) | set(groups.get("all") or [])
+    names = set(groups) | set(("all", "ungrouped")) | set(groups.get("all") or [])
     parts = [p.lstrip("&!") for p in _PATTERN_SPLIT.split(str(pattern)) if p.strip("&!")]
     unknown = [p for p in parts if p not in names and not any(ch in p for ch in "*?~[")]
     if unknown:
@@ -750,6 +764,23 @@ def inventory_problems(hostvars, groups, phases=None, node_roles=None, kubernete
     def members(group):
         return list(groups.get(group) or [])
 
+    missing_hosts = []
+
+    def known(host, where):
+        """Whether ``host`` is a host of the inventory (in ``hostvars``); a problem naming it and
+        ``where`` it was listed otherwise (hosts=[\"ghost\"], [None], a group listing a stray name)."""
+        try:
+            if isinstance(host, str) and host in hostvars:
+                return True
+        except Exception:  # pylint: disable=broad-except  # an inventory that cannot answer for the name
+            pass
+        if (host, where) not in missing_hosts:
+            missing_hosts.append((host, where))
+        return False
+
+    if hosts is not None:
+        hosts = [host for host in hosts if known(host, "hosts")]
+
     # groups
     control_plane, kube_node = members("kube_control_plane"), members("kube_node")
     if "kubernetes" in phases and "kubernetes_control_plane" in kubernetes_roles and not control_plane:
@@ -779,7 +810,7 @@ def inventory_problems(hostvars, groups, phases=None, node_roles=None, kubernete
 
     # checksums of the downloads the selected phases make
     # (only for the hosts this run touches: a --limit without the control plane downloads no manifest)
-    first_cp = [h for h in control_plane[:1] if hosts is None or h in hosts]
+    first_cp = [h for h in control_plane[:1] if (hosts is None or h in hosts) and known(h, "group kube_control_plane")]
     for host in first_cp:
         variables = hostvars[host]
         if "kubernetes" in phases and "kubernetes_cni" in kubernetes_roles \
@@ -797,7 +828,8 @@ def inventory_problems(hostvars, groups, phases=None, node_roles=None, kubernete
     if "node" in phases and "rdma_stack" in node_roles:
         missing = []
         for host in members("rdma_nodes"):
-            if host not in kube_node or (hosts is not None and host not in hosts):
+            if host not in kube_node or (hosts is not None and host not in hosts) \
+                    or not known(host, "group rdma_nodes"):
                 continue
             variables = hostvars[host]
             if _setting(variables, "rdma_stack_source", "rdma_stack") == "mlnx_ofed" and _checksum_problem(
@@ -810,8 +842,12 @@ def inventory_problems(hostvars, groups, phases=None, node_roles=None, kubernete
 
     # per host: tier values, unknown keys, the compatibility matrix
     if hosts is None:
-        hosts = control_plane + kube_node + members("gpu_nodes") + members("rdma_nodes")
+        hosts = [host for group in ("kube_control_plane", "kube_node", "gpu_nodes", "rdma_nodes")
+                 for host in members(group) if known(host, "group %s" % group)]
     hosts = sorted(set(hosts))
+    for host, where in missing_hosts:
+        problems.append("host %r (%s) is not a host of the inventory: it has no variables to check; "
+                        "check the name" % (host, where))
     strict = "node" in phases or "kubernetes" in phases
     per_problem = {}
     for host in hosts:

@@ -1,0 +1,75 @@
+"""The hosts a run would touch (issue 42): inventory_check.target_problem, used by the first play of
+every entry point (playbooks/tasks/check-inventory.yml) with the hosts its pattern matches and those
+--limit leaves. A run that would touch no host is a problem naming the variable, with the group it
+meant; gpufleet_phases and role values with choices get a did-you-mean."""
+
+import os
+import sys
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(REPO, ".collections"))
+
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils import inventory_check  # noqa: E402
+
+GROUPS = {"all": ["cp1", "gpu1", "gpu2"], "ungrouped": [], "kube_control_plane": ["cp1"],
+          "kube_node": ["gpu1", "gpu2"], "gpu_nodes": ["gpu1", "gpu2"], "rdma_nodes": ["gpu1", "gpu2"]}
+
+
+def test_a_run_with_hosts_has_no_problem():
+    assert inventory_check.target_problem("gpu_nodes", ["gpu1", "gpu2"], ["gpu1"], "gpufleet_validate_hosts",
+                                          "gpu1", GROUPS) is None
+
+
+def test_a_typo_in_the_pattern_names_the_variable_and_the_group_meant():
+    problem = inventory_check.target_problem("gpu_node", [], [], "gpufleet_validate_hosts", None, GROUPS)
+    assert problem.startswith("gpufleet_validate_hosts=gpu_node matches no host of the inventory: gpu_node is not a "
+                              "group or host of the inventory (did you mean gpu_nodes?)"), problem
+
+
+def test_a_limit_outside_the_pattern_says_so():
+    problem = inventory_check.target_problem("gpu_nodes", ["gpu1", "gpu2"], [], "gpufleet_status_hosts", "cp1", GROUPS)
+    assert problem.startswith("--limit cp1 leaves none of gpufleet_status_hosts=gpu_nodes (2 host(s): gpu1, gpu2)")
+    assert "-e gpufleet_status_hosts=<pattern>" in problem
+
+
+def test_a_fixed_pattern_is_named_as_the_playbook_s_hosts():
+    problem = inventory_check.target_problem("kube_control_plane:kube_node", ["cp1"], [], None, "nothere", GROUPS)
+    assert "the hosts of this playbook (kube_control_plane:kube_node)" in problem and "None" not in problem
+
+
+def test_all_of_an_empty_inventory_is_not_a_typo():
+    problem = inventory_check.target_problem("all", [], [], "capture_hosts", None, {"all": [], "ungrouped": []})
+    assert problem == "capture_hosts=all matches no host of the inventory: its groups are empty; this run would " \
+                      "touch no host"
+
+
+def test_misspelt_phase_gets_a_did_you_mean():
+    problems = inventory_check.inventory_problems({}, {}, phases=["valdate", "report"], hosts=[])
+    assert "gpufleet_phases must be a list of node, kubernetes, validate, report, got ['valdate', 'report'] " \
+           "(did you mean validate?)" in problems, problems
+
+
+def test_a_role_value_outside_its_choices_gets_a_did_you_mean():
+    spec = {"type": "list", "elements": "str", "choices": ["driver", "ofed", "kubernetes", "mig"]}
+    problem = inventory_check.role_value_problem("rolling_upgrade", "rolling_upgrade_components", spec, ["drivr"])
+    assert "Got no match for: drivr (did you mean driver?) (argument spec of role rolling_upgrade)" in problem, problem
+
+
+NAMES = st.text(alphabet="abcdefgh_-!&:,*0123456789", max_size=20)
+
+
+@settings(max_examples=200, deadline=None)
+@given(pattern=NAMES, matched=st.lists(NAMES, max_size=4), targets=st.lists(NAMES, max_size=4),
+       variable=st.one_of(st.none(), NAMES), limit=st.one_of(st.none(), NAMES),
+       groups=st.dictionaries(NAMES, st.lists(NAMES, max_size=3), max_size=5))
+def test_any_selection_is_a_verdict_never_a_crash(pattern, matched, targets, variable, limit, groups):
+    """No host left is always a problem (a string naming the pattern), hosts left never are."""
+    problem = inventory_check.target_problem(pattern, matched, targets, variable, limit, groups)
+    if targets:
+        assert problem is None
+    else:
+        assert isinstance(problem, str) and "this run would touch no host" in problem
+        assert (pattern in problem) or not pattern
