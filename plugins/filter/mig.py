@@ -1,9 +1,10 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""mig_parted_config, mig_parted_assert: the mig-parted configuration file role gpu_mig writes and
-the reading of ``nvidia-mig-parted assert`` (documentation: mig_parted_config.yml,
-mig_parted_assert.yml). The logic is module_utils/mig.py's, the one place of the MIG format."""
+"""mig_parted_config, mig_parted_assert, mig_layout_uncovered: the mig-parted configuration file role
+gpu_mig writes, the reading of ``nvidia-mig-parted assert`` and the GPUs of a node a layout leaves
+out (documentation: mig_parted_config.yml, mig_parted_assert.yml, mig_layout_uncovered.yml).
+The logic is module_utils/mig.py's, the one place of the MIG format."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -11,7 +12,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import assert_state, parted_config
+from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import assert_state, parted_config, uncovered_gpus
 
 
 def mig_parted_config(layout, configs=None, what="gpufleet_mig_layout", configs_what="gpufleet_mig_configs"):
@@ -36,6 +37,18 @@ def mig_parted_assert(result):
     return {"state": state, "applied": state == "applied"}
 
 
+def mig_layout_uncovered(mig, gpu_count):
+    """``mig``: the result of mig_parted_config; ``gpu_count``: the node's GPUs. The indexes no entry names."""
+    if not isinstance(mig, dict) or not isinstance(mig.get("document"), dict):
+        raise AnsibleFilterError("mig_layout_uncovered: expected the result of mig_parted_config, got %r" % (mig,))
+    try:
+        entries = mig["document"]["mig-configs"][mig["name"]]
+        return uncovered_gpus(entries, gpu_count)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise AnsibleFilterError("mig_layout_uncovered: %s" % exc)
+
+
 class FilterModule(object):
     def filters(self):
-        return {"mig_parted_config": mig_parted_config, "mig_parted_assert": mig_parted_assert}
+        return {"mig_parted_config": mig_parted_config, "mig_parted_assert": mig_parted_assert,
+                "mig_layout_uncovered": mig_layout_uncovered}

@@ -13,10 +13,15 @@ of each fact):
   ``test_summary.status``; ``runtime_error`` when the run itself failed; ``metadata.version`` and
   ``metadata["Driver Version Detected"]``.
 - DCGM 3.x: root key ``DCGM GPU Diagnostic``; ``results[]`` carry ``gpu_ids`` (a number, or a
-  comma-separated string for the deployment tests that cover every GPU) and a status in upper or
-  mixed case (PASS, Fail, SKIPPED ...); ``warnings[]`` strings or objects; ``version``. Arrays
-  may hold ``null`` entries, and text may precede the JSON (DCGM's own reader skips to the first
-  ``{``).
+  comma-separated string for the deployment tests that cover every GPU; absent on dcgmi's software
+  tests, which cover the node; ``null`` is refused) and a status (``STATUSES_3X``); ``warnings[]``
+  strings or objects; ``version``. Arrays may hold ``null`` entries, and text may precede the JSON
+  (DCGM's own reader skips to the first ``{``).
+
+A status is one of the exact strings DCGM writes (``STATUSES_4X``, ``STATUSES_3X``): any other
+spelling (``pass``, ``Pass ``, ``SKIPPED``) is refused. A document holding both root keys is refused
+(dcgmi writes one). A ``Pass`` result carrying warnings is reported as a ``warn`` check with DCGM's
+warning text (it fails a burn-in only with fail_on warn).
 
 Fail closed: no JSON, an unknown shape or status, a ``runtime_error``, a run that timed out, a
 non-zero exit that the document does not explain, or a run in which no test executed is a
@@ -49,9 +54,15 @@ DIAG_KEYS = ("DCGM Diagnostic", "DCGM GPU Diagnostic")  # 4.x, 3.x
 LEVELS = (1, 2, 3, 4)
 RUN_CHECK = "burnin.dcgm.run"
 TEST_CHECK = "burnin.dcgm"
-# dcgmi's statuses (any case) -> the result model's
-STATUS_MAP = {"pass": PASS, "fail": FAIL, "warn": WARN, "warning": WARN, "skip": SKIP, "skipped": SKIP,
-              "not run": SKIP, "notrun": SKIP}
+# The statuses DCGM writes, exactly (no other case or spacing) -> the result model's.
+# 4.x: dcgmi/Diag.cpp Diag::HelperDisplayDiagResult (NVIDIA/DCGM@72fa3fe, DCGM 4.6.0, lines 846-863;
+# pinned by dcgmi/tests/DiagTests.cpp lines 330-335): "Pass", "Skip", "Warn", "Fail", "Not Run".
+STATUSES_4X = {"Pass": PASS, "Fail": FAIL, "Warn": WARN, "Skip": SKIP, "Not Run": SKIP}
+# 3.x: dcgmi/Diag.cpp HelperDisplayDiagResult of DCGM 3.0.4-3.3.9 (e.g. NVIDIA/DCGM@a33560c, 3.3.1,
+# lines 685-697): "Pass", "Skip", "Fail" (a warning is written "Fail"); and the same layout written by
+# nvvs (nvvs/src/JsonOutput.cpp with nvvs/src/Output.cpp Output::resultEnumToString, lines 121-141):
+# "PASS", "WARN", "SKIP", "FAIL". No DCGM source writes "SKIPPED" or "Not Run" in 3.x.
+STATUSES_3X = {"Pass": PASS, "Fail": FAIL, "Skip": SKIP, "PASS": PASS, "FAIL": FAIL, "WARN": WARN, "SKIP": SKIP}
 MAX_MESSAGE = 600
 
 
@@ -103,12 +114,11 @@ def _optional(container, key, function, where, **kwargs):
     return _check(function, container[key], "%s.%s" % (where, key) if where else key, **kwargs)
 
 
-def _status(value, where):
+def _status(value, where, statuses):
     text = _check(string, value, where, max_length=MAX_STATUS)
-    key = text.strip().lower()
-    if key not in STATUS_MAP:
-        raise DiagError("%s: unknown status %r" % (where, value))
-    return STATUS_MAP[key]
+    if text not in statuses:
+        raise DiagError("%s: unknown status %r (DCGM writes %s)" % (where, value, ", ".join(sorted(statuses))))
+    return statuses[text]
 
 
 def _entities(result, where):
@@ -120,9 +130,11 @@ def _entities(result, where):
         group = (group or "GPU").lower()
         return ["%s%d" % ("gpu" if group == "gpu" else group, entity)]
     key = "gpu_ids" if "gpu_ids" in result else "gpu_id"
-    ids = result.get(key)
+    if key not in result:
+        return ["node"]  # a result without an entity covers the node (dcgmi 3.x software tests)
+    ids = result[key]
     if ids is None:
-        return ["node"]  # a result without an entity covers the node (the 3.x software summary)
+        raise DiagError("%s.%s is null: no GPU id (dcgmi writes a number or a list, or leaves it out)" % (where, key))
     if isinstance(ids, bool) or not isinstance(ids, (int, str)):
         raise DiagError("%s.%s %r is not a GPU id" % (where, key, ids))
     if isinstance(ids, int):
@@ -169,7 +181,11 @@ def parse_diag(text):
     tests: [{category, name, summary, summary_messages, results: [{targets, status, warnings, info,
     error_ids}]}]}. DiagError naming what is unexpected when it is not such a document."""
     document, preamble = extract_document(text)
-    key = next((k for k in DIAG_KEYS if k in document), None)
+    present = [k for k in DIAG_KEYS if k in document]
+    if len(present) > 1:
+        raise DiagError("both %s in one document: dcgmi writes one (4.x or 3.x), the document is not read"
+                        % " and ".join(repr(k) for k in present))
+    key = present[0] if present else None
     if key is None:
         wanted = " or ".join(repr(k) for k in DIAG_KEYS)
         raise DiagError("no %s object in the JSON (keys: %s)" % (wanted, ", ".join(sorted(document)) or "none"))
@@ -182,6 +198,7 @@ def parse_diag(text):
               or _optional(diag, "Driver Version Detected", string, key, max_length=256))
     runtime_error = (_optional(diag, "runtime_error", string, key, max_length=65536)
                      or _optional(document, "runtime_error", string, "", max_length=65536))
+    statuses = STATUSES_4X if key == "DCGM Diagnostic" else STATUSES_3X
     parsed = {"format": "4.x" if key == "DCGM Diagnostic" else "3.x", "version": version, "driver": driver,
               "runtime_error": runtime_error, "preamble": preamble, "tests": []}
     categories = _optional(diag, "test_categories", listing, key, max_items=1000)
@@ -203,7 +220,7 @@ def parse_diag(text):
             if summary is not None:
                 if "status" not in summary:
                     raise DiagError("%s.test_summary has no status" % t_where)
-                entry["summary"] = _status(summary["status"], t_where + ".test_summary.status")
+                entry["summary"] = _status(summary["status"], t_where + ".test_summary.status", statuses)
                 warnings, info, _ids = _messages(summary, t_where + ".test_summary")
                 entry["summary_messages"] = warnings or info
             for r_number, result in enumerate(_check(listing, test["results"], t_where + ".results",
@@ -216,7 +233,7 @@ def parse_diag(text):
                     raise DiagError("%s has no status" % r_where)
                 warnings, info, error_ids = _messages(result, r_where)
                 entry["results"].append({"targets": _entities(result, r_where),
-                                         "status": _status(result["status"], r_where + ".status"),
+                                         "status": _status(result["status"], r_where + ".status", statuses),
                                          "warnings": warnings, "info": info, "error_ids": error_ids})
             parsed["tests"].append(entry)
     return parsed
@@ -268,9 +285,13 @@ def diag_checks(parsed=None, rc=0, timed_out=False, error=None, stderr="", reque
         passed_targets, skipped = [], []
         for result in test["results"]:
             status = result["status"]
-            if status in (FAIL, WARN):
+            passed_with_warnings = status == PASS and bool(result["warnings"])
+            if status in (FAIL, WARN) or passed_with_warnings:
                 failed_any = failed_any or status == FAIL
                 text = "; ".join(result["warnings"] or result["info"]) or "no message from DCGM"
+                if passed_with_warnings:
+                    # DCGM said Pass but wrote a warning (e.g. persistence mode off): visible as a warn
+                    text, status = "Pass with a DCGM warning: %s" % text, WARN
                 for target in result["targets"]:
                     observed = {"test": test["name"], "category": test["category"], "dcgm_status": status}
                     if result["error_ids"]:

@@ -254,6 +254,11 @@ def layout_errors(layout, what):
         enabled = entry.get("mig-enabled")
         if not isinstance(enabled, bool):
             errors.append("%s.mig-enabled must be true or false, got %r" % (where, enabled))
+        if enabled is True and "mig-devices" not in entry:
+            # api/spec/v1/spec.go MigConfigSpec.UnmarshalJSON: mig-parted refuses the whole file
+            errors.append("%s: mig-enabled true without mig-devices (mig-parted refuses the file: \"missing "
+                          "required field 'mig-devices' when 'mig-enabled' is true\"; write mig-devices: {} for "
+                          "MIG on without GPU instances)" % where)
         profiles = entry.get("mig-devices", {})
         if not isinstance(profiles, dict):
             errors.append("%s.mig-devices must be a dict of profile name -> count, got %r" % (where, profiles))
@@ -264,9 +269,33 @@ def layout_errors(layout, what):
             problem = profile_error(name)
             if problem:
                 errors.append("%s.mig-devices: %s" % (where, problem))
-            if not isinstance(count, int) or isinstance(count, bool) or count < 0:
-                errors.append("%s.mig-devices[%s] must be a count >= 0, got %r" % (where, name, count))
+            if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+                # A count of 0: mig-parted refuses a mig-devices whose counts are all 0 (pkg/types/
+                # mig_config.go AssertValidFormat, "all counts for all MigProfiles are 0"), and with other
+                # counts it can never assert the layout applied: MigConfig.Equals compares the number of
+                # profiles listed and the live config (NewMigConfig of the GPU instances) never lists one
+                # with 0 instances.
+                errors.append("%s.mig-devices[%s] must be a count >= 1, got %r (leave out a profile with no GPU "
+                              "instance: mig-parted never asserts a layout listing a 0 count as applied)"
+                              % (where, name, count))
     return errors
+
+
+def uncovered_gpus(layout, gpu_count):
+    """The GPU indexes 0 .. gpu_count-1 that no entry of ``layout`` names. mig-parted's assert
+    (cmd/nvidia-mig-parted/assert/config.go AssertMigConfig, v0.15.0) marks only the GPUs an entry
+    names as matched and fails with "not all GPUs match the specified config" unless every GPU of the
+    node is: a layout leaving a GPU out can be applied but never asserted."""
+    if isinstance(gpu_count, bool) or not isinstance(gpu_count, int) or gpu_count < 0:
+        raise ValueError("the GPU count must be an integer >= 0, got %r" % (gpu_count,))
+    covered = set()
+    for entry in layout or []:
+        devices = entry.get("devices")
+        if devices == "all":
+            return []
+        if isinstance(devices, list):
+            covered.update(d for d in devices if _is_index(d))
+    return [index for index in range(gpu_count) if index not in covered]
 
 
 def resolve_layout(layout, configs, what="gpufleet_mig_layout", configs_what="gpufleet_mig_configs"):
@@ -314,7 +343,9 @@ def describe(profiles):
 # The config name of an explicit (list) gpufleet_mig_layout in the file gpufleet writes.
 EXPLICIT_CONFIG_NAME = "gpufleet-explicit"
 # What nvidia-mig-parted prints (NVIDIA/mig-parted v0.15.0, cmd/nvidia-mig-parted/assert/assert.go and
-# main.go): exit 0 and ASSERT_APPLIED (ASSERT_MODE_APPLIED with --mode-only) on stdout; any failure of
+# main.go): exit 0 and ASSERT_APPLIED on stdout (ASSERT_MODE_APPLIED with --mode-only or the environment
+# variable MIG_PARTED_MODE_CHANGE_ONLY: the GPU instances were not compared, never read as applied; role
+# gpu_mig runs mig-parted with that variable empty, which urfave/cli reads as false); any failure of
 # AssertMigMode / AssertMigConfig ends in the same fatal line "Assertion failure: selected configuration
 # not currently applied" (logrus, exit 1), whether the layout differs or the GPU could not be read
 # (mig-parted issue #5: "Error checking MIG capable: error opening bar0 MMIO resource: ..."). Only
@@ -387,15 +418,27 @@ def assert_state(rc, stdout="", stderr=""):
     (assert run without -d) is an error."""
     stdout, stderr = stdout or "", stderr or ""
     if rc == 0:
-        if any(line.strip() in (ASSERT_APPLIED, ASSERT_MODE_APPLIED) for line in stdout.splitlines()):
+        lines = [line.strip() for line in stdout.splitlines()]
+        if ASSERT_APPLIED in lines:
             return "applied"
+        if ASSERT_MODE_APPLIED in lines:
+            raise ValueError("nvidia-mig-parted assert checked the MIG mode only (%r: run with --mode-only or "
+                             "MIG_PARTED_MODE_CHANGE_ONLY set): the GPU instances were not compared, not taken "
+                             "as applied" % ASSERT_MODE_APPLIED)
         raise ValueError("nvidia-mig-parted assert exited 0 without %r on stdout: not taken as applied"
                          % ASSERT_APPLIED)
     entries = logrus_lines(stderr) + logrus_lines(stdout)
     fatal = [message for level, message in entries if level == "fatal"]
     if rc == 1 and fatal and fatal[-1].lower() == ASSERT_MISMATCH:
-        debug = [message for level, message in logrus_lines(stderr) if level == "debug"]
-        cause = debug[-1] if debug else ""
+        # log.Fatal ends the run: the assertion failure is the last line of stderr, and its cause (-d) is
+        # the line right before it. Anything else around it is not mig-parted's order: no cause.
+        lines = [line for line in stderr.splitlines() if line.strip()]
+        last = logrus_lines(lines[-1]) if lines else []
+        if not (last and last[0][0] == "fatal" and last[0][1].lower() == ASSERT_MISMATCH):
+            raise ValueError("nvidia-mig-parted assert exited 1 with output after its assertion failure: not "
+                             "mig-parted's own output, not read")
+        previous = logrus_lines(lines[-2]) if len(lines) > 1 else []
+        cause = previous[0][1] if previous and previous[0][0] == "debug" else ""
         if cause in ASSERT_DIFFERS:
             return "not-applied"
         if not cause:

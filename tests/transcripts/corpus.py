@@ -30,8 +30,9 @@ STANDIN_TOOLS = ("nvidia-smi", "dcgmi", "scontrol", "nvidia-mig-parted")
 MASKS = {
     "nvidia-mig-parted": [
         ("time", r'^time="(?P<v>[^"]*)"'),
-        ("config", r"selected mig-config not present: (?P<v>[^\"]*)"),
-        ("path", r"read error: open (?P<v>[^:]*): "),
+        # the value as logrus writes it inside msg="...": Go %q escapes (\" \\ \n \xNN ...)
+        ("config", r'selected mig-config not present: (?P<v>(?:[^"\\]|\\.)*)'),
+        ("path", r'read error: open (?P<v>(?:[^:"\\]|\\.)*): '),
     ],
     "scontrol": [
         ("node", r"^NodeName=(?P<v>\S+)"),
@@ -48,6 +49,36 @@ MASKS = {
     ],
     "dcgmi": [],
 }
+
+
+# ``source`` must name at least one public place a reader can open (tests/transcripts/README.md):
+# a URL, ``owner/repo@ref:path`` (ref: a commit, tag or branch; a parenthesis may follow the ref, as in
+# ``NVIDIA/mig-parted@bd7160f (v0.15.0):cmd/...``), or an issue / pull request of a repository
+# (``owner/repo issue #N``, ``owner/repo PR #N``, ``owner/repo#N``). References to a private index
+# (``search index``, ``file id``) are refused: nobody else can follow them.
+_REPO = r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*"
+SOURCE_FORMS = re.compile(
+    r"https?://[^\s)]+"
+    r"|(?<![\w/])" + _REPO + r"@[0-9A-Za-z][0-9A-Za-z._/-]*(?:\s*\([^)]*\))?:[A-Za-z0-9_.][A-Za-z0-9_./-]*"
+    r"|(?<![\w/])" + _REPO + r"(?:\s+(?:issues?|PRs?|pull requests?)\s+#[0-9]+|#[0-9]+)")
+PRIVATE_REFERENCES = re.compile(r"search index|file ids?\b", re.IGNORECASE)
+
+
+def source_problem(source):
+    """None when ``source`` cites a public place of a documented kind, else why not."""
+    if PRIVATE_REFERENCES.search(source):
+        return "source cites a private search index (%r): name the public URL, owner/repo@ref:path or issue" % (
+            PRIVATE_REFERENCES.search(source).group(0),)
+    if not SOURCE_FORMS.search(source):
+        return ("source names no public place of a documented kind (a URL, owner/repo@ref:path, owner/repo "
+                "issue #N or PR #N)")
+    return None
+
+
+def version_matches_directory(version, directory):
+    """A transcript's version is its directory's, or a release of it: ``v1.31.4`` under ``1.31``."""
+    bare = version[1:] if version.startswith("v") else version
+    return directory in (bare, version) or bare.startswith(directory + ".")
 
 
 class TranscriptError(ValueError):
@@ -76,12 +107,18 @@ def load(path, corpus=HERE):
         raise TranscriptError("%s: rc must be an exit status 0-255" % path)
     if not doc["source"].strip():
         raise TranscriptError("%s: source must name where the transcript comes from" % path)
+    problem = source_problem(doc["source"])
+    if problem:
+        raise TranscriptError("%s: %s" % (path, problem))
     relative = os.path.relpath(path, corpus)
     parts = relative.split(os.sep)
     if len(parts) != 3 or not parts[2].endswith(".yml"):
         raise TranscriptError("%s: a transcript lives at <tool>/<version>/<case>.yml" % path)
     if parts[0] != doc["tool"]:
         raise TranscriptError("%s: tool %r is not its directory %r" % (path, doc["tool"], parts[0]))
+    if not version_matches_directory(doc["version"], parts[1]):
+        raise TranscriptError("%s: version %r is not its directory %r (nor a release of it)" % (
+            path, doc["version"], parts[1]))
     if os.path.basename(doc["argv"][0]) != doc["tool"]:
         raise TranscriptError("%s: argv[0] %r is not the tool %r" % (path, doc["argv"][0], doc["tool"]))
     doc = dict(doc)

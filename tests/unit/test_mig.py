@@ -82,7 +82,7 @@ def test_blackwell_profile_names_match_mig_parted_s_configs(index, slices, name)
     ([], "non-empty list"),
     ([{"devices": "all", "mig-enabled": True, "device-filter": ["0x233010DE"]}], "device-filter"),
     ([{"devices": "all", "mig-enabled": True, "mig-devices": {"1c.3g.40gb": 2}}], "1c.3g.40gb"),
-    ([{"devices": "all", "mig-enabled": True, "mig-devices": {"3g.40gb": -1}}], "count >= 0"),
+    ([{"devices": "all", "mig-enabled": True, "mig-devices": {"3g.40gb": -1}}], "count >= 1"),
     ([{"devices": [0, 1], "mig-enabled": True}, {"devices": [1], "mig-enabled": False}], "GPU 1 is already in entry 0"),
     ([{"devices": "all", "mig-enabled": True}, {"devices": [1], "mig-enabled": False}], "already in entry 0"),
     ([{"devices": "some", "mig-enabled": True}], "devices must be all"),

@@ -21,19 +21,25 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from transcripts import corpus
 
-from ansible_collections.gpufleet.cluster.plugins.filter.mig import mig_parted_assert, mig_parted_config
+from ansible_collections.gpufleet.cluster.plugins.filter.mig import (
+    mig_layout_uncovered,
+    mig_parted_assert,
+    mig_parted_config,
+)
 from ansible_collections.gpufleet.cluster.plugins.module_utils import dcgm
 from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import (
     ProfileError,
     layout_errors,
     parse_profile,
     profile_error,
+    uncovered_gpus,
 )
 
 TOOL = "nvidia-mig-parted"
 BIN = os.path.join(TESTS, "standins", "bin")
 ASSERT_FATAL = 'time="2026-11-26T06:00:00Z" level=fatal msg="Assertion failure: selected configuration not currently applied"\n'
 SUCCESS = "Selected MIG configuration currently applied\n"
+ROLE = os.path.join(os.path.dirname(TESTS), "roles", "gpu_mig")
 
 
 def _debug(message):
@@ -772,3 +778,295 @@ def test_the_mig_parted_standin_prints_only_lines_a_transcript_has(tmp_path, con
     assert corpus.unknown_lines(TOOL, result.stdout) == [], result.stdout
     assert corpus.unknown_lines(TOOL, result.stderr) == [], result.stderr
     assert _read(result.returncode, result.stdout, result.stderr).startswith("error")
+
+
+# =====================================================================================================
+# Red-team findings F1-F10 (gpu_tools), fixed: each case failed before its fix.
+# =====================================================================================================
+# -- F1: only the statuses DCGM writes (dcgmi/Diag.cpp HelperDisplayDiagResult; 3.x nvvs Output.cpp) -----
+@pytest.mark.parametrize("status", ["pass", "Pass ", " Pass", "SKIP", "Skipped", "NOT RUN", "not run", "NotRun",
+                                    "warn", "Warning", "fail", "SKIPPED", "PASS", "WARN"])
+def test_f1_a_status_dcgm_4x_never_writes_fails_the_run(status):
+    document = _document(tests=[_test(results=[_result(0, status), _result(1, "Pass")])])
+    _assert_failing_run(_verdict(json.dumps(document)), "unknown status")
+
+
+@pytest.mark.parametrize("status", ["pass", "Skipped", "PASS"])
+def test_f1_a_summary_status_dcgm_4x_never_writes_fails_the_run(status):
+    _assert_failing_run(_verdict(json.dumps(_document(tests=[_test(summary=status)]))))
+
+
+@pytest.mark.parametrize("status", ["SKIPPED", "Not Run", "Warn", "pass", "Skipped", "PASS "])
+def test_f1_a_status_dcgm_3x_never_writes_fails_the_run(status):
+    document = {"DCGM GPU Diagnostic": {"test_categories": [{"category": "Stress", "tests": [
+        {"name": "SM Stress", "results": [{"gpu_ids": 0, "status": status}, {"gpu_ids": 1, "status": "PASS"}]}]}],
+        "version": "3.3.1"}}
+    _assert_failing_run(_verdict(json.dumps(document)), "unknown status")
+
+
+@pytest.mark.parametrize("status, expected", [("Pass", "pass"), ("Fail", "fail"), ("Warn", "warn"),
+                                              ("Skip", "skip"), ("Not Run", "skip")])
+def test_f1_the_4x_statuses_are_read(status, expected):
+    results = dcgm.parse_diag(json.dumps(_document(tests=[_test(results=[_result(0, status)])])))
+    assert results["tests"][0]["results"][0]["status"] == expected
+
+
+@pytest.mark.parametrize("status, expected", [("Pass", "pass"), ("Fail", "fail"), ("Skip", "skip"),
+                                              ("PASS", "pass"), ("FAIL", "fail"), ("WARN", "warn"),
+                                              ("SKIP", "skip")])
+def test_f1_the_3x_statuses_are_read(status, expected):
+    document = {"DCGM GPU Diagnostic": {"test_categories": [{"category": "Stress", "tests": [
+        {"name": "SM Stress", "results": [{"gpu_ids": 0, "status": status}]}]}], "version": "3.3.1"}}
+    assert dcgm.parse_diag(json.dumps(document))["tests"][0]["results"][0]["status"] == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(status=st.text(max_size=12))
+def test_f1_any_status_is_a_verdict_and_only_dcgm_s_spellings_pass(status):
+    checks = _verdict(json.dumps(_document(tests=[_test(results=[_result(0, status), _result(1)])])))
+    if status not in dcgm.STATUSES_4X:
+        _assert_failing_run(checks)
+
+
+# -- F2: a 3.x result whose gpu_ids is null -----------------------------------------------------------
+def test_f2_3x_gpu_ids_null_fails_the_run_naming_the_field():
+    document = {"DCGM GPU Diagnostic": {"test_categories": [{"category": "Stress", "tests": [
+        {"name": "SM Stress", "results": [{"gpu_ids": None, "status": "PASS"}]}]}], "version": "3.3.1"}}
+    _assert_failing_run(_verdict(json.dumps(document)), "gpu_ids is null")
+
+
+def test_f2_3x_software_result_without_gpu_ids_still_covers_the_node():
+    """dcgmi 3.x writes the software (level 1) results without gpu_ids (dcgmi/Diag.cpp of 3.3.1)."""
+    document = {"DCGM GPU Diagnostic": {"test_categories": [{"category": "Deployment", "tests": [
+        {"name": "Denylist", "results": [{"status": "Pass"}]}]}], "version": "3.3.1"}}
+    parsed = dcgm.parse_diag(json.dumps(document))
+    assert parsed["tests"][0]["results"][0]["targets"] == ["node"]
+
+
+# -- F3: a Pass carrying DCGM warnings is reported as a warn with the text -------------------------------
+def test_f3_a_pass_with_a_warning_is_a_warn_with_the_text():
+    warning = {"warning": "Persistence Mode: Persistence mode for GPU 0 is disabled.", "error_id": 29,
+               "error_category": 8, "error_severity": 5}
+    document = _document(tests=[_test(results=[_result(0, "Pass", warnings=[warning]), _result(1)])])
+    checks = _verdict(json.dumps(document))
+    warned = [c for c in checks if c["id"] == dcgm.TEST_CHECK and c["status"] == "warn"]
+    assert len(warned) == 1 and warned[0]["target"] == "gpu0/memtest", checks
+    assert "Persistence mode for GPU 0 is disabled" in warned[0]["message"], warned
+    assert warned[0]["observed"]["error_ids"] == [29]
+    assert _run_status(checks) == "pass", checks  # not a failure of the run: fails only with fail_on warn
+    passed = [c for c in checks if c["id"] == dcgm.TEST_CHECK and c["status"] == "pass"]
+    assert passed and "gpu0" not in passed[0]["message"].replace("gpu0/", ""), passed
+
+
+# -- F4: both result objects in one document ---------------------------------------------------------
+def test_f4_a_document_with_both_result_objects_fails_the_run():
+    combined = _document()
+    combined["DCGM GPU Diagnostic"] = {"test_categories": [{"category": "Stress", "tests": [
+        {"name": "SM Stress", "results": [{"gpu_ids": 0, "status": "FAIL", "warnings": [
+            {"warning": "Thermal violations", "error_id": 40}]}]}]}], "version": "3.3.1"}
+    _assert_failing_run(_verdict(json.dumps(combined)), "both")
+
+
+# -- F5/F6: the corpus refuses sources nobody can follow and versions filed elsewhere ------------------
+def test_f5_every_transcript_names_a_public_source():
+    weak = {case: doc["source"][:90] for case, doc in corpus.transcripts().items()
+            if corpus.source_problem(doc["source"])}
+    assert weak == {}, weak
+
+
+@pytest.mark.parametrize("source", ["the Glimmer project's tests", "captures in public write-ups",
+                                    "NVIDIA/DCGM testing/python3 diag tests",
+                                    "owner/repo@abc1234:x.go and a capture (search index file id 1)"])
+def test_f5_a_source_of_no_documented_kind_is_refused(source):
+    assert corpus.source_problem(source)
+
+
+@pytest.mark.parametrize("source", ["https://github.com/NVIDIA/DCGM/issues/55", "NVIDIA/mig-parted issue #5",
+                                    "NVIDIA/mig-parted@bd7160f (v0.15.0):cmd/nvidia-mig-parted/assert/assert.go",
+                                    "kubernetes/kubernetes PR #123372", "NVIDIA/DCGM#55"])
+def test_f5_the_documented_kinds_are_accepted(source):
+    assert corpus.source_problem(source) is None
+
+
+def test_f6_a_transcript_outside_its_version_directory_is_refused(tmp_path):
+    doc = {"tool": "dcgmi", "version": "4.2.3", "argv": ["dcgmi", "diag"], "rc": 0, "stdout": "", "stderr": "",
+           "source": "NVIDIA/DCGM issue #55", "notes": "n"}
+    path = tmp_path / "dcgmi" / "3.1.0" / "case.yml"
+    path.parent.mkdir(parents=True)
+    path.write_text(yaml.safe_dump(doc))
+    problems = corpus.errors(str(tmp_path))
+    assert len(problems) == 1 and "is not its directory" in problems[0], problems
+
+
+@pytest.mark.parametrize("version, directory, ok", [
+    ("v1.31.4", "1.31", True), ("26.11", "26.11", True), ("4.x", "4.x", True), ("0.15.0", "0.15.0", True),
+    ("v1.310.4", "1.31", False), ("4.2.3", "3.1.0", False), ("4.2.3", "4.2", True), ("v1.36.1", "1.31", False)])
+def test_f6_version_and_directory(version, directory, ok):
+    assert corpus.version_matches_directory(version, directory) is ok
+
+
+def test_f6_the_kubeadm_version_short_transcripts_print_their_own_release():
+    for case_id, doc in corpus.transcripts("kubeadm").items():
+        if doc["case"] == "version-short":
+            assert doc["stdout"].strip() == doc["version"], case_id
+            assert "v1.36.1" not in doc["source"] or doc["version"] == "v1.36.1", (case_id, doc["source"])
+
+
+# -- F7: the stand-in escapes a config name as logrus does, or refuses it ------------------------------
+@pytest.mark.parametrize("config, escaped", [('a"b', 'a\\"b'), ("x\nSelected MIG configuration currently applied",
+                                                                 "x\\nSelected MIG configuration currently applied"),
+                                             ("tab\there", "tab\\there"), ("back\\slash", "back\\\\slash"),
+                                             ("bell\x07", "bell\\a"), ("esc\x1b", "esc\\x1b")])
+def test_f7_the_standin_quotes_a_config_name_as_logrus_does(tmp_path, config, escaped):
+    document = yaml.safe_dump({"version": "v1", "mig-configs": {"all-1g.10gb": [
+        {"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}]}})
+    result = _standin(tmp_path, "-d", "assert", "-f", "-", "-c", config, stdin=document)
+    assert result.returncode == 1, result.stderr
+    assert corpus.unknown_lines(TOOL, result.stdout) == [] and corpus.unknown_lines(TOOL, result.stderr) == []
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert ('selected mig-config not present: %s"' % escaped) in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("config", ["caf\u00e9", "\u200b", "x\u2028y"])
+def test_f7_a_name_it_cannot_print_faithfully_is_refused(tmp_path, config):
+    document = yaml.safe_dump({"version": "v1", "mig-configs": {"all-1g.10gb": [
+        {"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}]}})
+    result = _standin(tmp_path, "-d", "assert", "-f", "-", "-c", config, stdin=document)
+    assert result.returncode == 2 and result.stderr.startswith("stand-in nvidia-mig-parted: "), result
+
+
+# -- F8: layouts mig-parted applies but never asserts ---------------------------------------------------
+@pytest.mark.parametrize("layout", [
+    [{"devices": [0, 1], "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}],
+    [{"devices": [0, 1, 2, 3], "mig-enabled": False}],
+    [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7, "2g.20gb": 0}}],
+])
+def test_f8_standin_after_apply_follows_mig_parted(tmp_path, layout):
+    try:
+        out = mig_parted_config(layout, None)
+    except AnsibleFilterError:
+        return  # refused before any drain (the zero count)
+    document = yaml.safe_dump(out["document"])
+    path = tmp_path / "config.yaml"
+    path.write_text(document)
+    assert _standin(tmp_path, "apply", "-f", str(path), "-c", out["name"]).returncode == 0
+    after = _standin(tmp_path, "-d", "assert", "-f", "-", "-c", out["name"], stdin=document)
+    assert _read(after.returncode, after.stdout, after.stderr) == "not-applied", after.stderr
+    assert "Not all GPUs match the specified config" in after.stderr
+
+
+def test_f8_a_zero_count_is_refused_naming_the_variable_and_the_profile():
+    with pytest.raises(AnsibleFilterError, match=r"gpufleet_mig_layout\[0\]\.mig-devices\[2g\.20gb\] must be a count"):
+        mig_parted_config([{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7, "2g.20gb": 0}}])
+
+
+def test_f8_the_standin_never_asserts_a_zero_count_written_by_hand(tmp_path):
+    """mig_config.go MigConfig.Equals: a 0-count profile is a key the live config never has."""
+    document = yaml.safe_dump({"version": "v1", "mig-configs": {"z": [
+        {"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7, "2g.20gb": 0}}]}})
+    path = tmp_path / "config.yaml"
+    path.write_text(document)
+    assert _standin(tmp_path, "apply", "-f", str(path), "-c", "z").returncode == 0
+    live = json.loads((tmp_path / "live.json").read_text())
+    assert live[0] == {"mig-enabled": True, "mig-devices": {"1g.10gb": 7}}
+    after = _standin(tmp_path, "-d", "assert", "-f", "-", "-c", "z", stdin=document)
+    assert _read(after.returncode, after.stdout, after.stderr) == "not-applied"
+
+
+@pytest.mark.parametrize("layout, count, uncovered", [
+    ([{"devices": "all", "mig-enabled": False}], 8, []),
+    ([{"devices": [0, 1], "mig-enabled": False}], 4, [2, 3]),
+    ([{"devices": [0, 1], "mig-enabled": False}, {"devices": [3, 2], "mig-enabled": False}], 4, []),
+    ([{"devices": [0, 9], "mig-enabled": False}], 2, [1]),
+    ([{"devices": [0, 1], "mig-enabled": False}], 0, []),
+])
+def test_f8_the_gpus_a_layout_leaves_out(layout, count, uncovered):
+    assert uncovered_gpus(layout, count) == uncovered
+    out = mig_parted_config(layout, None)
+    assert mig_layout_uncovered(out, count) == uncovered
+
+
+@pytest.mark.parametrize("count", [-1, True, "8", None, 1.0])
+def test_f8_a_gpu_count_that_is_not_a_count_fails(count):
+    with pytest.raises(AnsibleFilterError, match="mig_layout_uncovered"):
+        mig_layout_uncovered(mig_parted_config("all-1g.10gb", None), count)
+
+
+@settings(max_examples=200, deadline=None)
+@given(devices=st.lists(st.lists(st.integers(0, 9), min_size=1, max_size=4, unique=True), min_size=1, max_size=3),
+       count=st.integers(0, 10))
+def test_f8_uncovered_is_exactly_the_indexes_no_entry_names(devices, count):
+    seen, layout = set(), []
+    for listed in devices:
+        entry = [d for d in listed if d not in seen]
+        if entry:
+            seen.update(entry)
+            layout.append({"devices": entry, "mig-enabled": False})
+    if not layout:
+        return
+    expected = [i for i in range(count) if i not in seen]
+    assert uncovered_gpus(layout, count) == expected
+
+
+def test_f8_the_role_refuses_an_uncovered_layout_before_asking_mig_parted():
+    tasks = yaml.safe_load(open(os.path.join(ROLE, "tasks", "status.yml")))
+    names = [t["name"] for t in tasks]
+    refuse = names.index("Refuse a layout that does not name every GPU of the node")
+    assert names.index("Count the GPUs of the node (sysfs, as mig-parted does without the driver)") < refuse
+    assert refuse < names.index("Ask nvidia-mig-parted whether the layout is applied")
+    message = tasks[refuse]["ansible.builtin.assert"]["fail_msg"]
+    assert "gpufleet_mig_layout" in message and "__gpu_mig_uncovered | join" in message
+
+
+# -- F9: documents mig-parted refuses to parse -----------------------------------------------------------
+@pytest.mark.parametrize("layout, words", [
+    ([{"devices": "all", "mig-enabled": True}], "mig-enabled true without mig-devices"),
+    ([{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 0}}], r"mig-devices\[1g\.10gb\]"),
+])
+def test_f9_a_layout_mig_parted_refuses_to_parse_is_refused_naming_the_variable(layout, words):
+    with pytest.raises(AnsibleFilterError, match="gpufleet_mig_layout.*" + words):
+        mig_parted_config(layout, None)
+
+
+def test_f9_mig_on_without_instances_is_still_written_as_mig_parted_reads_it():
+    out = mig_parted_config([{"devices": "all", "mig-enabled": True, "mig-devices": {}}], None)
+    assert out["document"]["mig-configs"]["gpufleet-explicit"][0]["mig-devices"] == {}
+
+
+@pytest.mark.parametrize("entry", [{"devices": "all", "mig-enabled": True},
+                                   {"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 0}},
+                                   {"devices": "all", "mig-enabled": False, "mig-devices": {"1g.10gb": 1}}])
+def test_f9_the_standin_refuses_a_file_mig_parted_refuses(tmp_path, entry):
+    document = yaml.safe_dump({"version": "v1", "mig-configs": {"c": [entry]}})
+    result = _standin(tmp_path, "-d", "assert", "-f", "-", "-c", "c", stdin=document)
+    assert result.returncode == 2 and "mig-parted refuses the config file" in result.stderr, result
+
+
+# -- F10: the mode-only line is not "applied"; the role clears MIG_PARTED_MODE_CHANGE_ONLY ---------------
+def test_f10_mode_only_success_is_not_the_configuration_applied():
+    doc = corpus.find(TOOL, "assert-mode-only-applied")
+    state = _read(doc["rc"], doc["stdout"], doc["stderr"])
+    assert state.startswith("error") and "mode only" in state, state
+
+
+@pytest.mark.parametrize("value, mode_only", [("true", True), ("1", True), ("", False), ("false", False)])
+def test_f10_the_standin_reads_mig_parted_mode_change_only_as_mig_parted_does(tmp_path, value, mode_only):
+    out = mig_parted_config("all-1g.10gb", None)
+    document = yaml.safe_dump(out["document"])
+    (tmp_path / "live.json").write_text(json.dumps([{"mig-enabled": True, "mig-devices": {}}] * 2))
+    env = dict(os.environ, GPUFLEET_STANDIN_MIG_DIR=str(tmp_path), MIG_PARTED_MODE_CHANGE_ONLY=value)
+    result = subprocess.run([os.path.join(BIN, TOOL), "-d", "assert", "-f", "-", "-c", out["name"]], input=document,
+                            env=env, capture_output=True, text=True, timeout=30, check=False)
+    assert (result.returncode == 0) is mode_only, result
+    assert _read(result.returncode, result.stdout, result.stderr) != "applied"
+
+
+def test_f10_the_role_runs_mig_parted_with_mode_change_only_empty():
+    variables = yaml.safe_load(open(os.path.join(ROLE, "vars", "main.yml")))
+    assert "'MIG_PARTED_MODE_CHANGE_ONLY': ''" in variables["__gpu_mig_parted_environment"]
+    for name in ("status.yml", "apply.yml"):
+        text = open(os.path.join(ROLE, "tasks", name)).read()
+        blocks = text.split("\n- name: ")
+        for block in blocks:
+            if "gpu_mig_command" in block and "environment:" in block:
+                assert "__gpu_mig_parted_environment" in block, block

@@ -43,10 +43,21 @@ def test_every_standin_tool_has_transcripts(tool):
       "notes": ""}, "rc must be"),
     ({"tool": "dcgmi", "version": "1", "argv": ["dcgmi"], "rc": 0, "stdout": 3, "stderr": "", "source": "x",
       "notes": ""}, "stdout must be a string"),
-    ({"tool": "dcgmi", "version": "1", "argv": ["nvidia-smi"], "rc": 0, "stdout": "", "stderr": "", "source": "x",
-      "notes": ""}, "is not the tool"),
-    ({"tool": "scontrol", "version": "1", "argv": ["scontrol"], "rc": 0, "stdout": "", "stderr": "", "source": "x",
-      "notes": ""}, "is not its directory"),
+    ({"tool": "dcgmi", "version": "1", "argv": ["nvidia-smi"], "rc": 0, "stdout": "", "stderr": "",
+      "source": "NVIDIA/DCGM issue #55", "notes": ""}, "is not the tool"),
+    ({"tool": "scontrol", "version": "1", "argv": ["scontrol"], "rc": 0, "stdout": "", "stderr": "",
+      "source": "NVIDIA/DCGM issue #55", "notes": ""}, "is not its directory"),
+    # red-team F5: a source that names no public place, or a private index
+    ({"tool": "dcgmi", "version": "1", "argv": ["dcgmi"], "rc": 0, "stdout": "", "stderr": "",
+      "source": "the Glimmer project's tests", "notes": ""}, "names no public place"),
+    ({"tool": "dcgmi", "version": "1", "argv": ["dcgmi"], "rc": 0, "stdout": "", "stderr": "",
+      "source": "NVIDIA/DCGM issue #55; a capture (search index file id 60396465041)", "notes": ""},
+     "private search index"),
+    # red-team F6: a version other than its directory's
+    ({"tool": "dcgmi", "version": "4.2.3", "argv": ["dcgmi"], "rc": 0, "stdout": "", "stderr": "",
+      "source": "NVIDIA/DCGM issue #55", "notes": ""}, "is not its directory"),
+    ({"tool": "dcgmi", "version": "11", "argv": ["dcgmi"], "rc": 0, "stdout": "", "stderr": "",
+      "source": "NVIDIA/DCGM issue #55", "notes": ""}, "is not its directory"),
 ])
 def test_a_bad_transcript_is_refused_naming_the_file(tmp_path, doc, words):
     path = tmp_path / "dcgmi" / "1" / "case.yml"
