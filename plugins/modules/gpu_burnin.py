@@ -15,7 +15,8 @@ version_added: 0.1.0
 description:
   - Runs C(dcgmi diag -r <level> -j) (or the named O(tests)) with a timeout and turns its JSON into
     the check-result model of docs/contracts.md; one C(burnin.dcgm) check per failed or warning test and
-    GPU with DCGM's message, one per passed or skipped test, and C(burnin.dcgm.run) for the run itself.
+    GPU with DCGM's message (a C(Pass) carrying DCGM warnings is a warning with their text), one per passed
+    or skipped test, and C(burnin.dcgm.run) for the run itself.
   - Fail closed. No JSON, an unknown format or status, a document of another shape than DCGM writes (read
     strictly - bounded size and nesting, no NaN, no duplicate keys - and checked field by field against
     C(dcgmi/Diag.cpp); the message names the unexpected field), a C(runtime_error), a timeout, a non-zero exit
