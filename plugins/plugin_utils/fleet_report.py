@@ -248,15 +248,16 @@ def failure_reason(data):
 
 # Prefixes that say nothing about the cause (ansible-core's own wording around an ssh error).
 _NOISE = (re.compile(r"^Task failed:(?: |$)"), re.compile(r"^unreachable:(?: |$)"),
+          re.compile(r"^no checks returned:(?: |$)"),
           re.compile(r"^Failed to connect to the host via ssh:(?: |$)"),
           re.compile(r'^Data could not be sent to remote host "[^"]*"\. Make sure this host can be reached over '
                      r'ssh:(?: |$)'))
 
 
 def cause(message):
-    """The cause of a failure message on one line: whitespace folded, ansible-core's wrappers
-    (``Task failed: ``, ``Failed to connect to the host via ssh: ``, ``Data could not be sent
-    ...``) removed."""
+    """The cause of a failure message on one line: whitespace folded, the wrappers (ansible-core's
+    ``Task failed: ``, ``Failed to connect to the host via ssh: ``, ``Data could not be sent ...``,
+    the report's own ``unreachable: `` and ``no checks returned: ``) removed."""
     line = " ".join(text(message or "").split())
     changed = True
     while changed:
@@ -277,6 +278,10 @@ def fit(message, limit):
     limit = max(int(limit), 8)
     if len(line) <= limit:
         return line
+    if " | " in line:  # failure_reason's "<Ansible's msg> | <the exception's last line>": the msg says it
+        head = line.split(" | ", 1)[0]
+        if head and len(head) <= limit:
+            return head
     parts = line.split(": ")
     for start in range(1, len(parts)):
         tail = ": ".join(parts[start:])
