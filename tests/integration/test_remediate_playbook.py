@@ -335,3 +335,16 @@ def test_a_node_an_admin_drained_is_never_resumed(run):
     assert reason == SLURM_ADMIN_REASON, reason
     assert [c for c in calls if c.startswith("update")] == []  # neither our reason nor a resume
     assert not held(run, "gpu-slurm-admin"), run["output"]  # remediated and released in Kubernetes
+
+
+def test_the_run_is_one_controller_of_its_own(run):
+    """Every step this run recorded, on every node, is by one controller id of this run,
+    ansible@<host>/<UTC start>-<random> (two runs from one host are two controllers to the breaker)."""
+    import re
+
+    ids = set()
+    for node in NODES:
+        raw = annotations(run, node).get("gpufleet.io/remediation-history")
+        ids.update(step["by"] for step in json.loads(raw or "[]"))
+    assert len(ids) == 1, ids
+    assert re.fullmatch(r"ansible@[^/]+/[0-9]{8}T[0-9]{6}Z-[0-9a-f]{8}", ids.pop())

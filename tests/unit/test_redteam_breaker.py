@@ -1202,9 +1202,10 @@ def test_the_playbook_sends_one_controller_id_per_run():
     template = named[0]["ansible.builtin.set_fact"]["__remediate_run_controller"]
     assert template.startswith("ansible@{{ lookup('ansible.builtin.pipe', 'hostname') }}/") and "random" in template
     assert plays[1]["vars"]["__remediate_controller"] == "{{ hostvars['localhost']['__remediate_run_controller'] }}"
-    for name in ("remediate-node.yml", "remediate-record.yml"):
+    for name, calls in (("remediate-node.yml", 2), ("remediate-record.yml", 1)):  # acquire, release; record
         text = open(os.path.join(REPO, "playbooks", "tasks", name)).read()
-        assert "ansible@" not in text and 'controller: "{{ __remediate_controller }}"' in text, name
+        assert "ansible@" not in text and text.count("gpufleet.cluster.remediation_breaker:") == calls, name
+        assert text.count('controller: "{{ __remediate_controller }}"') == calls, name
 
 
 # F12 -- the policy accepted breaker options the breaker refuses at run time.
