@@ -6,6 +6,9 @@ import subprocess
 import xml.etree.ElementTree as ET
 
 import pytest
+import test_collection_install
+
+installed = test_collection_install.installed  # the collection built and installed from its tarball
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PLAYBOOKS = os.path.join(REPO, "tests", "integration", "playbooks")
@@ -218,3 +221,30 @@ def test_report_blames_the_delegate_lists_unconsidered_hosts_and_unvalidated_gpu
                                          "reason": "the play stopped after cp-down unreachable"}]
     page = (report_dir / "fleet-report.html").read_text()
     assert "https://" not in page and "http://" not in page
+
+
+def test_installed_collection_with_the_readme_config_prints_one_line_per_unreachable_host(tmp_path, request):
+    """As a user runs it: the collection built and installed from its tarball, the README's site
+    ansible.cfg (stdout_callback = gpufleet.cluster.console, callback_result_format = yaml, the
+    fleet_report callback), a directory outside the checkout."""
+    _tarball, collections = request.getfixturevalue("installed")
+    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as handle:
+        snippet = handle.read().split("cat > ansible.cfg <<'CFG'\n", 1)[1].split("\nCFG\n", 1)[0]
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "ansible.cfg").write_text(snippet.replace("inventory = ./inventory/hosts.yml",
+                                                      "inventory = %s" % os.path.join(PLAYBOOKS, "inventory",
+                                                                                      "daytwo.yml")) + "\n")
+    env = test_collection_install._env(collections)
+    env["ANSIBLE_CONFIG"] = str(site / "ansible.cfg")
+    proc = subprocess.run([ANSIBLE_PLAYBOOK, os.path.join(PLAYBOOKS, "fleet_report_daytwo.yml")], cwd=str(site),
+                          env=env, capture_output=True, text=True, timeout=300, check=False)
+    out = proc.stdout
+    assert proc.returncode == 4, out + proc.stderr
+    assert [line for line in out.splitlines() if "UNREACHABLE!" in line] == [
+        "fatal: [worker-01 -> cp-down]: UNREACHABLE! cp-down cannot be reached: ssh: connect to host 127.0.0.2 "
+        "port 9: Connection refused",
+        "fatal: [cp-down]: UNREACHABLE! ssh: connect to host 127.0.0.2 port 9: Connection refused"]
+    assert "[ERROR]" not in out and "never considered" in out
+    report = json.loads((site / "reports" / "fleet-report.json").read_text())
+    assert report["schema_version"] == 1 and report["hosts"]["cp-down"]["unreachable"] is True
