@@ -92,7 +92,6 @@ _SEMVER = re.compile(r"^v?%s\.%s\.%s(?:-(%s(?:\.%s)*))?(?:\+([0-9A-Za-z-]+(?:\.[
 # A Debian or RPM package version of a Kubernetes package (pkgs.k8s.io: ``1.29.2-1.1``; RPM
 # ``1.29.2-150500.1.1``): optional epoch, upstream X.Y.Z, a revision. Only where a package's
 # version is read; an upstream pre-release (``1.36.0~rc.1-1.1``) is not a release.
-_PACKAGE = re.compile(r"^(?:[0-9]{1,9}:)?%s\.%s\.%s-([0-9A-Za-z][0-9A-Za-z.+~]{0,63})$" % (_NUMBER, _NUMBER, _NUMBER))
 _SHOWN = 80
 
 
@@ -142,8 +141,7 @@ class KubeVersion(object):
 def parse_kube_version(value, what="version"):
     """The ``KubeVersion`` of a version as Kubernetes reports it (``v1.37.1``, ``v1.36.0-rc.1``,
     ``v1.36.5+k3s1``; ``v`` optional); ValueError naming ``what`` for anything else (``1.37``,
-    ``v1.37.1.2``, ``1.29.2-1.1`` is read as a pre-release: package versions are read by
-    ``package_version``)."""
+    ``v1.37.1.2``; a package version ``1.29.2-1.1`` reads as a pre-release, never a release)."""
     text = value.strip() if isinstance(value, str) else None
     match = _SEMVER.match(text) if text else None
     if not match:
@@ -165,17 +163,6 @@ def kube_version(value, what="version"):
                          % (what, _shown(value), "a pre-release (-%s)" % parsed.pre if parsed.pre
                             else "a build (+%s)" % parsed.build))
     return parsed.release
-
-
-def package_version(value, what="package version"):
-    """``(major, minor, patch)`` of a Debian or RPM package version of a Kubernetes package
-    (``1.29.2-1.1``, ``1:1.29.2-150500.1.1``); ValueError naming ``what`` otherwise (no revision,
-    an upstream pre-release ``1.36.0~rc.1-1.1``, a Kubernetes ``v1.29.2``)."""
-    match = _PACKAGE.match(value.strip()) if isinstance(value, str) else None
-    if not match:
-        raise ValueError("%s is not a package version X.Y.Z-<revision> ([epoch:] optional), got %s"
-                         % (what, _shown(value)))
-    return tuple(int(part) for part in match.group(1, 2, 3))
 
 
 def reported(value):

@@ -965,18 +965,6 @@ def test_f1_reported_versions_keep_their_pre_release_and_build(text, release, pr
     assert seen.is_release == (not pre and not build)
 
 
-@pytest.mark.parametrize("text,expected", [("1.29.2-1.1", (1, 29, 2)), ("1:1.29.2-150500.1.1", (1, 29, 2)),
-                                           ("1.37.1-00", (1, 37, 1))])
-def test_f1_package_versions_are_read_by_their_own_reader(text, expected):
-    assert k.package_version(text) == expected
-
-
-@pytest.mark.parametrize("text", ["v1.29.2", "1.29.2", "1.29", "1.36.0~rc.1-1.1", "1.29.2.1-1", "", None, 1.29])
-def test_f1_the_package_reader_refuses_what_is_not_a_package_version(text):
-    with pytest.raises(ValueError, match="package version"):
-        k.package_version(text)
-
-
 VERSIONISH = st.from_regex(r"\Av?[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}([-+.~][0-9A-Za-z.+-]{0,12})?\Z")
 
 
@@ -997,10 +985,6 @@ def test_f1_version_readers_answer_or_fail_clearly(text):
         assert text.strip().lstrip("v") == "%d.%d.%d" % target
     if seen is not None and not seen.is_release:
         assert target is None and not k.at_target(seen, seen.release)
-    try:
-        k.package_version(text)
-    except ValueError:
-        pass
 
 
 @pytest.mark.parametrize("after", [["v1.37.1-rc.1"], ["v1.37.1-alpha.1.487+550c3cab4fe267"], ["v1.37.1-beta.0"],
