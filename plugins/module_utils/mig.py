@@ -50,7 +50,7 @@ BUILTIN_MIG_CONFIGS = {
 
 # MIG profile names, parsed exactly as NVIDIA go-nvlib parses them: parseMigProfile and its helpers
 # in pkg/nvlib/device/mig_profile.go (github.com/NVIDIA/go-nvlib v0.12.0, read at commit 3c16156;
-# vendored unchanged by mig-parted v0.15.0, whose config parser (pkg/types/mig_config.go
+# vendored unchanged by mig-parted at bd7160f (the pinned release), whose config parser (pkg/types/mig_config.go
 # AssertValidFormat) accepts a mig-devices key when this grammar does):
 #   profile    = fields [ ("+" | "-") attributes ]      (not both "+" and "-")
 #   fields     = <C>"c." <G>"g." <GB>"gb" | <G>"g." <GB>"gb"   (numbers: strconv.Atoi, ASCII digits)
@@ -283,7 +283,7 @@ def layout_errors(layout, what):
 
 def uncovered_gpus(layout, gpu_count):
     """The GPU indexes 0 .. gpu_count-1 that no entry of ``layout`` names. mig-parted's assert
-    (cmd/nvidia-mig-parted/assert/config.go AssertMigConfig, v0.15.0) marks only the GPUs an entry
+    (cmd/nvidia-mig-parted/assert/config.go AssertMigConfig at bd7160f) marks only the GPUs an entry
     names as matched and fails with "not all GPUs match the specified config" unless every GPU of the
     node is: a layout leaving a GPU out can be applied but never asserted."""
     if isinstance(gpu_count, bool) or not isinstance(gpu_count, int) or gpu_count < 0:
@@ -342,7 +342,7 @@ def describe(profiles):
 
 # The config name of an explicit (list) gpufleet_mig_layout in the file gpufleet writes.
 EXPLICIT_CONFIG_NAME = "gpufleet-explicit"
-# What nvidia-mig-parted prints (NVIDIA/mig-parted v0.15.0, cmd/nvidia-mig-parted/assert/assert.go and
+# What nvidia-mig-parted prints (NVIDIA/mig-parted@bd7160f, cmd/nvidia-mig-parted/assert/assert.go and
 # main.go): exit 0 and ASSERT_APPLIED on stdout (ASSERT_MODE_APPLIED with --mode-only or the environment
 # variable MIG_PARTED_MODE_CHANGE_ONLY: the GPU instances were not compared, never read as applied; role
 # gpu_mig runs mig-parted with that variable empty, which urfave/cli reads as false); any failure of
