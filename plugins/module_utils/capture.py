@@ -37,11 +37,13 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import errno
 import fnmatch
 import hashlib
 import io
 import json
 import os
+import re
 import shutil
 import socket
 import stat
@@ -52,7 +54,7 @@ import time
 from ansible_collections.gpufleet.cluster.plugins.module_utils.capture_pseudonym import Pseudonymiser
 from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import ModuleFailure, checked_root
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu import gather_gpu_facts
-from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import MAX_READ, SysfsReader, open_regular
+from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import MAX_READ, SysfsReader
 
 FORMAT = 1
 ARCHIVE_TOP = "gpufleet-capture"
@@ -119,6 +121,30 @@ MAX_LINKS = 40
 DEFAULT_MAX_ENTRIES = 200000
 DEFAULT_MAX_TOTAL_BYTES = 64 * 1024 * 1024
 NO_GPU = "no NVIDIA GPU on the PCI bus: the GPU family queries neither NVML nor the kernel log"
+# Names the readers look up: a path component equal to a literal component of the capture patterns
+# (``sys``, ``dev``, ``node``, ``nvidia``, ``config.d``), or below one of these trees (kernel module
+# and driver names): host names and redact values are not applied to it, only shapes and serials are.
+LAYOUT_TREES = (("sys", "module"), ("sys", "bus", "pci", "drivers"))
+# Files holding a version: every dotted quad in them is a version (``1.14.9.2``), not an address.
+VERSION_FILES = frozenset(["version", "srcversion", "fw_ver", "osrelease"])
+# A name component is at most NAME_MAX bytes once pseudonymised (else shortened, listed in MANIFEST);
+# a member whose path would exceed PATH_LIMIT bytes is left out (listed in MANIFEST).
+NAME_MAX = 255
+PATH_LIMIT = 3800
+# A file cut at max_file_bytes loses the token the cut split (at most this many bytes, back to the
+# last separator): half an identifier is not recognisable any more, so it is not kept.
+PARTIAL_MAX = 256
+# What a token (an identifier, a host name, a serial) is made of; any other byte separates tokens.
+TOKEN_BYTES = frozenset(b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz._:-%~+@") | frozenset(
+    range(0x80, 0x100))
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_DIR_FLAGS = os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW | _O_CLOEXEC
+_FILE_FLAGS = (os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+# ``<ISO time> host kernel: …`` / ``Nov 20 11:00:00 host kernel: …``: the host the log names.
+LOG_HOST = re.compile(r"^(?:<[0-9]+>)?(?:[0-9]{4}-[0-9]{2}-[0-9]{2}T\S+|[A-Z][a-z]{2} +[0-9]{1,2} "
+                      r"[0-9]{2}:[0-9]{2}:[0-9]{2})\s+(\S+)\s+kernel(?:\[[0-9]+\])?:")
 
 
 class CaptureError(ModuleFailure):
@@ -182,6 +208,7 @@ class TreeWalker(object):
         self.skipped = {}
         self.unreadable = {}
         self.truncated = []
+        self.cut = {}
         self.total_bytes = 0
         self.reads = 0
         self.rewritten = {}
@@ -190,6 +217,81 @@ class TreeWalker(object):
 
     def _full(self, parts):
         return os.path.join(self.root, *parts) if parts else self.root
+
+    # Every access goes through directory file descriptors opened component by component with
+    # O_NOFOLLOW from root: a directory swapped for a link while the capture runs is refused
+    # (ELOOP/ENOTDIR), never followed out of root.
+    def _open_dir(self, parts):
+        fd = os.open(self.root, os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC)
+        try:
+            for part in parts:
+                following = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                os.close(fd)
+                fd = following
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def _at(self, parts, action):
+        fd = self._open_dir(parts[:-1])
+        try:
+            return action(parts[-1], fd)
+        finally:
+            os.close(fd)
+
+    def _lstat(self, parts):
+        if not parts:
+            return os.stat(self.root)
+        return self._at(parts, lambda name, fd: os.stat(name, dir_fd=fd, follow_symlinks=False))
+
+    def _readlink(self, parts):
+        return self._at(parts, lambda name, fd: os.readlink(name, dir_fd=fd))
+
+    def _isdir(self, parts):
+        try:
+            os.close(self._open_dir(parts))
+        except (OSError, ValueError):
+            return False
+        return True
+
+    def _listdir(self, parts):
+        fd = self._open_dir(parts)
+        try:
+            return os.listdir(fd)
+        finally:
+            os.close(fd)
+
+    def read_file(self, parts, limit):
+        """Bytes (at most ``limit``) of the regular file at the real components ``parts``, or a
+        str saying why not (never a FIFO, a device, a link or anything outside root)."""
+        def read(name, fd):
+            try:
+                handle = os.open(name, _FILE_FLAGS, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    return "changed into a link while captured: not read"
+                return "open failed: %s" % (exc.strerror or type(exc).__name__)
+            try:
+                if not stat.S_ISREG(os.fstat(handle).st_mode):
+                    return "not a regular file when opened: not read"
+                chunks, left = [], limit
+                while left > 0:
+                    chunk = os.read(handle, min(left, 65536))
+                    if not chunk:
+                        break
+                    chunks.append(chunk)
+                    left -= len(chunk)
+                return b"".join(chunks)
+            except OSError as exc:
+                return "read failed: %s" % (exc.strerror or type(exc).__name__)
+            finally:
+                os.close(handle)
+        try:
+            return self._at(parts, read)
+        except (OSError, ValueError) as exc:
+            return "a directory on the way changed while captured: not read (%s)" % (
+                getattr(exc, "strerror", None) or type(exc).__name__)
 
     def _add(self, parts, entry):
         key = "/".join(parts)
@@ -220,7 +322,7 @@ class TreeWalker(object):
     def _step(self, parent, name, depth):
         cand = parent + (name,)
         try:
-            info = os.lstat(self._full(cand))
+            info = self._lstat(cand)
         except (OSError, ValueError):
             return None
         if stat.S_ISLNK(info.st_mode):
@@ -237,8 +339,8 @@ class TreeWalker(object):
         if key in self.nodes and self.nodes[key][0] != "link":
             return None  # replaced by a placeholder already
         try:
-            target = os.readlink(self._full(cand))
-        except OSError as exc:
+            target = self._readlink(cand)
+        except (OSError, ValueError) as exc:
             self.unreadable[key] = "readlink failed: %s" % (exc.strerror or type(exc).__name__)
             return None
         normal = self._link_target(parent, target)
@@ -337,11 +439,11 @@ class TreeWalker(object):
             following = []
             for logical in frontier:
                 real = self.resolve(logical)
-                if real is None or not os.path.isdir(self._full(real)):
+                if real is None or not self._isdir(real):
                     continue
                 if any(ch in comp for ch in "*?["):
                     try:
-                        names = sorted(os.listdir(self._full(real)))
+                        names = sorted(self._listdir(real))
                     except (OSError, ValueError) as exc:
                         self.unreadable["/".join(real)] = "listing failed: %s" % (
                             getattr(exc, "strerror", None) or type(exc).__name__)
@@ -356,7 +458,7 @@ class TreeWalker(object):
                     continue
                 if last:
                     self._leaf(real)
-                elif not os.path.isdir(self._full(real)):
+                elif not self._isdir(real):
                     self._stand_in(real)  # keeps the listing of its directory whole
                 frontier.append(logical)
 
@@ -364,7 +466,11 @@ class TreeWalker(object):
         """An entry where the pattern wants a directory (a file, a FIFO) is recorded unread, as an
         empty file: what is below it reads as absent in the replay, as on the node."""
         key = "/".join(real)
-        if key not in self.nodes and not stat.S_ISLNK(os.lstat(self._full(real)).st_mode):
+        try:
+            mode = self._lstat(real).st_mode
+        except (OSError, ValueError):
+            return
+        if key not in self.nodes and not stat.S_ISLNK(mode):
             self._add(real, ("device", "not a directory, not read: empty"))
 
     def _leaf(self, real):
@@ -372,7 +478,7 @@ class TreeWalker(object):
         if key in self.nodes or key in self.skipped or key in self.unreadable:
             return
         try:
-            mode = os.lstat(self._full(real)).st_mode
+            mode = self._lstat(real).st_mode
         except (OSError, ValueError):
             return
         if stat.S_ISDIR(mode):
@@ -381,13 +487,14 @@ class TreeWalker(object):
             self._add(real, ("device", "char" if stat.S_ISCHR(mode) else "block"))
         elif stat.S_ISREG(mode):
             self.reads += 1
-            data = open_regular(self._full(real), self.max_file_bytes + 1)
+            data = self.read_file(real, self.max_file_bytes + 1)
             if not isinstance(data, bytes):
-                self.unreadable[key] = data.reason
+                self.unreadable[key] = data
                 return
             if len(data) > self.max_file_bytes:
-                data = data[:self.max_file_bytes]
+                data = drop_partial_token(data[:self.max_file_bytes])
                 self.truncated.append(key)
+                self.cut[key] = len(data)
             self.total_bytes += len(data)
             if self.total_bytes > self.max_total_bytes:
                 raise CaptureError("option max_total_bytes: the capture holds more than %d bytes (at /%s); "
@@ -412,6 +519,86 @@ class TreeWalker(object):
             else:
                 with open(path, "wb") as handle:
                     handle.write(entry[1] if entry[0] == "file" else b"")
+
+
+def drop_partial_token(data):
+    """``data`` cut at the cap, without the token the cut split: back to the last separator within
+    ``PARTIAL_MAX`` bytes, else ``PARTIAL_MAX`` bytes less (no recognisable value is that long)."""
+    for index in range(len(data) - 1, max(-1, len(data) - 1 - PARTIAL_MAX), -1):
+        if data[index] not in TOKEN_BYTES:
+            return data[:index + 1]
+    return data[:max(0, len(data) - PARTIAL_MAX)]
+
+
+class _Anywhere(TreeWalker):
+    """A walker that follows links anywhere below root (the link rule of root, not of the trees)."""
+
+    def _inside_trees(self, parts):
+        return True
+
+
+def read_below_root(root, rel, limit=MAX_READ):
+    """Bytes of the file ``rel`` below ``root`` read by the capture's link rule (a link out of
+    root, a FIFO, a device: None)."""
+    walker = _Anywhere(root, ())
+    real = walker.resolve([part for part in rel.split("/") if part])
+    if real is None:
+        return None
+    data = walker.read_file(real, limit)
+    return data if isinstance(data, bytes) else None
+
+
+def inside_root(root, path):
+    """Whether ``path`` (a file the log reader read) is, by the capture's link rule, a file below
+    ``root``: resolved component by component (no link out of root) and the same inode as ``path``."""
+    if os.path.realpath(root) == os.sep:
+        return True
+    rel = os.path.relpath(path, root)
+    if rel.startswith(".."):
+        return False
+    walker = _Anywhere(root, ())
+    real = walker.resolve([part for part in rel.split(os.sep) if part not in ("", ".")])
+    if real is None:
+        return False
+    try:
+        info = walker._lstat(real)
+        seen = os.stat(path)
+    except (OSError, ValueError):
+        return False
+    return stat.S_ISREG(info.st_mode) and (info.st_dev, info.st_ino) == (seen.st_dev, seen.st_ino)
+
+
+def root_host_names(root):
+    """The host names a captured root names itself by: ``etc/hostname``, the names of
+    ``127.0.1.1`` in ``etc/hosts`` (Debian's own-name line); short forms too."""
+    names = set()
+    data = read_below_root(root, "etc/hostname", 4096)
+    if data:
+        names.update(data.decode("utf-8", "replace").split()[:1])
+    data = read_below_root(root, "etc/hosts", 1 << 20)
+    for line in (data or b"").decode("utf-8", "replace").splitlines():
+        fields = line.split("#", 1)[0].split()
+        if fields and fields[0] == "127.0.1.1":
+            names.update(fields[1:])
+    return _with_short(names)
+
+
+def log_host_names(lines):
+    """The host names syslog-format kernel-log lines name (``<time> <host> kernel: …``)."""
+    names = set()
+    for line in lines or ():
+        match = LOG_HOST.match(line.strip())
+        if match:
+            names.add(match.group(1))
+    return _with_short(names)
+
+
+def _with_short(names):
+    out = set()
+    for name in names:
+        if name and not name.replace(".", "").isdigit() and ":" not in name:
+            out.update((name, name.split(".")[0]))
+    return sorted(n for n in out if n)
 
 
 # -- NVML -------------------------------------------------------------------------------------
@@ -750,6 +937,11 @@ def kernel_log_lines(root, runner, source, window_hours, now):
         if stamp is None or stamp >= since:
             lines.append(line)
     origin = xid.origin
+    if origin and os.path.isabs(origin) and not inside_root(root, origin):
+        return None, {"recorded": False, "error": "the kernel log file %s leads out of root (a link): "
+                                                  "not read (the capture's link rule)" % (
+                                                      os.sep + os.path.relpath(origin, root)
+                                                      if _under(origin, root.rstrip(os.sep)) else "below root")}
     if origin and os.path.isabs(origin) and _under(origin, root.rstrip(os.sep)):
         origin = os.sep + os.path.relpath(origin, root)  # the file as the node names it, not where root is
     return lines, {"recorded": True, "origin": origin, "lines": len(lines), "truncated": xid.truncated,
@@ -791,7 +983,7 @@ def capture_node(params, runner=None, binding=None, now=None):
         walker.expand(pattern)
     walker.settle_links()
     pseudo = Pseudonymiser()
-    for name in host_names():
+    for name in host_names() + root_host_names(root):
         pseudo.add_literal(name, "hostname")
     for value in params.get("redact") or []:
         pseudo.add_literal(value)
@@ -825,13 +1017,39 @@ def capture_node(params, runner=None, binding=None, now=None):
             root, runner, params.get("xid_source") or "auto", params.get("xid_window_hours") or 24.0, now)
         for line in capture.kernel_log or ():
             pseudo.collect_serials(line)  # NVRM: GPU Board Serial Number: …, … GPU serial number is ….
+        for name in log_host_names(capture.kernel_log):
+            pseudo.add_literal(name, "hostname")
     else:
         capture.xid_status = {"recorded": False, "reason": NO_GPU}
     capture.ofed_info = ofed_info_output(root, runner, params.get("ofed_info"))
     if capture.ofed_info is not None:
         pseudo.collect_serials(capture.ofed_info["stdout"])
+    reserve_present(pseudo, capture)
     capture.elapsed_s = time.time() - started
     return capture
+
+
+def reserve_present(pseudo, capture):
+    """Every string of a literal pseudonym's form already in what is captured is reserved (a host
+    really named ``host-1`` keeps that name; the node's own host name gets another number)."""
+    for key, entry in capture.walker.nodes.items():
+        pseudo.reserve(key)
+        if entry[0] == "file":
+            pseudo.reserve(entry[1])
+        elif entry[0] == "link":
+            pseudo.reserve(entry[1])
+    for table in (capture.walker.skipped, capture.walker.unreadable):
+        for key, reason in table.items():
+            pseudo.reserve(key)
+            pseudo.reserve(reason)
+    for line in capture.kernel_log or ():
+        pseudo.reserve(line)
+    if capture.scenario is not None:
+        pseudo.reserve(json.dumps(capture.scenario))
+    pseudo.reserve(json.dumps(capture.nvml, default=str))
+    pseudo.reserve(json.dumps(capture.xid_status, default=str))
+    if capture.ofed_info is not None:
+        pseudo.reserve(capture.ofed_info["stdout"])
 
 
 class Capture(object):
@@ -848,21 +1066,58 @@ class Capture(object):
         self.xid_status = {"recorded": False}
         self.ofed_info = None
         self.elapsed_s = 0.0
+        self.shortened = {}
+        self.too_long = []
+        self._names = {}
+        self.layout_words = frozenset(
+            comp for pattern in list(patterns) + [KERN_LOG] for comp in pattern.split("/")
+            if comp and not any(ch in comp for ch in "*?["))
+
+    def shown(self, parts):
+        """The archive's components for the real components ``parts`` (relative to root): each
+        pseudonymised (``Pseudonymiser.name``; a name of the layout keeps its host-name-like and
+        redacted words) and at most ``NAME_MAX`` bytes (a longer one is shortened to a prefix and a
+        hash of the pseudonymised name, listed in MANIFEST)."""
+        parts = tuple(parts)
+        if parts in self._names:
+            return self._names[parts]
+        if not parts:
+            return ()
+        head = self.shown(parts[:-1])
+        comp = parts[-1]
+        layout = comp in self.layout_words or any(parts[:len(tree)] == tree for tree in LAYOUT_TREES)
+        name = self.pseudo.name(comp, layout)
+        raw = name.encode("utf-8", "surrogateescape")
+        if len(raw) > NAME_MAX:
+            digest = hashlib.sha256(raw).hexdigest()[:16]
+            short = raw[:NAME_MAX - 40].decode("utf-8", "ignore")
+            short = short.encode("utf-8", "surrogateescape")[:NAME_MAX - 40].decode("utf-8", "surrogateescape")
+            shortened = "%s~%s" % (short, digest)
+            self.shortened["/".join(head + (shortened,))] = name
+            name = shortened
+        self._names[parts] = head + (name,)
+        return self._names[parts]
 
     def members(self):
         """(archive path, kind, payload) of every member, pseudonymised, sorted: kind ``dir``,
         ``file`` (bytes), ``link`` (target)."""
         pseudo = self.pseudo
         tree = {}
+        self.too_long = []
         for key, entry in self.walker.nodes.items():
-            name = "/".join(pseudo.text(part) for part in key.split("/"))
+            name = "/".join(self.shown(key.split("/")))
+            if len(("%s/root/%s" % (ARCHIVE_TOP, name)).encode("utf-8", "surrogateescape")) > PATH_LIMIT:
+                self.too_long.append(name[:200] + "…")
+                continue
             if entry[0] == "file":
-                tree[name] = ("file", pseudo.data(entry[1]), "file")
+                tree[name] = ("file", pseudo.data(entry[1], versions=key.rsplit("/", 1)[-1] in VERSION_FILES),
+                              "file")
             elif entry[0] == "device":
                 tree[name] = ("file", b"", "%s device (empty stand-in)" % entry[1]
                               if entry[1] in ("char", "block") else "placeholder (%s)" % entry[1])
             elif entry[0] == "link":
-                tree[name] = ("link", "/".join(pseudo.text(part) for part in entry[1].split("/")), "link")
+                parts = key.split("/")
+                tree[name] = ("link", _relative(self.shown(entry[2]), self.shown(parts[:-1])), "link")
             else:
                 tree[name] = ("dir", None, "dir")
         if self.kernel_log is not None:
@@ -925,14 +1180,21 @@ class Capture(object):
                 lines.append("dir 0 - %s" % path)
 
         def shown(key):
-            return "/".join(pseudo.text(part) for part in key.split("/"))
+            return "/".join(self.shown(key.split("/")))
 
         for title, table in (("skipped", walker.skipped), ("unreadable", walker.unreadable),
                              ("rewritten", walker.rewritten)):
             for key in sorted(table):
                 lines.append("%s - - root/%s: %s" % (title, shown(key), pseudo.text(table[key])))
         for key in walker.truncated:
-            lines.append("truncated %d - root/%s" % (walker.max_file_bytes, shown(key)))
+            lines.append("truncated %d - root/%s: cut at max_file_bytes, kept %d bytes (the token the cut "
+                         "split dropped)" % (walker.max_file_bytes, shown(key), walker.cut.get(key, 0)))
+        for key in sorted(self.shortened):
+            lines.append("shortened - - root/%s: name longer than %d bytes once pseudonymised: %s"
+                         % (key, NAME_MAX, self.shortened[key]))
+        for name in self.too_long:
+            lines.append("skipped - - root/%s: path longer than %d bytes once pseudonymised: left out"
+                         % (name, PATH_LIMIT))
         return ("\n".join(lines) + "\n").encode("utf-8", "surrogateescape")
 
 

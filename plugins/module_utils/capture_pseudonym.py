@@ -27,15 +27,27 @@ import re
 from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import PLACEHOLDERS
 
 _H = "[0-9A-Fa-f]"
+# A shape ends where nothing can continue it; ``: `` / ``. `` after a value (``… link up``, the end of
+# a sentence) does not continue it, a ``:``/``.`` followed by another group does.
 _SHAPES = (
-    r"(?P<uuid>(?<![\w-])(?:(?:GPU|MIG)-)?{h}{{8}}-{h}{{4}}-{h}{{4}}-{h}{{4}}-{h}{{12}}(?![\w-]))"
-    r"|(?P<octets>(?<![\w:]){h}{{2}}(?::{h}{{2}}){{5}}(?:(?::{h}{{2}}){{14}}|(?::{h}{{2}}){{2}})?(?![\w:]))"
-    r"|(?P<gid>(?<![\w:]){h}{{4}}(?::{h}{{4}}){{7}}(?![\w:]))"
-    r"|(?P<guid>(?<![\w:]){h}{{4}}(?::{h}{{4}}){{3}}(?![\w:]))"
+    r"(?P<uuid>(?<![0-9A-Za-z])(?:(?i:MIG-GPU-|GPU-|MIG-))?{h}{{8}}-{h}{{4}}-{h}{{4}}-{h}{{4}}-{h}{{12}}"
+    r"(?![0-9A-Za-z]))"
+    r"|(?P<octets>(?<![\w:]){h}{{2}}(?::{h}{{2}}){{5}}(?:(?::{h}{{2}}){{14}}|(?::{h}{{2}}){{2}})?(?![\w]|:[\w:]))"
+    r"|(?P<dashmac>(?<![\w-]){h}{{2}}(?:-{h}{{2}}){{5}}(?![\w]|-\w))"
+    r"|(?P<dotmac>(?<![\w.]){h}{{4}}\.{h}{{4}}\.{h}{{4}}(?![\w]|\.\w))"
+    r"|(?P<hexguid>(?<![\w])0[xX]{h}{{16}}(?![\w]))"
+    r"|(?P<gid>(?<![\w:]){h}{{4}}(?::{h}{{4}}){{7}}(?![\w]|:[\w:]))"
+    r"|(?P<guid>(?<![\w:]){h}{{4}}(?::{h}{{4}}){{3}}(?![\w]|:[\w:]))"
     r"|(?P<enx>(?<![\w])enx{h}{{12}}(?![\w]))"
-    r"|(?P<ip6>(?<![\w:.])(?:{h}{{1,4}}(?::{h}{{1,4}})*)?::(?:{h}{{1,4}}(?::{h}{{1,4}})*)?(?![\w:.]))"
-    r"|(?P<ip4>(?<![\w.-])(?:[0-9]{{1,3}}\.){{3}}[0-9]{{1,3}}(?![\w.-]))"
+    r"|(?P<ip6full>(?<![\w:.]){h}{{1,4}}(?::{h}{{1,4}}){{7}}(?![\w]|:[\w:]|\.\w))"
+    r"|(?P<ip6>(?<![\w:.])(?:{h}{{1,4}}(?::{h}{{1,4}})*)?::(?:{h}{{1,4}}(?::{h}{{1,4}})*)?(?![\w]|:[\w:]|\.\w))"
+    r"|(?P<ip4>(?<![\w.])(?<![0-9]-)(?:[0-9]{{1,3}}\.){{3}}[0-9]{{1,3}}(?![\w]|\.[0-9]))"
 ).format(h=_H)
+# A dotted quad right after one of these words is a version (``version 1.14.9.2``, ``fw 5.4.0.1``).
+VERSION_WORD = re.compile(r"(?i)(?:^|[^0-9A-Za-z])(?:version|ver|v|release|rev|revision|firmware|fw|driver)"
+                          r"[ \t]*[:=]?[ \t]*[\"']?$")
+# The pseudonyms of literals; a string of this form already in the capture is never given to a value.
+LITERAL_PSEUDONYM = re.compile(r"(?i)(?<![0-9A-Za-z])(host|serial|redacted)-([0-9]{1,9})(?![0-9])")
 _MASK64 = (1 << 64) - 1
 # A serial number's value, replaced wherever it appears: ``Serial Number: 1654922003455``,
 # ``serial=...``, and the two lines the NVIDIA driver writes to the kernel log (open-gpu-kernel-modules):
@@ -43,7 +55,7 @@ _MASK64 = (1 << 64) - 1
 # kernel_rc.c, _krcLogUuidOnce) and ``NVRM: GPU 0000:5d:00.0: GPU serial number is %s.`` when a GPU
 # falls off the bus (src/nvidia/arch/nvalloc/unix/src/osinit.c).
 SERIAL_FIELD = re.compile(r"(?i)\bserial(?:[ _-]?(?:number|no\.?))?(?:[ \t]*[:=]|(?<=number)[ \t]+is(?=[ \t]))[ \t]*"
-                          r"([^\s,;\"']{3,})")
+                          r"[\"']?([^\s,;\"']{3,})")
 # What a serial field holds when there is none (the driver prints ``[N/A]``, some tools ``Not Specified``).
 NO_SERIAL = frozenset(["n/a", "[n/a]", "none", "null", "unknown", "not specified", "not available", "0"])
 # A literal at least this long is replaced inside longer words too (``gpu_1654922003455.log``).
@@ -62,7 +74,20 @@ class Pseudonymiser(object):
         self._maps = {}
         self._literals = {}
         self._regex = None
+        self._layout_regex = None
+        self._reserved = set()
+        self._given = {}
         self.counts = {}
+
+    def reserve(self, text):
+        """Strings of a literal's pseudonym form (``host-1``) already present in ``text`` (bytes or
+        str): never given to a value, so two different values never read the same."""
+        if isinstance(text, bytes):
+            text = text.decode("utf-8", "replace")
+        if not text:
+            return
+        for match in LITERAL_PSEUDONYM.finditer(text):
+            self._reserved.add("%s-%d" % (match.group(1).lower(), int(match.group(2))))
 
     def add_literal(self, value, kind="redacted"):
         """A value replaced wherever it appears as a whole word (host names, serials)."""
@@ -77,7 +102,7 @@ class Pseudonymiser(object):
             return  # no serial (``[N/A]``), or one that would match in every all-zero value
         if value.lower() not in self._literals:
             self._literals[value.lower()] = kind
-            self._regex = None
+            self._regex = self._layout_regex = None
 
     def collect_serials(self, text, whole=False):
         """Every serial number ``text`` names (``SERIAL_FIELD``); ``whole``: ``text`` is one (the
@@ -89,18 +114,29 @@ class Pseudonymiser(object):
         for match in SERIAL_FIELD.finditer(text):
             self.add_literal(match.group(1).rstrip("."), "serial")
 
-    def _pattern(self):
+    def _pattern(self, layout=False):
+        """The regex of every shape and literal; ``layout``: of the shapes and serials only (the
+        host names and redact values are not applied to a name of the layout the readers read)."""
+        if layout:
+            if self._layout_regex is None:
+                self._layout_regex = self._build([v for v, kind in self._literals.items() if kind == "serial"])
+            return self._layout_regex
         if self._regex is None:
+            self._regex = self._build(list(self._literals))
+        return self._regex
+
+    @staticmethod
+    def _build(literals):
+        if True:
             shapes = _SHAPES
-            ordered = sorted(self._literals, key=lambda v: (-len(v), v))
+            ordered = sorted(literals, key=lambda v: (-len(v), v))
             anywhere = "|".join(re.escape(v) for v in ordered if len(v) >= ANYWHERE)
             words = "|".join(re.escape(v) for v in ordered if len(v) < ANYWHERE)
             if words:
                 shapes = r"(?P<lit>(?<![\w.-])(?i:%s)(?![\w-]))|%s" % (words, shapes)
             if anywhere:  # first: a long literal wins over a shape or a shorter literal inside it
                 shapes = r"(?P<any>(?i:%s))|%s" % (anywhere, shapes)
-            self._regex = re.compile(shapes)
-        return self._regex
+            return re.compile(shapes)
 
     def _number(self, kind, key):
         table = self._maps.setdefault(kind, {})
@@ -109,13 +145,24 @@ class Pseudonymiser(object):
             self.counts[kind] = self.counts.get(kind, 0) + 1
         return table[key]
 
-    def text(self, value):
+    def text(self, value, versions=False):
+        """``value`` (a file's contents, a log line, a string) pseudonymised. A dotted quad that
+        follows a version word (``version 1.14.9.2``, ``fw=5.4.0.1``) is a version, kept;
+        ``versions``: ``value`` is a version file's contents, every dotted quad in it is kept."""
         if not value:
             return value
-        return self._pattern().sub(self._replace, value)
+        return self._pattern().sub(lambda m: self._replace(m, versions), value)
 
-    def data(self, raw):
-        return self.text(raw.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
+    def name(self, value, layout=False):
+        """One path component pseudonymised: a dotted quad is an address here even alone;
+        ``layout``: a name of the tree the readers read (below sys, proc, dev, or a word of the
+        capture patterns): only shapes and serials are replaced, never host names or redact values."""
+        if not value:
+            return value
+        return self._pattern(layout).sub(self._replace, value)
+
+    def data(self, raw, versions=False):
+        return self.text(raw.decode("utf-8", "surrogateescape"), versions).encode("utf-8", "surrogateescape")
 
     def value(self, obj, collect=False):
         """Every string of a JSON-like structure (keys included) pseudonymised; ``collect``: the
@@ -128,18 +175,31 @@ class Pseudonymiser(object):
             return dict((self.value(k, collect), self.value(v, collect)) for k, v in obj.items())
         return obj
 
-    def _replace(self, match):
+    def _replace(self, match, versions=False):
         kind = match.lastgroup
         text = match.group(0)
         if kind in ("lit", "any"):
             label = self._literals.get(text.lower(), "redacted")
-            return "%s-%d" % ({"hostname": "host"}.get(label, label), self._number(label, text.lower()))
+            return self._literal(label, text.lower())
+        if kind == "ip4" and (versions or _after_version_word(match)):
+            return text
         return getattr(self, "_" + kind)(text)
 
+    def _literal(self, label, key):
+        """``host-N`` / ``serial-N`` / ``redacted-N``, N skipping the strings ``reserve`` saw."""
+        given = self._given.setdefault(label, {})
+        if key not in given:
+            self.counts[label] = self.counts.get(label, 0) + 1
+            prefix = {"hostname": "host"}.get(label, label)
+            number = len(given) + 1
+            used = set(given.values())
+            while "%s-%d" % (prefix, number) in self._reserved or "%s-%d" % (prefix, number) in used:
+                number += 1
+            given[key] = "%s-%d" % (prefix, number)
+        return given[key]
+
     def _uuid(self, text):
-        prefix, body = "", text
-        if text[:4].upper() in ("GPU-", "MIG-"):
-            prefix, body = text[:4], text[4:]
+        prefix, body = text[:-36], text[-36:]
         if set(body.replace("-", "")) <= set("0"):
             return text
         return "%s00000000-0000-4000-8000-%012x" % (prefix, self._number("uuid", body.lower()))
@@ -183,7 +243,24 @@ class Pseudonymiser(object):
             return text
         if address.is_unspecified or address.is_loopback:
             return text
-        return str(ipaddress.IPv6Address(self._gid_int(int(address))))
+        # compressed (RFC 5952), whatever the spelling; the four-digit eight-group form of GIDs
+        # (``_gid``) stays in that form, the form sysfs writes and the readers read
+        out = ipaddress.IPv6Address(self._gid_int(int(address))).compressed
+        return out.upper() if text == text.upper() and text != text.lower() else out
+
+    _ip6full = _ip6
+
+    def _dashmac(self, text):
+        return self._octets(text.replace("-", ":")).replace(":", "-")
+
+    def _dotmac(self, text):
+        raw = text.replace(".", "")
+        new = self._octets(":".join(raw[i:i + 2] for i in range(0, 12, 2))).replace(":", "")
+        return ".".join(new[i:i + 4] for i in range(0, 12, 4))
+
+    def _hexguid(self, text):
+        new = "%016x" % self._guid_int(int(text[2:], 16))
+        return text[:2] + (new.upper() if text[2:] == text[2:].upper() and text[2:] != text[2:].lower() else new)
 
     def _enx(self, text):
         """A network interface named after its MAC (``enx0c42a1b2c3d4``, systemd's predictable names)."""
@@ -203,6 +280,13 @@ class Pseudonymiser(object):
         else:  # 20 bytes: IPoIB (QPN + GID)
             new = (value >> 128 << 128) | self._gid_int(value & ((1 << 128) - 1))
         return _groups(new, count, 2, text)
+
+
+def _after_version_word(match):
+    """Whether the dotted quad ``match`` follows a version word on its line."""
+    whole = match.string
+    line_start = whole.rfind("\n", 0, match.start()) + 1
+    return VERSION_WORD.search(whole[max(line_start, match.start() - 40):match.start()]) is not None
 
 
 def _groups(value, groups, width, like):

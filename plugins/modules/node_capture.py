@@ -33,14 +33,24 @@ description:
     pseudonym within one capture, in file contents, path names, link targets, the NVML scenario,
     the log lines, C(MANIFEST) and C(capture.json)). Serial numbers are collected from the files,
     the kernel log (the driver's C(NVRM: GPU Board Serial Number) and C(GPU serial number is) lines)
-    and NVML alike. Nothing outside the list is read (no environment, no credentials).
+    and NVML alike; host names from the capturing host and, below another root, from the image's
+    C(etc/hostname), C(etc/hosts) (C(127.0.1.1)) and the kernel log's host fields. One value gets
+    one pseudonym whatever its spelling (MACs with colons, dashes or dots, GUIDs as C(0x...), IPv6
+    compressed or in eight groups), and no pseudonym equals a string already in the capture. A
+    dotted quad in a version file or after a version word is a version and kept. Host names and
+    O(redact) values are not applied to path components the readers look up (C(sys), C(dev),
+    C(node), module names...). Nothing outside the list is read (no environment, no credentials).
   - >-
     Bounded. Each file is read at most once and at most O(max_file_bytes); symbolic links are
     stored relative and inside root (an absolute target below root is rewritten relative; a link
     out of root, into a loop or through a file becomes an empty placeholder listed in C(MANIFEST)),
     so the archive unpacks with Python's C(tarfile) C(data) filter, and followed only inside root
     and the captured trees; FIFOs and sockets are
-    skipped, device nodes get an empty stand-in. A capture exceeding O(max_entries) or
+    skipped, device nodes get an empty stand-in. Paths are opened from root one component at a
+    time with C(O_NOFOLLOW), so a tree changing during the capture cannot lead outside root; the
+    kernel log file follows the same link rule. A file cut at O(max_file_bytes) also loses the
+    token the cut split (listed C(truncated)); a name longer than 255 bytes once pseudonymised is
+    shortened (listed C(shortened)). A capture exceeding O(max_entries) or
     O(max_total_bytes) fails naming the option.
   - >-
     In check mode everything is read and nothing is written (C(changed) says an archive would be).
@@ -89,7 +99,8 @@ options:
     elements: str
     default: []
   max_file_bytes:
-    description: At most this many bytes of one file (the sysfs reader's own limit).
+    description: At most this many bytes of one file (the sysfs reader's own limit); a file cut
+      here also loses the partial token at the cut (at most 256 bytes), listed in C(MANIFEST).
     type: int
     default: 65536
   max_entries:

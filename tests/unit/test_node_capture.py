@@ -605,22 +605,23 @@ def test_links_are_stored_relative_and_inside_root(tmp_path):
 def test_each_file_read_once_and_capped(tmp_path, monkeypatch):
     root = tmp_path / "node"
     (root / "proc" / "sys" / "kernel").mkdir(parents=True)
-    (root / "proc" / "sys" / "kernel" / "osrelease").write_text("x" * 100)
+    (root / "proc" / "sys" / "kernel" / "osrelease").write_text("word " * 20)
     opened = []
-    real = capture.open_regular
+    real = capture.TreeWalker.read_file
 
-    def counting(path, max_bytes):
-        opened.append(path)
-        return real(path, max_bytes)
+    def counting(self, parts, max_bytes):
+        opened.append(parts)
+        return real(self, parts, max_bytes)
 
-    monkeypatch.setattr(capture, "open_regular", counting)
+    monkeypatch.setattr(capture.TreeWalker, "read_file", counting)
     walker = capture.TreeWalker(os.path.join(NODES, "dgx-h100"))
     for pattern in capture.capture_patterns() * 2:
         walker.expand(pattern)
     assert opened and len(opened) == len(set(opened)) == walker.reads
-    small = capture.TreeWalker(str(root), max_file_bytes=10)
+    small = capture.TreeWalker(str(root), max_file_bytes=12)
     small.expand("proc/sys/kernel/osrelease")
-    assert small.nodes["proc/sys/kernel/osrelease"] == ("file", b"x" * 10)
+    # cut at 12 bytes ("word word wo"), the token the cut split dropped
+    assert small.nodes["proc/sys/kernel/osrelease"] == ("file", b"word word ")
     assert small.truncated == ["proc/sys/kernel/osrelease"]
     with pytest.raises(capture.CaptureError, match="option max_entries"):
         tiny = capture.TreeWalker(os.path.join(NODES, "dgx-h100"), max_entries=50)
