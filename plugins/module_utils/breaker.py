@@ -81,6 +81,10 @@ STATE_ANNOTATION = "gpufleet.io/remediation"
 HISTORY_ANNOTATION = "gpufleet.io/remediation-history"
 LEASE_PREFIX = "gpufleet-remediation-"
 HISTORY = 20
+# the history as written: at most this many bytes (fewer than HISTORY steps when they are long), so
+# the Node's annotations stay far below the API server's 256 KiB (each step is at most ~21 KiB: five
+# texts of MAX_REASON bytes)
+HISTORY_BYTES = 64 * 1024
 DEFAULT_RETRIES = 10
 # bounds of what is read back: more is not a record of ours
 # nodes of one group in remediation: a Kubernetes cluster has at most 5000 nodes, and the holder set
@@ -363,8 +367,18 @@ def read_history(node, node_name):
 
 # -- recording steps on the Node ------------------------------------------------------------------
 def _text(value):
+    """``value`` as text of at most MAX_REASON characters and MAX_REASON bytes as written (JSON,
+    non-ASCII escaped): a step's size on the Node is bounded whatever it is written in."""
     text = "" if value is None else str(value)
-    return text if len(text) <= MAX_REASON else text[:MAX_REASON - 3] + "..."
+    if len(text) <= MAX_REASON // 12 or len(json.dumps(text)) - 2 <= MAX_REASON:
+        return text
+    kept, size = [], 0
+    for char in text:
+        size += len(json.dumps(char)) - 2
+        if size > MAX_REASON - 3:
+            break
+        kept.append(char)
+    return "".join(kept) + "..."
 
 
 def _step_annotations(node, node_name, step, status, reason, now, controller, extra=None, problems=None):
@@ -382,7 +396,12 @@ def _step_annotations(node, node_name, step, status, reason, now, controller, ex
             raise
         problems.append(exc)
         return wanted
-    wanted[HISTORY_ANNOTATION] = json.dumps((history + [entry])[-HISTORY:], sort_keys=True)
+    steps = (history + [entry])[-HISTORY:]
+    text = json.dumps(steps, sort_keys=True)
+    while len(steps) > 1 and len(text) > HISTORY_BYTES:  # the oldest go first: the Node's annotations stay small
+        steps = steps[1:]
+        text = json.dumps(steps, sort_keys=True)
+    wanted[HISTORY_ANNOTATION] = text
     return wanted
 
 

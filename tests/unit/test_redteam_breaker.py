@@ -1235,3 +1235,21 @@ def test_the_policy_accepts_what_the_breaker_accepts(api, key, value):
     make(api, max_parallel=effective["max_parallel"], group_size=4, max_attempts=effective["max_attempts"],
          window=effective["window_hours"] * 3600.0, ttl=effective["lease_ttl_seconds"],
          namespace=effective["lease_namespace"])
+
+
+@pytest.mark.parametrize("char", ["x", "\u00e9", "\u4e2d", "\U0001f600", "\n"])
+def test_the_steps_written_stay_within_their_byte_bounds(api, char):
+    """Long texts in any script: every step as written is at most MAX_REASON bytes a text, the history
+    at most HISTORY_BYTES (the oldest steps go first), so a Node's records never grow toward the API
+    server's 256 KiB of annotations (a 422 there would make every later record of the node fail)."""
+    kube = client(api)
+    for index in range(breaker.HISTORY + 5):
+        breaker.record_step(kube, "gpu-0", char * 5000, "done", char * 20000, now=T0 + index, controller=char * 900)
+        assert_records_read_back(api, ("gpu-0",))
+    raw = annotations(api, "gpu-0")[breaker.HISTORY_ANNOTATION]
+    steps = json.loads(raw)
+    assert len(raw.encode()) <= breaker.HISTORY_BYTES and 1 <= len(steps) <= breaker.HISTORY
+    assert steps[-1]["at"] == "2027-01-15T08:00:24Z"  # the newest kept
+    for text in (steps[-1]["step"], steps[-1]["reason"]):
+        assert text.endswith("...") and len(json.dumps(text)) - 2 <= breaker.MAX_REASON
+    assert breaker.annotation_bytes(annotations(api, "gpu-0")) < 128 * 1024
