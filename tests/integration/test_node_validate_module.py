@@ -288,9 +288,10 @@ def test_validate_yml_on_this_machine_prints_a_readiness_result(tmp_path):
                           env=environment(tmp_path), capture_output=True, text=True, timeout=300, check=False)
     out = proc.stdout
     assert proc.returncode == 0, out[-3000:] + proc.stderr[-3000:]
-    # the inventory check (3 tasks), validation, agent.health (skip: no agent belongs here), the pick
-    # of failing nodes (skipped: healthy), the report notice (skipped: callback on)
-    assert out.count("TASK [") == 7 and "ok: [localhost]" in out
+    # the inventory check (4 tasks: the hosts --limit leaves, phases, problems, stop), validation,
+    # agent.health (skip: no agent belongs here), the pick of failing nodes (skipped: healthy), the
+    # report notice (skipped: callback on)
+    assert out.count("TASK [") == 8 and "ok: [localhost]" in out
     assert "TASK [Validate the node (GPU health and RDMA readiness in one module run)]" in out
     summary = out.split("FLEET REPORT", 1)[1]
     assert "1 host(s): 0 unhealthy" in summary
