@@ -395,8 +395,13 @@ def test_more_tier_and_site_types():
     assert sorted(p.split(" must ")[0] for p in problems) == [
         "gpufleet_kubernetes_version", "gpufleet_skip_converged", "gpufleet_validate_fail_on", "gpufleet_validate_gpu"]
     # -e name=false arrives as a string
-    hostvars, groups = inventory(everywhere(gpufleet_skip_converged="false", gpufleet_kubernetes_version="v1.35"))
+    hostvars, groups = inventory(everywhere(gpufleet_skip_converged="false", gpufleet_kubernetes_version="1.35"))
     assert inventory_check.inventory_problems(hostvars, groups) == []
+    # X.Y.Z or X.Y, as the message says: a "v" prefix is refused with the version meant
+    hostvars, groups = inventory(everywhere(gpufleet_kubernetes_version="v1.35"))
+    assert [p.split(" [")[0] for p in inventory_check.inventory_problems(hostvars, groups)] == [
+        "gpufleet_kubernetes_version must be a Kubernetes version X.Y.Z or X.Y as a string (e.g. \"1.37.1\"), "
+        "got 'v1.35' (did you mean '1.35'?)"]
 
 
 def test_a_problem_of_every_host_says_all():

@@ -628,7 +628,6 @@ def test_the_agent_only_ever_changes_what_is_provably_its_own(base, suffix, flag
 # (3) the inventory check
 # ------------------------------------------------------------------------------------------------
 from ansible_collections.gpufleet.cluster.plugins.filter import inventory_problems as inventory_filters  # noqa: E402
-from ansible_collections.gpufleet.cluster.plugins.plugin_utils import inventory_check  # noqa: E402
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.inventory_check import (  # noqa: E402
     control_plane_ha_problems)
 
@@ -729,6 +728,82 @@ def test_a_bad_checksum_is_refused_by_name(value):
     problems = problems_of({"kubernetes_cni_calico_manifest_checksum": value, "gpufleet_link_layer": "ib"})
     assert any("kubernetes_cni_calico_manifest_checksum" in p for p in problems), (value, problems)
     assert any(p.startswith("gpufleet_link_layer must be") for p in problems), problems
+
+
+@pytest.mark.parametrize("name", ["gpufleet_gpu_count", "gpufleet_expected_hcas", "gpufleet_hugepages_2m",
+                                  "gpufleet_hugepages_1g", "gpufleet_cert_warn_days"])
+@pytest.mark.parametrize("value", ["8 ", " 8", "8\n", "\t8"])
+def test_a_whole_number_with_whitespace_is_refused_by_name(name, value):
+    """'a whole number is an int or a string of 0-9': '8 ', ' 8', '8\\n' passed (stripped first)."""
+    problems = problems_of({name: value})
+    assert any(p.startswith(name) for p in problems), problems
+
+
+@pytest.mark.parametrize("port", ["8443 ", " 8443", "8443\n"])
+def test_a_vip_port_with_whitespace_is_refused_by_name(port):
+    problems = problems_of(dict(HA, gpufleet_control_plane_vip="10.0.0.10", gpufleet_control_plane_vip_port=port))
+    assert any(p.startswith("gpufleet_control_plane_vip_port must be") for p in problems), problems
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=st.sampled_from("0123456789 \t\n\r+-."), max_size=6))
+def test_a_whole_number_string_is_accepted_exactly_when_it_is_digits_only(value):
+    problems = problems_of({"gpufleet_gpu_count": value})
+    refused = any(p.startswith("gpufleet_gpu_count") for p in problems)
+    assert refused != (value.isdigit() and value.isascii()), (value, problems)
+
+
+@pytest.mark.parametrize("name, value", [
+    ("kubernetes_cni_calico_manifest_checksum", "sha256:" + "ab" * 32 + "\n"),
+    ("kubernetes_cni_calico_manifest_checksum", "sha256:" + "ab" * 32 + "\n\n"),
+])
+def test_a_checksum_with_a_final_newline_is_malformed(name, value):
+    """A regex $ allowed the final newline of a YAML block scalar (now \\Z)."""
+    problems = problems_of({name: value})
+    assert any(name in p for p in problems), problems
+
+
+def test_a_null_checksum_is_reported_naming_the_variable():
+    """`kubernetes_cni_calico_manifest_checksum:` (null) overrides the role's pinned default with
+    None in Ansible; the check read it as unset and reported nothing."""
+    problems = problems_of({"kubernetes_cni_calico_manifest_checksum": None})
+    assert [p for p in problems if p.startswith("kubernetes_cni_calico_manifest_checksum is required")
+            and "null" in p], problems
+
+
+def test_a_null_mlnx_ofed_checksum_is_reported_naming_the_variable():
+    problems = problems_of({"rdma_stack_source": "mlnx_ofed", "rdma_stack_mlnx_ofed_sha256": None})
+    assert any(p.startswith("rdma_stack_mlnx_ofed_sha256 is required") for p in problems), problems
+
+
+@pytest.mark.parametrize("value, meant", [("v1.35.4", "1.35.4"), ("v1.35", "1.35"), ("V1.36.4", "1.36.4"),
+                                          ("1.35.4\n", None), ("v1", None)])
+def test_a_kubernetes_version_not_x_y_z_is_refused_with_the_version_meant(value, meant):
+    problems = problems_of({"gpufleet_kubernetes_version": value})
+    found = [p for p in problems if p.startswith("gpufleet_kubernetes_version must be")]
+    assert found, problems
+    assert ("(did you mean %r?)" % meant in found[0]) if meant else "did you mean" not in found[0], found
+
+
+@pytest.mark.parametrize("hosts", [["ghost"], ["gpu1", "ghost"], [None], [5], [["gpu1"]], [{"a": 1}]])
+def test_hosts_not_in_hostvars_are_a_problem_naming_them_never_an_exception(hosts):
+    """A name hostvars lacks raised a raw KeyError (and [None, 'a'] a TypeError in sorted)."""
+    hostvars, groups = inventory()
+    problems = inventory_filters.inventory_problems(hostvars, groups, hosts=hosts)
+    for host in hosts:
+        if host != "gpu1":
+            assert any(p.startswith("host %r (hosts) is not a host of the inventory" % (host,)) for p in problems), \
+                problems
+
+
+def test_a_group_listing_a_host_hostvars_lacks_is_a_problem_naming_it():
+    hostvars, groups = inventory()
+    groups["kube_node"].append("ghost")
+    groups["rdma_nodes"].append("ghost")
+    groups["kube_control_plane"].insert(0, "phantom")
+    problems = inventory_filters.inventory_problems(hostvars, groups)
+    assert any(p.startswith("host 'ghost' (group kube_node) is not a host of the inventory") for p in problems)
+    assert any(p.startswith("host 'phantom' (group kube_control_plane)") for p in problems), problems
 
 
 def test_every_problem_is_named_and_all_are_reported_at_once():
