@@ -629,7 +629,7 @@ def test_the_agent_only_ever_changes_what_is_provably_its_own(base, suffix, flag
 # ------------------------------------------------------------------------------------------------
 from ansible_collections.gpufleet.cluster.plugins.filter import inventory_problems as inventory_filters  # noqa: E402
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.inventory_check import (  # noqa: E402
-    control_plane_ha_problems)
+    control_plane_ha_problems, tier_problems)
 
 SHA = "sha256:" + "ab" * 32
 GOOD_VARS = {
@@ -748,7 +748,7 @@ def test_a_vip_port_with_whitespace_is_refused_by_name(port):
 @settings(max_examples=200, deadline=None)
 @given(st.text(alphabet=st.sampled_from("0123456789 \t\n\r+-."), max_size=6))
 def test_a_whole_number_string_is_accepted_exactly_when_it_is_digits_only(value):
-    problems = problems_of({"gpufleet_gpu_count": value})
+    problems = tier_problems({"gpufleet_gpu_count": value})
     refused = any(p.startswith("gpufleet_gpu_count") for p in problems)
     assert refused != (value.isdigit() and value.isascii()), (value, problems)
 
