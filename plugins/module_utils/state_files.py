@@ -218,7 +218,12 @@ def state_file_work(module):
         raise ModuleFailure(str(exc), path=path)
     if os.path.isdir(path):
         raise ModuleFailure("option path: %s is a directory" % path, path=path)
-    before = read_bytes(path)
+    try:
+        # a FIFO, socket or device in the file's place is refused, never waited on (open_regular)
+        before = read_bytes(path)
+    except OSError as exc:
+        raise ModuleFailure("option path: %s cannot be read as a file: %s (not written)" % (path, exc.strerror or exc),
+                            path=path)
     before_text = None if before is None else before.decode("utf-8", "replace")
     if params["state"] == "absent":
         wanted = None

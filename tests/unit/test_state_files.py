@@ -173,3 +173,12 @@ def test_only_a_regular_file_is_a_record_and_nothing_blocks(tmp_path, kind):
     value, problem = state_files.read_record(str(path), _parse)
     assert value is None and problem.startswith("%s is damaged" % path) and "set aside" in problem
     assert not os.path.lexists(str(path))
+
+
+def test_the_module_refuses_a_fifo_in_the_files_place_without_waiting(tmp_path):
+    """A FIFO where a state file should be: a named module failure, not a hang nor a traceback."""
+    path = tmp_path / "reboot-required"
+    os.mkfifo(str(path))
+    with pytest.raises(ModuleFailure, match="option path: %s cannot be read as a file: not a regular file" % path):
+        state_files.state_file_work(FakeModule(path=str(path), content="x\n"))
+    assert os.path.exists(str(path)) and not os.path.isfile(str(path))
