@@ -17,7 +17,11 @@ node_validate's gpu, rdma and tuning families):
   ``var/log/kern.log`` below the captured root, where ``xid_source: auto`` finds them;
 - the output of ``ofed_info -s`` when root is ``/`` and it is installed (``commands/``).
 
-Bounded: a path is resolved component by component below root; a symbolic link is stored relative
+Bounded: a path is resolved component by component below root, every access through directory
+descriptors opened from root with ``O_NOFOLLOW`` (a directory swapped for a link while the capture
+runs is refused, never followed); a file cut at ``max_file_bytes`` loses the token the cut split; a
+name over 255 bytes once pseudonymised is shortened (MANIFEST ``shortened``); the kernel log file
+obeys the link rule; a symbolic link is stored relative
 and inside root (an absolute target below root is rewritten relative; a link out of root, into a
 loop or through a file is an empty placeholder, listed in the MANIFEST) so that the archive unpacks
 with tarfile's ``data`` filter, and followed only inside ``TREES``; each file is read
@@ -137,6 +141,7 @@ PARTIAL_MAX = 256
 # What a token (an identifier, a host name, a serial) is made of; any other byte separates tokens.
 TOKEN_BYTES = frozenset(b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz._:-%~+@") | frozenset(
     range(0x80, 0x100))
+DIR_FDS = 32
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -213,6 +218,7 @@ class TreeWalker(object):
         self.reads = 0
         self.rewritten = {}
         self._resolved = {(): ()}
+        self._dir_fds = {}
         self._root_forms = sorted(set((os.path.normpath(os.path.abspath(root)), os.path.realpath(root))))
 
     def _full(self, parts):
@@ -221,17 +227,43 @@ class TreeWalker(object):
     # Every access goes through directory file descriptors opened component by component with
     # O_NOFOLLOW from root: a directory swapped for a link while the capture runs is refused
     # (ELOOP/ENOTDIR), never followed out of root.
+    # The descriptors of the last directories opened are kept (DIR_FDS): each was reached from
+    # root without following a link, so what is opened below it is below root.
     def _open_dir(self, parts):
-        fd = os.open(self.root, os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC)
+        """A new descriptor of the directory at the real components ``parts`` (the caller closes it)."""
+        parts = tuple(parts)
+        cache = self._dir_fds
+        start = len(parts)
+        while start > 0 and parts[:start] not in cache:
+            start -= 1
+        if start:
+            fd = os.dup(cache[parts[:start]])
+        else:
+            fd = os.open(self.root, os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC)
         try:
-            for part in parts:
-                following = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            for index in range(start, len(parts)):
+                following = os.open(parts[index], _DIR_FLAGS, dir_fd=fd)
                 os.close(fd)
                 fd = following
         except BaseException:
             os.close(fd)
             raise
+        if parts and parts not in cache:
+            if len(cache) >= DIR_FDS:
+                os.close(cache.pop(next(iter(cache))))
+            cache[parts] = os.dup(fd)
         return fd
+
+    def close(self):
+        """Close the kept directory descriptors."""
+        while self._dir_fds:
+            os.close(self._dir_fds.popitem()[1])
+
+    def __del__(self):
+        try:
+            self.close()
+        except (OSError, AttributeError, TypeError):
+            pass
 
     def _at(self, parts, action):
         fd = self._open_dir(parts[:-1])
@@ -541,10 +573,11 @@ def read_below_root(root, rel, limit=MAX_READ):
     """Bytes of the file ``rel`` below ``root`` read by the capture's link rule (a link out of
     root, a FIFO, a device: None)."""
     walker = _Anywhere(root, ())
-    real = walker.resolve([part for part in rel.split("/") if part])
-    if real is None:
-        return None
-    data = walker.read_file(real, limit)
+    try:
+        real = walker.resolve([part for part in rel.split("/") if part])
+        data = None if real is None else walker.read_file(real, limit)
+    finally:
+        walker.close()
     return data if isinstance(data, bytes) else None
 
 
@@ -557,14 +590,16 @@ def inside_root(root, path):
     if rel.startswith(".."):
         return False
     walker = _Anywhere(root, ())
-    real = walker.resolve([part for part in rel.split(os.sep) if part not in ("", ".")])
-    if real is None:
-        return False
     try:
+        real = walker.resolve([part for part in rel.split(os.sep) if part not in ("", ".")])
+        if real is None:
+            return False
         info = walker._lstat(real)
         seen = os.stat(path)
     except (OSError, ValueError):
         return False
+    finally:
+        walker.close()
     return stat.S_ISREG(info.st_mode) and (info.st_dev, info.st_ino) == (seen.st_dev, seen.st_ino)
 
 
@@ -979,8 +1014,11 @@ def capture_node(params, runner=None, binding=None, now=None):
     walker = TreeWalker(root, capture_trees(patterns), params.get("max_file_bytes") or MAX_READ,
                         params.get("max_entries") or DEFAULT_MAX_ENTRIES,
                         params.get("max_total_bytes") or DEFAULT_MAX_TOTAL_BYTES)
-    for pattern in patterns:
-        walker.expand(pattern)
+    try:
+        for pattern in patterns:
+            walker.expand(pattern)
+    finally:
+        walker.close()
     walker.settle_links()
     pseudo = Pseudonymiser()
     for name in host_names() + root_host_names(root):

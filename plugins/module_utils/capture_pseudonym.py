@@ -7,9 +7,15 @@
 by the same pseudonym wherever it appears in one capture (file contents, path names, link targets,
 the NVML scenario, kernel-log lines, the MANIFEST and capture.json):
 
-- by shape: UUIDs, GUIDs (also inside GIDs and IPoIB hardware addresses), MAC addresses, ``enx<MAC>``
-  interface names, IPv4 and IPv6 addresses; a shape is recognised between characters that cannot
-  continue it (not a word character, nor ``:``, ``.`` or ``-`` where the shape could go on);
+- by shape: UUIDs (prefixes ``GPU-``, ``MIG-``, ``MIG-GPU-`` in any case), GUIDs (also ``0x`` and 16
+  hex digits, inside GIDs and IPoIB hardware addresses), MAC addresses (colons, dashes, Cisco dots),
+  ``enx<MAC>`` interface names, IPv4 and IPv6 addresses (any spelling, validated by ``ipaddress``;
+  one value, one pseudonym); a shape is recognised between characters that cannot continue it (a
+  ``:``, ``.`` or ``-`` ends it unless another group follows: ``… 10.0.0.1.``, ``mac: link up``); a
+  dotted quad after a version word, or in a version file (``text(versions=True)``), is a version;
+- pseudonyms of literals (``host-N``) skip the strings ``reserve`` saw in the capture, so two
+  values never read the same; ``name`` with ``layout`` applies only shapes and serials (a path
+  component the readers look up is never renamed by a host name or a ``redact`` value);
 - by value (``add_literal``): the node's host names, serial numbers (``collect_serials``: files
   named ``*serial``, ``Serial Number: …`` / ``serial=…`` fields, the NVIDIA driver's kernel-log
   lines ``NVRM: GPU Board Serial Number: …`` and ``… GPU serial number is ….``, NVML's serials)

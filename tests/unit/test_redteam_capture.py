@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from ansible_collections.gpufleet.cluster.plugins.module_utils import capture
 from nvml_scenarios import NODES, fake_with
 from test_node_capture import (NOW, _fake, archive_bytes, as_text, assert_links_inside_root,
-                               capture_to, everything, replay_adapter, small_gpu_tree)
+                               capture_to, everything, replay_adapter, small_gpu_tree, unpack)
 
 HOSTS = ("gpu-node-17.example.org", "gpu-node-17")
 CONF_DIR = "var/lib/kubelet/config.d"
@@ -940,10 +940,15 @@ def test_a_directory_swapped_for_an_outside_link_after_it_was_resolved_is_not_re
     os.symlink(str(tmp_path / "outside" / "dir"), dev)
     walker._leaf(real)
     assert "sys/class/infiniband/mlx5_0/node_guid" not in walker.nodes
-    assert "changed while captured" in walker.read_file(real, 100)
+    assert not isinstance(walker.read_file(real, 100), bytes)
+    fresh = capture.TreeWalker(root)  # no directory descriptor kept from before the swap
+    assert "changed while captured" in fresh.read_file(real, 100)
     os.unlink(dev)
     os.symlink("../../../../outside/dir", dev)  # relative, climbing out
-    assert not isinstance(walker.read_file(real, 100), bytes)
+    assert not isinstance(fresh.read_file(real, 100), bytes)
+    assert not isinstance(capture.TreeWalker(root).read_file(real, 100), bytes)
+    walker.close()
+    fresh.close()
 
 
 def test_a_directory_swapped_for_an_outside_link_during_the_capture(tmp_path):
@@ -954,3 +959,26 @@ def test_a_directory_swapped_for_an_outside_link_during_the_capture(tmp_path):
         test_a_tree_changing_under_the_capture_never_lets_outside_data_in(tmp_path)
     finally:
         SWAP_DIRECTORY, ATTEMPTS = False, 15
+
+
+def test_a_path_grown_past_the_limit_by_pseudonyms_is_left_out_and_listed(tmp_path):
+    """Each component under 255 bytes, the whole path over PATH_LIMIT once pseudonymised: left out
+    (listed skipped in MANIFEST), the archive still unpacks."""
+    part = ",".join("1.1.1.%d" % i for i in range(1, 29))  # 222 bytes, over 255 once pseudonymised
+    walker = capture.TreeWalker(str(tmp_path))
+    deep = [part + "-%d" % level for level in range(20)]
+    for level in range(1, len(deep) + 1):
+        walker.nodes["/".join(deep[:level])] = ("dir",)
+    walker.nodes["/".join(deep) + "/f"] = ("file", b"x\n")
+    walker.nodes["ok"] = ("file", b"y\n")
+    result = capture.Capture(walker, capture.Pseudonymiser(), [], NOW)
+    members = result.members()
+    assert all(len(path.encode()) + len(capture.ARCHIVE_TOP) + 1 <= capture.PATH_LIMIT for path, *_rest in members)
+    assert ("root/ok", "file", b"y\n", "file") in members
+    assert result.too_long
+    manifest = result.manifest(members).decode()
+    assert any(line.startswith("skipped - - root/") and "path longer than" in line for line in manifest.splitlines())
+    dest = str(tmp_path / "c.tar.gz")
+    capture.write_archive(result, dest)
+    unpack(dest, str(tmp_path / "unpacked"))
+    assert b"1.1.1.2," not in archive_bytes(dest)
