@@ -26,6 +26,7 @@ import os
 import subprocess
 
 import pytest
+import yaml
 
 from fake_kube_api import FakeKubeAPI
 from playbook_env import ANSIBLE_PLAYBOOK, HAS_K8S_CLIENT, REPO, VENV_PYTHON
@@ -75,6 +76,9 @@ NODES = {
                         "slurm": {"state": "IDLE", "drained": "bad dimm [admin@2026-11-20T10:00:00]"}},
 }
 SLURM_ADMIN_REASON = "bad dimm [admin@2026-11-20T10:00:00]"
+# reached over ssh on a port nothing listens on: unreachable at once (connection refused)
+UNREACHABLE = {"gpu-unreachable": {"ansible_connection": "ssh", "ansible_host": "127.0.0.1", "ansible_port": 9,
+                                   "ansible_ssh_common_args": "-o ConnectTimeout=3 -o StrictHostKeyChecking=no"}}
 
 
 def host_vars(tmp, name, spec, kubeconfig):
@@ -121,7 +125,7 @@ def run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("remediate")
     api = FakeKubeAPI().start()
     try:
-        for name in NODES:
+        for name in list(NODES) + list(UNREACHABLE):
             api.add_node(name)
         api.add_pod("train-0", "gpu-fixed", namespace="ml", owner_kind="StatefulSet", labels={"app": "train"})
         api.add_pod("web-1", "gpu-lost-a", labels={"app": "web"})
@@ -133,8 +137,8 @@ def run(tmp_path_factory):
         inventory = {"all": {
             "vars": {"ansible_connection": "local", "ansible_python_interpreter": VENV_PYTHON},
             "hosts": {"localhost": {}},
-            "children": {"gpu_nodes": {"hosts": {name: host_vars(tmp, name, spec, kubeconfig)
-                                                 for name, spec in NODES.items()}},
+            "children": {"gpu_nodes": {"hosts": dict({name: host_vars(tmp, name, spec, kubeconfig)
+                                                      for name, spec in NODES.items()}, **UNREACHABLE)},
                          "slurm_nodes": {"hosts": {name: {} for name, spec in NODES.items() if "slurm" in spec}}},
         }}
         (tmp / "hosts.yml").write_text(json.dumps(inventory))
@@ -348,3 +352,30 @@ def test_the_run_is_one_controller_of_its_own(run):
         ids.update(step["by"] for step in json.loads(raw or "[]"))
     assert len(ids) == 1, ids
     assert re.fullmatch(r"ansible@[^/]+/[0-9]{8}T[0-9]{6}Z-[0-9a-f]{8}", ids.pop())
+
+
+def test_an_unreachable_node_is_reported_left_alone_and_the_run_goes_on(run):
+    """The run neither fails nor stops on a node it cannot reach (with serial, a batch of one
+    unreachable host would end the play for every later node): reported, nothing done to it."""
+    assert "gpu-unreachable" not in failed_hosts(run), run["output"]
+    stats = run["data"]["stats"]["gpu-unreachable"]
+    assert stats["unreachable"] == 0 and stats["failures"] == 0, stats
+    node = run["api"].node("gpu-unreachable")
+    assert not held(run, "gpu-unreachable") and not annotations(run, "gpu-unreachable")
+    writes = [r for r in run["api"].requests if "gpu-unreachable" in r["path"] and r["method"] != "GET"]
+    assert writes == [] and "unschedulable" not in node["spec"]
+    with open(str(run["tmp"] / "reports" / "fleet-report.json")) as handle:
+        checks = json.load(handle)["hosts"]["gpu-unreachable"]["checks"]
+    outcome = [c for c in checks if c["id"] == "remediation.outcome"]
+    assert [c["status"] for c in outcome] == ["fail"], checks
+    assert outcome[0]["message"].startswith("unreachable, not remediated"), outcome
+
+
+def test_the_first_contact_with_a_node_may_find_it_unreachable():
+    """Every later node is considered: the first task reaches the node with ignore_unreachable and
+    an unreachable node ends only its own remediation (meta end_host), before anything else runs."""
+    with open(PLAYBOOK) as handle:
+        plays = yaml.safe_load(handle)
+    tasks = [play for play in plays if play["name"] == "Remediate the failing nodes"][0]["tasks"]
+    assert tasks[0].get("ansible.builtin.ping", "missing") is None and tasks[0]["ignore_unreachable"] is True
+    assert [t for t in tasks[1]["block"] if "ansible.builtin.meta" in t][0]["ansible.builtin.meta"] == "end_host"
