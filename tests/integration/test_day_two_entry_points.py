@@ -73,13 +73,16 @@ RUNS = {
     "upgrade_drivr": ("hosts.yml", "gpufleet.cluster.rolling_upgrade", "-e", '{"rolling_upgrade_components": ["drivr"]}'),
     "upgrade_dir": ("hosts.yml", "gpufleet.cluster.rolling_upgrade", "-e",
                     '{"rolling_upgrade_hosts": "far1", "rolling_upgrade_revalidate": true, "rolling_upgrade_run_id": "t1"}'),
+    "upgrade_no_api": ("nocp.yml", "gpufleet.cluster.rolling_upgrade", "-e",
+                       '{"rolling_upgrade_hosts": "gpu_nodes", "rolling_upgrade_components": ["driver"]}'),
     "status_no_agent": ("hosts.yml", "gpufleet.cluster.fleet_status"),
     "status_no_gpu_nodes": ("kubespray.yml", "gpufleet.cluster.fleet_status"),
     "validate_first": ("hosts.yml", "gpufleet.cluster.validate", "--limit", "cp1,gpu1"),
     "yaml_error": ("broken/hosts.yml", "gpufleet.cluster.validate"),
 }
 # the runs that write reports get a directory each (the admin's directory, where ./reports goes)
-OWN_DIR = ("capture_typo", "upgrade_bare", "upgrade_drivr", "upgrade_dir", "status_no_agent", "validate_first")
+OWN_DIR = ("capture_typo", "upgrade_bare", "upgrade_drivr", "upgrade_dir", "upgrade_no_api", "status_no_agent",
+           "validate_first")
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +93,9 @@ def runs(tmp_path_factory):
     (site / "kubespray.yml").write_text(yaml.safe_dump({"all": {"vars": LOCAL, "children": {
         "kube_control_plane": {"hosts": {"cp1": None}}, "kube_node": {"hosts": {"node1": None}},
         "etcd": {"hosts": {"cp1": None}}, "k8s_cluster": {"children": {"kube_control_plane": None, "kube_node": None}}}}}))
+    # no kube_control_plane and no gpufleet_kube_api_host: nowhere to reach the Kubernetes API from
+    (site / "nocp.yml").write_text(yaml.safe_dump({"all": {"vars": LOCAL, "children": {
+        "gpu_nodes": {"hosts": {"gpu1": dict(GPU)}, "vars": {"gpufleet_gpu_count": 8}}}}}))
     (site / "broken" / "group_vars").mkdir(parents=True)
     (site / "broken" / "hosts.yml").write_text(yaml.safe_dump({"all": {"vars": LOCAL, "children": {
         "gpu_nodes": {"hosts": {"gpu1": None}}}}}))
@@ -166,6 +172,12 @@ def test_an_unknown_component_is_refused_before_the_run_directory(runs):
     _refused(runs["upgrade_drivr"], "- rolling_upgrade_components: value must be one or more of: driver, ofed, "
                                     "kubernetes, mig. Got no match for: drivr (did you mean driver?)")
     assert not (cwd / "reports").exists() and "TASK [Create the run directory]" not in out, out
+
+
+def test_an_upgrade_without_a_kubernetes_api_is_refused_before_any_node(runs):
+    _refused(runs["upgrade_no_api"], "rolling_upgrade.yml: no Kubernetes API for gpu1",
+             "kube_control_plane", "gpufleet_kube_api_host")
+    assert not os.path.exists(os.path.join(str(runs["upgrade_no_api"][2]), "reports", "upgrades"))
 
 
 def test_the_run_directory_is_where_the_admin_runs_from(runs):
