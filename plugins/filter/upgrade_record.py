@@ -16,14 +16,17 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.records import Re
 KINDS = {"state": reader.read_state, "applied": reader.read_applied}
 
 
-def upgrade_record(text, kind, source):
-    """{"record": the record ({} when there is none), "error": "" or why it is unreadable}."""
+def upgrade_record(text, kind, source, components=None):
+    """{"record": the record ({} when there is none), "error": "" or why it is unreadable}.
+    ``components``: the known component names (the role's), checked when given."""
     if kind not in KINDS:
         raise AnsibleFilterError("upgrade_record: kind must be one of %s, got %r" % (", ".join(sorted(KINDS)), kind))
-    if text is not None and not isinstance(text, str):
+    if components is not None and not (isinstance(components, list) and all(isinstance(c, str) for c in components)):
+        raise AnsibleFilterError("upgrade_record: components must be a list of names, got %r" % (components,))
+    if not isinstance(text, str):  # None too: a missing value is not an empty text
         return {"record": {}, "error": "unreadable record %s: not text but %s" % (source, type(text).__name__)}
     try:
-        return {"record": KINDS[kind](text, source), "error": ""}
+        return {"record": KINDS[kind](text, source, components), "error": ""}
     except RecordError as exc:
         return {"record": {}, "error": str(exc)}
 

@@ -107,9 +107,29 @@ def load_json(raw, record, max_bytes=MAX_BYTES, max_depth=MAX_DEPTH):
     if not _depth_ok(raw, max_depth):
         raise RecordError(record, "nested deeper than %d" % max_depth)
     try:
-        return json.loads(raw, parse_constant=_refuse_constant, object_pairs_hook=_no_duplicates)
+        value = json.loads(raw, parse_constant=_refuse_constant, object_pairs_hook=_no_duplicates)
     except (ValueError, RecursionError) as exc:
         raise RecordError(record, "not JSON (%s)" % exc)
+    _utf8_strings(value, record)
+    return value
+
+
+def _utf8_strings(value, record):
+    """Every string of ``value`` (keys too) is text UTF-8 can carry: a lone surrogate (``"\ud800"``,
+    which JSON's escapes allow) would be read back but could never be written again."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                raise RecordError(record, "not UTF-8 text (a lone surrogate in %r)" % item[:40])
 
 
 def mapping(value, record, field=None, required=(), allowed=None):

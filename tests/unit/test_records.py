@@ -72,3 +72,13 @@ def test_finite_json_round_trips(value):
                                       ("\uff18", False), ("1_0", False), ("", False), (" 1", False), (1, False)])
 def test_is_decimal_is_ascii_digits_only(text, ok):
     assert records.is_decimal(text) is ok
+
+
+@pytest.mark.parametrize("raw", ['{"reason": "\\ud800"}', '["\\udfff"]', '{"\\ud800": 1}', '"\ud800"'])
+def test_a_lone_surrogate_is_not_utf8_text(raw):
+    with pytest.raises(RecordError, match="lone surrogate"):
+        records.load_json(raw, "probe")
+
+
+def test_an_escaped_surrogate_pair_is_a_character():
+    assert records.load_json('"\\ud83d\\ude00"', "probe") == "\U0001F600"

@@ -65,3 +65,38 @@ def test_any_text_is_a_record_or_a_named_refusal(text):
             assert result["record"] == {} and "rec" in result["error"]
         elif kind == "state" and result["record"]:
             assert result["record"]["state"] in reader.STATES
+
+
+# -- found by the red team (tests/unit/test_redteam_etcd_upgrade_records.py for what held) --------------------
+KNOWN = ["driver", "ofed", "kubernetes", "mig"]
+
+
+@pytest.mark.parametrize("change", [
+    {"reason": "\ud800"},  # a lone surrogate: read back, it could never be written again
+    {"target": {"driver": True}},  # a bool is never a version
+    {"updated": "2026-13-45T99:99:99Z"}, {"updated": "2026-02-30T04:01:02Z"}, {"updated": "2026-11-29T24:00:00Z"},
+    {"updated": "9999-12-31T23:59:59Z"}, {"updated": "1970-01-01T00:00:00Z"},  # not a plausible time
+    {"resumed_from": {"run_id": "r0", "state": "done"}},
+    {"components": ["evil-firmware"], "target": {"evil-firmware": "1"}},
+    {"target": {"evil-firmware": "1"}},
+])
+def test_red_team_values_are_refused(change):
+    result = upgrade_record(json.dumps(dict(WRITTEN, **change)), "state", "rec", KNOWN)
+    assert result["record"] == {} and result["error"].startswith("unreadable record rec"), result
+
+
+def test_a_version_may_be_a_number_yaml_read_unquoted():
+    record = dict(WRITTEN, target={"ofed": 24.10, "driver": 580})
+    assert upgrade_record(json.dumps(record), "state", "rec", KNOWN)["record"]["target"] == {"ofed": 24.1, "driver": 580}
+
+
+@pytest.mark.parametrize("value", [None, 5, {"state": "held"}, ["x"], b"{}"])
+def test_what_is_not_text_is_never_no_record(value):
+    result = upgrade_record(value, "state", "rec")
+    assert result["record"] == {} and "not text" in result["error"]
+
+
+def test_unknown_components_of_applied_are_refused_when_the_role_names_them():
+    text = json.dumps({"components": ["drvr"], "target": {"drvr": "1"}})
+    assert upgrade_record(text, "applied", "a.json")["error"] == ""
+    assert "unknown component(s) drvr" in upgrade_record(text, "applied", "a.json", KNOWN)["error"]
