@@ -86,7 +86,7 @@ def test_scheduled_snapshot_saved_verified_and_older_ones_rotated(tmp_path, good
     old = ["etcd-scheduled-20260101T030000Z.db", "etcd-scheduled-20260102T030000Z.db",
            "etcd-scheduled-20260103T030000Z.db"]
     for name in old:
-        (snaps / name).write_bytes(snapshot_bytes(name.encode() * 100))  # whole older snapshots
+        (snaps / name).write_bytes(snapshot_bytes(name.encode().ljust(1024, b"\0")))  # whole older snapshots
     (snaps / "etcd-20260101T000000Z-ab12.db").write_text("upgrade")  # a rolling upgrade's: kept
     result = run(snaps, 2, "--", *copy_of(good))
     assert result.returncode == 0, result.stderr

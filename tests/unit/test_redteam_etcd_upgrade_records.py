@@ -202,6 +202,180 @@ def test_grandchild_holding_output_open_is_stopped(tmp_path):
     assert not (tmp_path / "x.db").exists() and not leftovers(tmp_path)
 
 
+# ---------------------------------------------------------------- (1b) etcd snapshot: red-team regressions (F1-F4)
+
+def whole_snapshot(tag, blocks=2):
+    """A whole stand-in snapshot (trailer rule) whose content names it."""
+    return snap(tag.encode().ljust(512 * blocks, b"\0"))
+
+
+@pytest.mark.parametrize("out", [
+    '[{"revision":5,"totalKey":4}]',                                        # F1: not a top-level object
+    '{"hash":1,"totalKey":1,"totalSize":1,"nested":{"revision":5}}',        # F1: revision only nested
+    '{"hash":1,"revision":5,"totalKey":4,"revision":6}',                    # a key twice
+    '{"hash":1,"revision":5,"totalKey":4,"\\u0072evision":6}',             # a key twice, escaped
+    '{"hash":1,"revision":5,"totalKey":4}{"revision":6}',                   # two documents
+    '{"hash":1,"revision":5,"totalKey":-1}',
+    '{"hash":1,"revision":5,"totalKey":"4"}',
+    '{"hash":1,"revision":5,"totalKey":true}',
+    '{"hash":1,"revision":5,"totalKey":NaN}',
+    '{"hash":1,"revision":5,"totalKey":4.0}',
+    '{"hash":1,"revision":9223372036854775808,"totalKey":4}',               # 2**63: beyond etcd's int64
+    '{"hash":1,"revision":5,"totalKey":9223372036854775808}',
+    '{"hash":1,"revision":5.0,"totalKey":4}',
+    'revision":5,"totalKey":4',
+])
+def test_status_output_read_strictly(good, out):
+    r = run(*status_args("printf '%%s\\n' '%s'" % out), "--verify", good)
+    assert r.returncode == 1 and "verified" not in r.stdout, (out, r.stdout, r.stderr)
+    assert "gpufleet-etcd-snapshot: " in r.stderr and "Traceback" not in r.stderr
+
+
+def test_status_warning_on_stderr_does_not_spoil_the_json(good):
+    """Only the status command's standard output is read as JSON; a warning on its standard error
+    (written here by the stand-in, no real transcript) does not refuse the snapshot."""
+    r = run(*status_args("echo 'a warning' >&2; echo '%s'" % STATUS_OK), "--verify", good)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.rstrip().endswith(", revision 5, 4 keys")
+
+
+def test_status_largest_int64_revision_accepted(good):
+    r = run(*status_args("echo '{\"hash\":1,\"revision\":9223372036854775807,\"totalKey\":0,\"version\":\"3.6.0\"}'"),
+            "--verify", good)
+    assert r.returncode == 0, r.stderr
+    assert "revision 9223372036854775807, 0 keys" in r.stdout
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-2 ** 64, max_value=2 ** 64)
+    | st.floats(allow_nan=True) | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=6)
+
+
+@settings(max_examples=30, deadline=None)
+@given(revision=JSON_VALUES, keys=JSON_VALUES, top=st.booleans())
+def test_any_status_json_is_accepted_only_with_int_revision_and_keys(tmp_path_factory, revision, keys, top):
+    d = tmp_path_factory.mktemp("st")
+    p = d / "s.db"
+    p.write_bytes(snap(good_db()))
+    doc = {"hash": 1, "revision": revision, "totalKey": keys}
+    text = json.dumps(doc if top else [doc], allow_nan=True)
+    (d / "out.json").write_text(text)
+    r = run(*status_args("cat '%s'" % (d / "out.json")), "--verify", p)
+    ok = (top and type(revision) is int and 1 <= revision < 2 ** 63
+          and type(keys) is int and 0 <= keys < 2 ** 63)
+    assert r.returncode == (0 if ok else 1), (text, r.stdout, r.stderr)
+    assert ("verified" in r.stdout) == ok and "Traceback" not in r.stderr
+
+
+def test_snapshot_dir_symlink_is_rotated_in_its_target(tmp_path, good):
+    """F2: DIR a symbolic link to the real directory: the snapshot is saved and rotated there."""
+    real = tmp_path / "real"
+    real.mkdir()
+    (real / "etcd-scheduled-20260101T030000Z.db").write_bytes(whole_snapshot("old"))
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    r = run(link, 1, "--", "cp", good)
+    assert r.returncode == 0, r.stderr
+    names = scheduled(real)
+    assert len(names) == 1 and (real / names[0]).read_bytes() == good.read_bytes()
+    assert "deleted %s/etcd-scheduled-20260101T030000Z.db (retention 1)" % real in r.stdout
+    assert link.is_symlink() and not leftovers(real)
+
+
+@pytest.mark.parametrize("keep", [1, 2])
+def test_future_named_snapshot_never_pushes_out_the_one_just_taken(tmp_path, good, keep):
+    """F3: a whole snapshot named by a clock that was ahead (or a clock stepped back): the snapshot
+    just taken and verified counts as the newest and is kept."""
+    future = "etcd-scheduled-20991231T030000Z.db"
+    (tmp_path / future).write_bytes(whole_snapshot("future"))
+    (tmp_path / "etcd-scheduled-20200101T030000Z.db").write_bytes(whole_snapshot("past"))
+    r = run(tmp_path, keep, "--", "cp", good)
+    assert r.returncode == 0, r.stderr
+    names = scheduled(tmp_path)
+    assert [n for n in names if (tmp_path / n).read_bytes() == good.read_bytes()], (names, r.stdout)
+    assert len(names) == keep
+    if keep == 2:
+        assert future in names  # newest by name among the older ones
+
+
+def test_junk_scheduled_file_is_deleted_not_counted(tmp_path, good):
+    """F3: a file named like a scheduled snapshot that is not whole (here 4 bytes) is never kept as a
+    snapshot: deleted, saying why, and the whole older snapshot is kept instead."""
+    (tmp_path / "etcd-scheduled-20990101T030000Z.db").write_text("junk")
+    (tmp_path / "etcd-scheduled-20200101T030000Z.db").write_bytes(whole_snapshot("past"))
+    r = run(tmp_path, 2, "--", "cp", good)
+    assert r.returncode == 0, r.stderr
+    names = scheduled(tmp_path)
+    assert "etcd-scheduled-20990101T030000Z.db" not in names
+    assert "etcd-scheduled-20200101T030000Z.db" in names and len(names) == 2
+    assert "deleted %s/etcd-scheduled-20990101T030000Z.db: not a whole snapshot" % tmp_path in r.stdout
+
+
+def test_only_exact_scheduled_names_are_rotated(tmp_path, good):
+    """Names that only look like scheduled snapshots, links and directories are never deleted."""
+    keepers = ["etcd-scheduled-manual.db", "etcd-scheduled-20200101T030000Z.db.bak",
+               "etcd-scheduled-2020-01-01.db", "etcd-run-1.db"]
+    for n in keepers:
+        (tmp_path / n).write_text("someone's")
+    (tmp_path / "etcd-scheduled-20200102T030000Z.db").symlink_to(tmp_path / "etcd-run-1.db")
+    (tmp_path / "etcd-scheduled-20200103T030000Z.db").mkdir()
+    r = run(tmp_path, 1, "--", "cp", good)
+    assert r.returncode == 0, r.stderr
+    for n in keepers:
+        assert (tmp_path / n).read_text() == "someone's"
+    assert (tmp_path / "etcd-scheduled-20200102T030000Z.db").is_symlink()
+    assert (tmp_path / "etcd-scheduled-20200103T030000Z.db").is_dir()
+
+
+def test_two_timer_runs_keep_one_keep_a_whole_snapshot(tmp_path, good):
+    """Two scheduled runs at once with KEEP 1 (each keeps what it took): one runs after the other,
+    so the later one's snapshot is kept and nothing else."""
+    slow = ["sh", "-c", 'sleep 1.2; cp "%s" "$0"' % good]
+    procs = [subprocess.Popen([SCRIPT, str(tmp_path), "1", "--"] + slow, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=25) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    names = scheduled(tmp_path)
+    assert len(names) == 1 and (tmp_path / names[0]).read_bytes() == good.read_bytes()
+    assert not leftovers(tmp_path)
+
+
+@pytest.mark.parametrize("database", [b"", b"\0" * 480])
+def test_snapshot_without_a_database_is_refused(tmp_path, database):
+    """F4: 32 bytes (the SHA-256 of an empty database) is not a snapshot; sizes below 512 + 32 never
+    pass the size rule either."""
+    p = tmp_path / "e.db"
+    p.write_bytes(snap(database))
+    r = run("--verify", p)
+    assert r.returncode == 1 and "verified" not in r.stdout, r.stdout
+    assert "has no database" in r.stderr or "size % 512" in r.stderr
+
+
+def test_smallest_snapshot_is_verified(tmp_path):
+    p = tmp_path / "one-block.db"
+    p.write_bytes(snap(b"\1" * 512))
+    r = run("--verify", p)
+    assert r.returncode == 0 and "544 bytes" in r.stdout, r.stderr
+
+
+def test_symlinked_snapshot_reports_its_target(tmp_path, good):
+    link = tmp_path / "link.db"
+    link.symlink_to(good)
+    r = run("--verify", link)
+    assert r.returncode == 0, r.stderr
+    assert "%s (a symbolic link to %s): 8224 bytes" % (link, good) in r.stdout
+    bad = tmp_path / "bad"
+    bad.write_bytes(snap(good_db())[:-1])
+    (tmp_path / "bad.db").symlink_to(bad)
+    r = run("--verify", tmp_path / "bad.db")
+    assert r.returncode == 1 and "a symbolic link to %s) (8223 bytes)" % bad in r.stderr, r.stderr
+    (tmp_path / "dangling.db").symlink_to(tmp_path / "nowhere")
+    r = run("--verify", tmp_path / "dangling.db")
+    assert r.returncode == 1 and "symbolic link" in r.stderr and "no such snapshot" in r.stderr
+
+
 # ---------------------------------------------------------------- (2) upgrade_record filter
 
 WRITTEN = {
