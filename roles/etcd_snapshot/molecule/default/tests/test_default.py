@@ -104,7 +104,10 @@ def test_timer_installed_and_waiting(host):
 
 
 def test_the_service_takes_verifies_and_rotates(host):
-    host.check_output("printf old > %s/etcd-scheduled-20200101T000000Z.db" % SNAPSHOTS)
+    # a whole older snapshot (rotated by retention) and a junk file under a scheduled name (not a
+    # snapshot: deleted, not counted)
+    host.check_output("cp %s %s/etcd-scheduled-20200101T000000Z.db" % (SNAPSHOT, SNAPSHOTS))
+    host.check_output("printf old > %s/etcd-scheduled-20100101T000000Z.db" % SNAPSHOTS)
     run = host.run("systemctl start gpufleet-etcd-snapshot.service")
     assert run.rc == 0, host.run("journalctl -u gpufleet-etcd-snapshot --no-pager").stdout
     names = scheduled(host)
@@ -113,6 +116,7 @@ def test_the_service_takes_verifies_and_rotates(host):
     journal = host.check_output("journalctl -u gpufleet-etcd-snapshot --no-pager")
     assert "saved and verified %s/%s" % (SNAPSHOTS, names[0]) in journal
     assert "deleted %s/etcd-scheduled-20200101T000000Z.db (retention 1)" % SNAPSHOTS in journal
+    assert "deleted %s/etcd-scheduled-20100101T000000Z.db: not a whole snapshot" % SNAPSHOTS in journal
     assert host.file(SNAPSHOT).exists  # the save entry point's snapshot is not rotated
 
 
