@@ -88,6 +88,9 @@ def test_the_new_stamps_record_what_the_roles_manage(host):
     files = stamps["nvidia_driver"]["managed"]["files"]
     assert len(files[BLACKLIST]["sha256"]) == 64 and files[BLACKLIST]["mode"] == "0644"
     assert any(path.endswith("/gpufleet-nvml.pth") for path in files)
-    assert stamps["nvidia_driver"]["managed"]["packages"]["libnvidia-ml1"].startswith("535.261.03")
+    # keyed as dpkg prints the package, with its architecture qualifier (one entry per architecture)
+    packages = stamps["nvidia_driver"]["managed"]["packages"]
+    ml = [version for name, version in packages.items() if name.split(":")[0] == "libnvidia-ml1"]
+    assert ml and all(version.startswith("535.261.03") for version in ml), packages
     assert len(stamps["kubernetes_prereqs"]["managed"]["files"][SYSCTL]["sha256"]) == 64
     assert stamps["kubernetes_prereqs"]["managed"]["packages"] == {}  # kubernetes_prereqs_install_packages: false
