@@ -133,16 +133,15 @@ class Pseudonymiser(object):
 
     @staticmethod
     def _build(literals):
-        if True:
-            shapes = _SHAPES
-            ordered = sorted(literals, key=lambda v: (-len(v), v))
-            anywhere = "|".join(re.escape(v) for v in ordered if len(v) >= ANYWHERE)
-            words = "|".join(re.escape(v) for v in ordered if len(v) < ANYWHERE)
-            if words:
-                shapes = r"(?P<lit>(?<![\w.-])(?i:%s)(?![\w-]))|%s" % (words, shapes)
-            if anywhere:  # first: a long literal wins over a shape or a shorter literal inside it
-                shapes = r"(?P<any>(?i:%s))|%s" % (anywhere, shapes)
-            return re.compile(shapes)
+        shapes = _SHAPES
+        ordered = sorted(literals, key=lambda v: (-len(v), v))
+        anywhere = "|".join(re.escape(v) for v in ordered if len(v) >= ANYWHERE)
+        words = "|".join(re.escape(v) for v in ordered if len(v) < ANYWHERE)
+        if words:
+            shapes = r"(?P<lit>(?<![\w.-])(?i:%s)(?![\w-]))|%s" % (words, shapes)
+        if anywhere:  # first: a long literal wins over a shape or a shorter literal inside it
+            shapes = r"(?P<any>(?i:%s))|%s" % (anywhere, shapes)
+        return re.compile(shapes)
 
     def _number(self, kind, key):
         table = self._maps.setdefault(kind, {})

@@ -56,8 +56,8 @@ import time
 from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import FAIL_ON_CHOICES, CheckResults, exit_with_checks
 from ansible_collections.gpufleet.cluster.plugins.module_utils.clock import utc_text
 from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import ModuleFailure
-from ansible_collections.gpufleet.cluster.plugins.module_utils.records import (RecordError, boolean, integer, listing,
-                                                                              load_json, mapping, string)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.records import (
+    RecordError, boolean, integer, listing, load_json, mapping, string)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.runner import ModuleRunner
 
 # kubeadm 1.30 is the first with -o json for upgrade plan (output.kubeadm.k8s.io/v1alpha3,
@@ -858,8 +858,8 @@ def kubeadm_own_version(runner, kubeadm):
     command = [kubeadm, "version", "-o", "short"]
     result = runner.run(command, timeout=60)
     if result.rc != 0:
-        raise ModuleFailure("%s failed (rc %s): %s" % (" ".join(command), result.rc,
-                                                        _tail(_output(result), 5) or "no output"))
+        raise ModuleFailure("%s failed (rc %s): %s"
+                            % (" ".join(command), result.rc, _tail(_output(result), 5) or "no output"))
     try:
         return short_version(result.stdout)
     except KubeadmOutputError as exc:
@@ -1062,9 +1062,9 @@ def verify(runner, params, sleep=time.sleep, clock=time.time):
             "kubelet_version": seen[1][0].text if seen[1][0] else ""}
     if problems:
         reasons = [why for why in (seen[0][1], seen[1][1]) if why]
-        raise ModuleFailure("node %s is not seen at %s: %s%s" % (params["node_name"], version_text(target),
-                                                                  "; ".join(problems),
-                                                                  " (%s)" % "; ".join(reasons) if reasons else ""),
+        raise ModuleFailure("node %s is not seen at %s: %s%s"
+                            % (params["node_name"], version_text(target), "; ".join(problems),
+                               " (%s)" % "; ".join(reasons) if reasons else ""),
                             **info)
     return dict(info, changed=False)
 

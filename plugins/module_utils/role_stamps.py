@@ -89,6 +89,11 @@ def file_state(path):
     if stat.S_ISLNK(info.st_mode):
         try:
             target = os.readlink(path)
+        except FileNotFoundError:  # gone between lstat and readlink
+            return {"absent": True}
+        except OSError as exc:
+            raise SnapshotError("%s cannot be read: %s" % (path, exc.strerror or exc))
+        try:
             os.stat(path)
         except FileNotFoundError:
             return {"type": "symlink", "target": target, "uid": info.st_uid, "gid": info.st_gid,

@@ -278,9 +278,9 @@ def tier_problems(variables):
     version = val("gpufleet_kubernetes_version")
     if version is not None and not (isinstance(version, str) and _KUBERNETES_VERSION.match(version)):
         bare = version[1:] if isinstance(version, str) and version[:1] in ("v", "V") else None
+        hint = " (did you mean %r?)" % bare if bare and _KUBERNETES_VERSION.match(bare) else ""
         out.append("gpufleet_kubernetes_version must be a Kubernetes version X.Y.Z or X.Y as a string "
-                   "(e.g. \"1.37.1\"), got %r%s" % (version, " (did you mean %r?)" % bare
-                                                   if bare and _KUBERNETES_VERSION.match(bare) else ""))
+                   "(e.g. \"1.37.1\"), got %r%s" % (version, hint))
     for name, choices in (("gpufleet_validate_fail_on", ("fail", "warn", "never")),
                           ("gpufleet_status_fail_on", ("fail", "warn", "never")),
                           ("gpufleet_status_source", ("files", "kubernetes"))):
