@@ -58,7 +58,7 @@ import time
 from ansible_collections.gpufleet.cluster.plugins.module_utils.capture_pseudonym import Pseudonymiser
 from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import ModuleFailure, checked_root
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu import gather_gpu_facts
-from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import MAX_READ, SysfsReader
+from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import MAX_READ, SysfsReader, read_bounded
 
 FORMAT = 1
 ARCHIVE_TOP = "gpufleet-capture"
@@ -307,14 +307,7 @@ class TreeWalker(object):
             try:
                 if not stat.S_ISREG(os.fstat(handle).st_mode):
                     return "not a regular file when opened: not read"
-                chunks, left = [], limit
-                while left > 0:
-                    chunk = os.read(handle, min(left, 65536))
-                    if not chunk:
-                        break
-                    chunks.append(chunk)
-                    left -= len(chunk)
-                return b"".join(chunks)
+                return read_bounded(handle, limit)
             except OSError as exc:
                 return "read failed: %s" % (exc.strerror or type(exc).__name__)
             finally:

@@ -103,14 +103,7 @@ def open_regular(path, max_bytes):
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return ReadFailure("not a regular file")
-        chunks, left = [], max_bytes
-        while left > 0:
-            chunk = os.read(fd, min(left, 65536))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
+        return read_bounded(fd, max_bytes)
     except OSError as exc:
         return ReadFailure(_os_error("read", exc))
     finally:
@@ -134,6 +127,18 @@ def parse_int(text, base=10):
     except ValueError:
         return None
     return value if -_INT64_MAX < value < _INT64_MAX else None
+
+
+def read_bounded(fd, limit):
+    """At most ``limit`` bytes of the open file ``fd``, read in 64 KiB chunks (OSError as raised)."""
+    chunks, left = [], limit
+    while left > 0:
+        chunk = os.read(fd, min(left, 65536))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
 
 
 def is_index(name):
