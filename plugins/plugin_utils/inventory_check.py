@@ -142,6 +142,14 @@ MODULE_OPTION_VARIABLES = {
 # tuple per play: a phase runs when one of its plays runs (--tags selects one of the play's tags,
 # --skip-tags none of them). The node and kubernetes phases are one tag per role (NODE_ROLES,
 # KUBERNETES_ROLES) plus the phase's tag.
+# Tags of a task inside a role's play that the role's selector (gpufleet_kubernetes_roles) also
+# governs: --tags etcd_snapshot runs the etcd snapshot task of kubernetes.yml's control-plane play,
+# which runs where kubernetes_control_plane is selected, so it selects the kubernetes phase with that
+# role (and its kube_control_plane check), as site.yml's control-plane reachability play does.
+ROLE_PART_TAGS = {
+    "kubernetes_control_plane": ("etcd_snapshot",),
+}
+
 PHASE_TAGS = {
     # the sweep; the kubeadm certificate check of the control plane; the node health agent's play
     "validate": (("validate",), ("validate", "certs"), ("validate", "node_health_agent")),
@@ -441,7 +449,8 @@ def tag_selection(phases, node_roles=None, kubernetes_roles=None, run_tags=None,
         out["node_roles"] = node_roles
     if isinstance(kubernetes_roles, list):
         out["kubernetes_roles"] = [r for r in kubernetes_roles
-                                   if r not in KUBERNETES_ROLES or runs(("kubernetes", r))]
+                                   if r not in KUBERNETES_ROLES or runs(("kubernetes", r))
+                                   or any(runs(("kubernetes", part)) for part in ROLE_PART_TAGS.get(r, ()))]
     else:
         out["kubernetes_roles"] = kubernetes_roles
     if not isinstance(phases, list):

@@ -6,6 +6,7 @@ import os
 import re
 
 import pytest
+import yaml
 from conftest import REPO
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -343,6 +344,9 @@ ALL = ["node", "kubernetes", "validate", "report"]
     (["report"], [], ["report"]),
     (["nvidia_driver"], [], ["node"]),
     (["kubernetes_addons", "node_gate"], [], ["kubernetes"]),
+    (["etcd_snapshot"], [], ["kubernetes"]),  # a task of the control-plane play (issue 42)
+    (["all"], ["etcd_snapshot"], ALL),
+    (["etcd_snapshot"], ["kubernetes"], []),
     (["all"], ["node"], ["kubernetes", "validate", "report"]),
     (["all"], ["validate"], ["node", "kubernetes"]),
     (["validate"], ["node_health_agent"], ["validate", "report"]),
@@ -364,6 +368,52 @@ def test_tags_select_the_roles():
     # the inventory's own lists come first; unknown names are kept for the check to name
     chosen = inventory_check.tag_selection(["node", "deploy"], node_roles=["preflight", "nvidia"])
     assert chosen["phases"] == ["node", "deploy"] and chosen["node_roles"] == ["preflight", "nvidia"]
+
+
+def test_etcd_snapshot_tag_selects_the_control_plane():
+    # --tags etcd_snapshot runs the etcd snapshot task of kubernetes.yml's control-plane play (its
+    # `when`: kubernetes_control_plane selected), so the check needs kube_control_plane (issue 42)
+    chosen = inventory_check.tag_selection(list(ALL), run_tags=["etcd_snapshot"])
+    assert chosen == {"phases": ["kubernetes"], "node_roles": [], "kubernetes_roles": ["kubernetes_control_plane"]}
+    hostvars, groups = inventory()
+    groups["kube_control_plane"] = []
+    problems = inventory_check.inventory_problems(hostvars, groups, **chosen)
+    assert any(p.startswith("group kube_control_plane is empty") for p in problems), problems
+    # gpufleet_kubernetes_roles without the control plane: the snapshot task does not run either
+    chosen = inventory_check.tag_selection(list(ALL), run_tags=["etcd_snapshot"], kubernetes_roles=["kubernetes_cni"])
+    assert chosen["phases"] == [] and chosen["kubernetes_roles"] == []
+
+
+def _play_tags(path):
+    """Every tag set a task of ``path`` runs under (play tags + block/task tags; import_playbook skipped)."""
+    with open(os.path.join(REPO, "playbooks", path)) as handle:
+        plays = yaml.safe_load(handle)
+    out = set()
+
+    def walk(tasks, inherited):
+        for task in tasks or []:
+            tags = inherited | set(task.get("tags") or [])
+            for key in ("block", "rescue", "always"):
+                if key in task:
+                    walk(task[key], tags)
+            if not any(key in task for key in ("block", "rescue", "always")):
+                out.add(frozenset(tags))
+
+    for play in plays:
+        if "import_playbook" not in play:
+            walk(play.get("tasks"), set(play.get("tags") or []))
+    return out
+
+
+@pytest.mark.parametrize("path, phase", [("node.yml", "node"), ("kubernetes.yml", "kubernetes"),
+                                         ("validate.yml", "validate")])
+def test_every_tag_of_a_phase_selects_it(path, phase):
+    # --tags <any tag a task of the phase carries> keeps the phase, so the inventory check covers what
+    # that task needs (--tags etcd_snapshot once left the kubernetes phase out, issue 42)
+    for tags in _play_tags(path):
+        for tag in sorted(tags - {"always"}):
+            chosen = inventory_check.tag_selection(list(ALL), run_tags=[tag])
+            assert phase in chosen["phases"], (path, tag, sorted(tags), chosen)
 
 
 def test_tags_validate_needs_no_kube_group():
