@@ -1,5 +1,6 @@
-"""node_capture (module_utils/capture.py): the allow-list follows the readers, a capture replays to
-the same results on every fixture node, nothing identifying leaves the node, reads are bounded."""
+"""node_capture (module_utils/capture.py, capture_walk.py, capture_sources.py): the allow-list follows
+the readers, a capture replays to the same results on every fixture node, nothing identifying leaves the node,
+reads are bounded."""
 
 import calendar
 import copy
@@ -13,8 +14,9 @@ import tempfile
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from ansible_collections.gpufleet.cluster.plugins.module_utils import capture
+from ansible_collections.gpufleet.cluster.plugins.module_utils import capture, capture_walk
 from ansible_collections.gpufleet.cluster.plugins.module_utils.families import FAMILIES
+from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import ModuleFailure
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu import gather_gpu_facts
 from ansible_collections.gpufleet.cluster.plugins.module_utils.irq_affinity import hca_irqs
 from ansible_collections.gpufleet.cluster.plugins.module_utils.mlx5 import gather_mlx5_facts
@@ -130,16 +132,16 @@ def test_every_path_the_readers_look_at_is_captured(name):
     reader = RecordingReader(os.path.join(NODES, name))
     everything(reader.root, adapter_for(name), reader=reader)
     assert reader.seen  # the readers ran
-    assert sorted(p for p in reader.seen if not capture.allowed(p, capture.capture_patterns())) == []
+    assert sorted(p for p in reader.seen if not capture_walk.allowed(p, capture.capture_patterns())) == []
 
 
 def test_allowed_knows_what_is_not_in_the_list():
     patterns = capture.capture_patterns()
-    assert capture.allowed("sys/class/infiniband/mlx5_0/ports/1/gids/3", patterns)
-    assert capture.allowed("sys/bus/pci/devices", patterns)  # a listed directory
-    assert not capture.allowed("etc/shadow", patterns)
-    assert not capture.allowed("sys/class/net/eth0/address", patterns)
-    assert not capture.allowed("proc/self/environ", patterns)
+    assert capture_walk.allowed("sys/class/infiniband/mlx5_0/ports/1/gids/3", patterns)
+    assert capture_walk.allowed("sys/bus/pci/devices", patterns)  # a listed directory
+    assert not capture_walk.allowed("etc/shadow", patterns)
+    assert not capture_walk.allowed("sys/class/net/eth0/address", patterns)
+    assert not capture_walk.allowed("proc/self/environ", patterns)
 
 
 # -- replay -------------------------------------------------------------------------------------
@@ -774,7 +776,7 @@ def test_check_mode_writes_nothing(tmp_path):
 ])
 def test_bad_options_are_named(tmp_path, params, option):
     module = FakeModule(**dict({"dest": str(tmp_path / "c.tar.gz"), "root": os.path.join(NODES, "empty")}, **params))
-    with pytest.raises(capture.ModuleFailure, match="option %s" % option):
+    with pytest.raises(ModuleFailure, match="option %s" % option):
         capture.node_capture_work(module)
 
 

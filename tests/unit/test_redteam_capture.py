@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import capture
+from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import ModuleFailure
 from nvml_scenarios import NODES, fake_with
 from test_node_capture import (NOW, _fake, archive_bytes, as_text, assert_links_inside_root,
                                capture_to, everything, replay_adapter, small_gpu_tree, unpack)
@@ -387,7 +388,7 @@ def test_a_huge_sparse_file_is_read_up_to_the_cap(tmp_path):
 
 
 # (a UUID, MAC, GUID or IPv6 cut in half: found failing by the red team, fixed: the token the cut
-# splits is dropped, capture.drop_partial_token)
+# splits is dropped, capture_walk.drop_partial_token)
 @pytest.mark.parametrize("value,needle", [
     ("Serial Number: %s" % SERIAL, SERIAL[:9]),
     ("GPU-%s" % UUID, "5d1cbe3a"),
@@ -538,7 +539,7 @@ def test_degenerate_redact_values_neither_hang_nor_wreck_the_archive(tmp_path, r
     root = gpu_node(tmp_path, confs={"50-x.conf": "cpuManagerPolicy: static\n"})
     try:
         _result, unpacked, _dest = run(tmp_path, root, redact=redact)
-    except (capture.CaptureError, capture.ModuleFailure, ValueError) as exc:
+    except (capture.CaptureError, ModuleFailure, ValueError) as exc:
         assert "redact" in str(exc)
         return
     with open(os.path.join(unpacked, "capture.json")) as handle:
@@ -692,7 +693,7 @@ def test_dest_planted_as_a_symlink_does_not_write_through_it(tmp_path):
     os.symlink(victim, dest)
     try:
         _module_capture(tmp_path, dest)
-    except capture.ModuleFailure:
+    except ModuleFailure:
         pass
     with open(victim) as handle:
         assert handle.read() == "precious\n"
