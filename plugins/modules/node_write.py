@@ -23,7 +23,7 @@ description:
     change, no resourceVersion bump). Taints of other owners are kept (C(spec.taints) has no merge
     key, so the whole list is sent, with only ours replaced).
   - The write of role C(gpufleet.cluster.node_gate) (kubernetes backend) and, through the same
-    C(module_utils/gate.py), of the node health agent.
+    C(module_utils/kube_node_write.py), of the node health agent.
   - Talks to the API server with Python's C(http.client) (no kubernetes client needed, only PyYAML
     to read the kubeconfig); run it where O(kubeconfig) is, for example delegated to the first
     control plane host. A bearer token or client certificate is never sent over plain C(http://)
@@ -57,9 +57,11 @@ options:
         and sets the labels C(gpufleet.io/healthy), C(gpufleet.io/failed-check) and O(labels).
         It neither cordons nor uncordons.
       - C(annotate) sets O(annotations) (a null value removes one); other annotations are kept.
+      - C(status) writes nothing; it reads the Node and returns RV(node_status) (role node_gate's
+        action C(status)).
     type: str
     required: true
-    choices: [cordon, taint, release, health, annotate]
+    choices: [cordon, taint, release, health, annotate, status]
   results:
     description:
       - Mode C(health) only. Check results (C(checks), C(summary), C(healthy), see
@@ -302,24 +304,17 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils import module_cac
 module_cache.activate()  # before the other module_utils: compiled once per node, not per run
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import gate
-from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_kube import failure_text, write_device_taints
+from ansible_collections.gpufleet.cluster.plugins.module_utils import kube_node_write
 from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import ModuleFailure, run_module
-from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_node import (
-    ApiStatusError,
-    ConflictError,
-    KubeconfigClient,
-    KubeError,
-    guarded_write,
-)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_node import KubeconfigClient
 
-MODES = ("cordon", "taint", "release", "health", "annotate")
-DECIDING_MODES = ("taint", "release", "health")
+WriteError = kube_node_write.WriteError
 
 ARGUMENT_SPEC = dict(
     kubeconfig=dict(type="path", required=True),
     context=dict(type="str"),
     node=dict(type="str", required=True),
-    mode=dict(type="str", required=True, choices=list(MODES)),
+    mode=dict(type="str", required=True, choices=list(kube_node_write.MODES)),
     results=dict(type="raw"),
     fail_on=dict(type="str", default="fail", choices=list(gate.GATE_FAIL_ON)),
     taint_key=dict(type="str", default=gate.DEFAULT_TAINT_KEY, no_log=False),
@@ -345,173 +340,9 @@ ARGUMENT_SPEC = dict(
 )
 
 
-class WriteError(Exception):
-    """Bad input or a failed write; the message names the option or the Node."""
-
-
-def check_params(params):
-    """The options' meaning beyond their types; WriteError naming the option."""
-    mode = params["mode"]
-    if not (params["node"] or "").strip():
-        raise WriteError("option node must name a Node")
-    if not (params["taint_key"] or "").strip():
-        raise WriteError("option taint_key must not be empty")
-    if params["retries"] < 1:
-        raise WriteError("option retries must be at least 1 (got %d)" % params["retries"])
-    if params["timeout"] <= 0:
-        raise WriteError("option timeout must be more than 0 seconds (got %s)" % params["timeout"])
-    if mode == "taint" and not (params["reason"] or "").strip():
-        raise WriteError("option reason is required by mode taint (why the node is held back)")
-    for option in ("annotations", "labels"):
-        value = params[option]
-        wrong = sorted(str(k) for k, v in (value or {}).items() if v is not None and not isinstance(v, str))
-        if wrong:
-            raise WriteError("option %s: values must be strings or null (to remove one); not so for %s"
-                             % (option, ", ".join(wrong)))
-    if mode == "annotate" and not params["annotations"]:
-        raise WriteError("option annotations is required by mode annotate (annotation -> string, null removes it)")
-
-
-def reason_annotation(params):
-    return params["reason_annotation"] or params["taint_key"] + "-reason"
-
-
-def device_gate(params):
-    """Mode health under DRA: (gate.device_gate's split, the DeviceTaintRules wanted); else (None, None)."""
-    if params["mode"] != "health" or params.get("gpu_allocation", "device_plugin") != "dra":
-        return None, None
-    try:
-        settings = gate.device_settings(params.get("device_taints"))
-        split = gate.device_gate(params["results"], "dra", params["fail_on"],
-                                 taint_node=params.get("device_failures_taint_node"),
-                                 rdma=bool(settings["rdma_driver"]))
-        return split, gate.device_taint_rules(params["node"], split["devices"], key=params["taint_key"],
-                                              settings=settings)
-    except gate.GateError as exc:
-        raise WriteError("option results or device_taints: %s" % exc)
-
-
-def decide(params, node, held=None, note=None):
-    """The gate's decision from the Node as read (None for modes that decide nothing). ``held``:
-    mode health under DRA, the failing checks that hold the node back (device_gate); ``note``:
-    appended to the reason (why the device taints were not written)."""
-    mode = params["mode"]
-    if mode not in DECIDING_MODES:
-        return None
-    if held is not None:
-        decision = gate.decide({"checks": held, "healthy": not held}, current_taints=gate.node_view(node)["taints"],
-                               effect=params["taint_effect"], key=params["taint_key"], fail_on=params["fail_on"])
-        if note:
-            decision["reason"] = ("%s; %s" % (decision["reason"], note)) if decision["reason"] else note
-        return decision
-    try:
-        return gate.decide(params["results"] if mode == "health" else None,
-                           current_taints=gate.node_view(node)["taints"], effect=params["taint_effect"],
-                           key=params["taint_key"], fail_on=params["fail_on"],
-                           reason=params["reason"] if mode == "taint" else None,
-                           value=(params["taint_value"] or None) if mode == "taint" else None,
-                           release=mode == "release")
-    except gate.GateError as exc:
-        raise WriteError("option results: %s" % exc if mode == "health" else str(exc))
-
-
-def node_status(params, node):
-    """node_gate_status (backend kubernetes) of the Node as given."""
-    view = gate.node_view(node)
-    ours = [t for t in view["taints"] if isinstance(t, dict) and t.get("key") == params["taint_key"]]
-    return {"backend": "kubernetes", "node": params["node"], "cordoned": view["cordoned"],
-            "taint": ours[0] if ours else None,
-            "reason": view["annotations"].get(reason_annotation(params), ""),
-            "taints": view["taints"], "annotations": view["annotations"],
-            "resource_version": view["resource_version"]}
-
-
-def merge_patch(target, patch):
-    """RFC 7386: ``patch`` applied to ``target`` (what check mode predicts)."""
-    if not isinstance(patch, dict):
-        return patch
-    result = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = merge_patch(result.get(key), value)
-    return result
-
-
-def written_fields(node):
-    """What a gate write can change (an empty taint list and no list are the same, as
-    spec.unschedulable false and none: the API server drops empty fields)."""
-    view = gate.node_view(node)
-    return view["taints"], view["cordoned"], view["labels"], view["annotations"]
-
-
 def run(params, check_mode=False):
-    """The guarded write (or, in check mode, the read and the patch it would send) ->
-    {changed, patch, attempts, node_status[, decision]}. WriteError naming the option or the Node."""
-    check_params(params)
-    mode, name = params["mode"], params["node"]
-    decisions, reads = [], []
-    split, rules = device_gate(params)
-    devices = None
-    held, note = None, None
-
-    def compute(node):
-        reads.append(node)
-        decision = decide(params, node, held, note)
-        decisions.append(decision)
-        try:
-            return gate.node_write(node, mode, decision, reason_annotation=reason_annotation(params),
-                                   reason=params["reason"] if mode == "taint" else None,
-                                   annotations=params["annotations"], labels=params["labels"])
-        except gate.GateError as exc:
-            raise WriteError("%s of Node %s: %s" % (mode, name, exc))
-
-    try:
-        with KubeconfigClient(params["kubeconfig"], context=params["context"], timeout=params["timeout"],
-                              allow_plain_http=params["allow_plain_http"]) as client:
-            if split is not None:  # DRA: the device taints first; the node's decision depends on them
-                devices = {"rules": [r["metadata"]["name"] for r in rules], "create": [], "update": [],
-                           "delete": [], "error": None}
-                held = split["node"]
-                try:
-                    done = write_device_taints(client, name, rules, dry_run=check_mode)
-                    devices.update((k, done[k]) for k in ("create", "update", "delete"))
-                except Exception as exc:  # pylint: disable=broad-except  # any failure of the rule path
-                    held = split["failing"]  # fail closed: the node is held back for the bad devices too
-                    devices["error"] = failure_text(exc)
-                    if split["devices"]:
-                        note = "device taints not written (%s): the node is tainted instead" % devices["error"]
-            if check_mode:  # no write at all: what would be sent, from the Node as read
-                node = client.get_node(name)
-                patch = compute(node)
-                outcome = {"patch": patch, "attempts": 1, "node": node,
-                           "after": merge_patch(node, patch) if patch is not None else node}
-            else:
-                outcome = guarded_write(client, name, compute, retries=params["retries"])
-                outcome["after"] = outcome["node"]
-    except ConflictError:
-        raise WriteError(
-            "%s of %s was refused %d times with 409 Conflict (another writer kept changing the Node); nothing "
-            "was written by this attempt" % (mode, name, params["retries"]))
-    except ApiStatusError as exc:
-        if exc.code == 404:
-            raise WriteError("no Node named %s in the cluster of kubeconfig %s (option node)"
-                             % (name, params["kubeconfig"]))
-        raise WriteError("%s of %s failed: %s" % (mode, name, exc))
-    except KubeError as exc:
-        raise WriteError("%s of %s failed: %s" % (mode, name, exc))
-    # changed: the Node is (would be) different; the health gate always sends its labels and
-    # taints, which can leave the Node as it was
-    changed = outcome["patch"] is not None and written_fields(reads[-1]) != written_fields(outcome["after"])
-    result = {"changed": changed, "patch": outcome["patch"], "attempts": outcome["attempts"],
-              "node_status": node_status(params, outcome["node"])}
-    if mode in DECIDING_MODES:
-        result["decision"] = decisions[-1]
-    if devices is not None:
-        result["device_taints"] = devices
-        result["changed"] = result["changed"] or any(devices[k] for k in ("create", "update", "delete"))
-    return result
+    """module_utils/kube_node_write.run with the kubeconfig's client."""
+    return kube_node_write.run(params, check_mode=check_mode, client_class=KubeconfigClient)
 
 
 def write(module):

@@ -314,7 +314,7 @@ def test_dra_manifests_grant_device_taint_rules_and_validate_against_1_37(dra_do
                      ("ValidatingAdmissionPolicy", "gpufleet-health-agent-device-taints"),
                      ("ValidatingAdmissionPolicyBinding", "gpufleet-health-agent-device-taints")]
     role = dra_documents[1]
-    # what agent_kube.write_device_taints sends: list (labelSelector), POST, PUT, DELETE; get for kubectl
+    # what kube_node_write.write_device_taints sends: list (labelSelector), POST, PUT, DELETE; get for kubectl
     assert role["rules"][-1] == {"apiGroups": ["resource.k8s.io"], "resources": ["devicetaintrules"],
                                  "verbs": ["get", "list", "create", "update", "delete"]}
     policy, binding = dra_documents[5:]

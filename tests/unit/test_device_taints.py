@@ -9,8 +9,8 @@ device_plugin allocation unchanged."""
 import pytest
 from ansible_collections.gpufleet.cluster.plugins.module_utils import agent_hysteresis, gate
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_config import hysteresis_settings
-from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_kube import (
-    KubePublisher,
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_kube import KubePublisher
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_node_write import (
     listed_device_taint_rules,
     write_device_taints,
 )
@@ -306,7 +306,7 @@ def test_node_write_names_a_bad_device_taint_setting(api):
 
 # -- every failure of the DeviceTaintRule path falls back to the node taint (issue 41) -------------------
 # The list as a broken proxy, an older or newer server or a hostile one could answer it; the writer
-# reads it strictly (agent_kube.listed_device_taint_rules) and anything unexpected is a failure.
+# reads it strictly (kube_node_write.listed_device_taint_rules) and anything unexpected is a failure.
 BAD_LISTS = [
     {"items": [None]},                                     # the issue's case: a list whose items are null
     {"items": None, "kind": "DeviceTaintRuleList"},        # no items at all is not "no rules"

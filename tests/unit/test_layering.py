@@ -22,6 +22,7 @@ PIPELINE = [
     ("checks", "clock", "records"),
     ("gate",),
     ("kube_node",),
+    ("kube_node_write",),  # the one Node health write: module node_write and the agent
     ("state_files",),
     ("agent_config",),
     ("agent_hysteresis",),
