@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import kubeadm as k
+from ansible_collections.gpufleet.cluster.plugins.module_utils import kubeadm_policy as kp
 from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import ModuleFailure
 from ansible_collections.gpufleet.cluster.plugins.module_utils.runner import SubprocessRunner
 from runners import ScriptedRunner
@@ -175,6 +176,11 @@ CASES = ["version-short", "upgrade-plan-text", "upgrade-plan-json", "upgrade-pla
          "upgrade-apply-success", "upgrade-apply-failure", "upgrade-node-success", "upgrade-node-failure",
          "certs-check-expiration-text-valid", "certs-check-expiration-text-expired",
          "certs-check-expiration-json-valid", "certs-check-expiration-json-expired"]
+# init, join, token create, config validate and init phase upload-certs: the molecule scenarios' minor only
+# (tests/unit/test_transcripts_kubeadm.py covers them)
+LIFECYCLE = {"1.36": ["config-validate-ok", "config-validate-missing", "init-success", "init-preflight-failure",
+                      "init-phase-upload-certs", "token-create-worker", "token-create-control-plane",
+                      "join-worker-success", "join-control-plane-success", "join-preflight-failure"]}
 ALL = replay.transcripts(CORPUS)
 
 
@@ -186,7 +192,7 @@ def test_the_corpus_covers_every_minor_and_case():
     assert replay.minors(CORPUS) == MINORS
     for minor in MINORS:
         cases = sorted(t["case"] for t in ALL if t["minor"] == minor)
-        assert cases == sorted(CASES), minor
+        assert cases == sorted(CASES + LIFECYCLE.get(minor, [])), minor
     for t in ALL:
         assert t["tool"] == "kubeadm" and t["version"].startswith("v%s." % t["minor"]), t["case"]
         assert t["argv"][0] == "kubeadm" and t["source"].strip() and t["notes"].strip()
@@ -319,7 +325,7 @@ def test_plan_json_after_informational_lines_and_a_config_needing_manual_upgrade
     ((1, 27, 5), (1, 28, 2), (1, 28, 2), [(1, 26, 1)], [], ["too old that have these versions [v1.26.1]"]),
 ])
 def test_version_policy_is_policy_go(cluster, kubeadm, target, kubelets, mandatory, skippable):
-    errors = k.version_policy(cluster, kubeadm, target, kubelets)
+    errors = kp.version_policy(cluster, kubeadm, target, kubelets)
     assert len(errors["mandatory"]) == len(mandatory) and len(errors["skippable"]) == len(skippable), errors
     for expected, got in zip(mandatory + skippable, errors["mandatory"] + errors["skippable"]):
         assert expected in got
@@ -661,11 +667,11 @@ VERSIONS = st.tuples(st.just(1), st.integers(0, 40), st.integers(0, 20))
 @FAST
 @given(cluster=VERSIONS, kubeadm=VERSIONS, target=VERSIONS, kubelets=st.lists(VERSIONS, max_size=4))
 def test_version_policy_passes_only_what_kubeadm_allows(cluster, kubeadm, target, kubelets):
-    errors = k.version_policy(cluster, kubeadm, target, kubelets)
+    errors = kp.version_policy(cluster, kubeadm, target, kubelets)
     allowed = not errors["mandatory"] and not errors["skippable"]
     if allowed:
         assert target[1] == kubeadm[1] and target <= kubeadm and abs(target[1] - cluster[1]) <= 1
-        assert all(target[1] <= v[1] + k.kubelet_skew(kubeadm) for v in kubelets)
+        assert all(target[1] <= v[1] + kp.kubelet_skew(kubeadm) for v in kubelets)
 
 
 @FAST

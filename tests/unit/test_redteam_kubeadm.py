@@ -50,6 +50,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils import kubeadm as k
+from ansible_collections.gpufleet.cluster.plugins.module_utils import kubeadm_output as ko
+from ansible_collections.gpufleet.cluster.plugins.module_utils import kubeadm_policy as kp
 from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import ModuleFailure
 from ansible_collections.gpufleet.cluster.plugins.module_utils.runner import CommandResult
 from runners import ScriptedRunner
@@ -496,7 +498,7 @@ VERSIONS = st.tuples(st.just(1), st.integers(24, 40), st.integers(0, 12))
 @FAST
 @given(cluster=VERSIONS, kubeadm=VERSIONS, target=VERSIONS, kubelets=st.lists(VERSIONS, max_size=4))
 def test_version_policy_allows_exactly_what_policy_go_allows(cluster, kubeadm, target, kubelets):
-    errors = k.version_policy(cluster, kubeadm, target, kubelets)
+    errors = kp.version_policy(cluster, kubeadm, target, kubelets)
     allowed = not errors["mandatory"] and not errors["skippable"]
     assert allowed == _policy_allows(cluster, kubeadm, target, kubelets), errors
 
@@ -960,7 +962,7 @@ def test_f1_preflight_with_a_target_that_is_not_x_y_z_fails_before_anything_runs
     ("v1.9.0-alpha.1.487+550c3cab4fe267", (1, 9, 0), "alpha.1.487", "550c3cab4fe267"),  # kubernetes#53259
 ])
 def test_f1_reported_versions_keep_their_pre_release_and_build(text, release, pre, build):
-    seen = k.parse_kube_version(text)
+    seen = ko.parse_kube_version(text)
     assert (seen.release, seen.pre, seen.build, seen.text) == (release, pre, build, text)
     assert seen.is_release == (not pre and not build)
 
@@ -973,7 +975,7 @@ VERSIONISH = st.from_regex(r"\Av?[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}([-+.~][0-9A-
 def test_f1_version_readers_answer_or_fail_clearly(text):
     """Any text: a version or a ValueError, never a crash; a target is only ever an exact X.Y.Z release."""
     try:
-        seen = k.parse_kube_version(text)
+        seen = ko.parse_kube_version(text)
     except ValueError:
         seen = None
     try:
@@ -1044,7 +1046,7 @@ def test_f2_a_kubeadm_that_is_not_a_release_never_applies(kubeadm):
 
 
 def test_f2_version_policy_compares_a_release_candidate_kubeadm_as_policy_go_does():
-    errors = k.version_policy(k.parse_kube_version("v1.36.5"), k.parse_kube_version("v1.37.1-rc.1"), (1, 37, 1))
+    errors = kp.version_policy(ko.parse_kube_version("v1.36.5"), ko.parse_kube_version("v1.37.1-rc.1"), (1, 37, 1))
     assert errors["mandatory"] == [] and len(errors["skippable"]) == 1
     assert 'is higher than the kubeadm version "v1.37.1-rc.1"' in errors["skippable"][0]
 
@@ -1109,9 +1111,9 @@ REPORTED = st.one_of(VERSIONS.map(k.version_text), st.builds(lambda v, p: k.vers
 def test_f3_preflight_and_verify_agree_on_other_nodes(server, target):
     """One rule (api_server_runs_target): what preflight lets through on another node, verify (with the kubelet at
     the target) passes, and what preflight refuses verify refuses."""
-    seen = k.parse_kube_version(server)
+    seen = ko.parse_kube_version(server)
     before = k.skew_problems(seen, target, False)
-    after = k.node_verdict(seen, k.KubeVersion(target), target, False)
+    after = k.node_verdict(seen, ko.KubeVersion(target), target, False)
     assert bool(before) == bool(after)
     if not before:
         assert seen.is_release and seen.release[:2] == target[:2] and seen.release >= target
@@ -1121,6 +1123,6 @@ def test_f3_preflight_and_verify_agree_on_other_nodes(server, target):
 @given(server=st.one_of(st.none(), REPORTED), kubelet=st.one_of(st.none(), REPORTED), target=VERSIONS,
        first=st.booleans())
 def test_f2_a_node_passes_only_when_its_kubelet_is_seen_at_the_release(server, kubelet, target, first):
-    seen = [None if v is None else k.parse_kube_version(v) for v in (server, kubelet)]
+    seen = [None if v is None else ko.parse_kube_version(v) for v in (server, kubelet)]
     if not k.node_verdict(seen[0], seen[1], target, first):
         assert kubelet == k.version_text(target) and seen[0].is_release
