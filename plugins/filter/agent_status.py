@@ -24,11 +24,10 @@ import time
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_cycle import result_max_age
-from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_state import parse_health
 from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import FAIL_ON_CHOICES, offending
 from ansible_collections.gpufleet.cluster.plugins.module_utils.clock import FRESH, FUTURE, describe, freshness, parse_utc
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gate import CONDITION_TYPE, summary_message
+from ansible_collections.gpufleet.cluster.plugins.module_utils.health_record import parse_health, result_max_age
 from ansible_collections.gpufleet.cluster.plugins.module_utils.records import RecordError
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.gpufleet_tier import tier_default
 
@@ -129,7 +128,7 @@ def agent_health_check(read, expected=True, reason=None, installing=False, inter
     dated in the future, unreadable, or absent where the agent belongs → fail. ``installing`` (a
     site.yml run, which installs and starts the agent after validation): absent → skip, stale, future
     or unreadable → warn. No agent expected (``expected`` false: ``reason`` says why) → skip. A result
-    is current for 3 agent intervals, at least 300 s (the agent's own rule, agent_cycle.result_max_age)."""
+    is current for 3 agent intervals, at least 300 s (the agent's own rule, health_record.result_max_age)."""
     def check(status, message):
         return {"id": HEALTH_CHECK, "target": "node", "status": status, "message": message,
                 "expected": "a current, healthy result of the node health agent"}

@@ -40,7 +40,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_cycle impor
     Agent, build_agent, crashed_payload, result_max_age, run_checks, run_once, slurm_health_check)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_daemon import (  # noqa: F401
     Loop, StopSignals, loop_interval, resident, sd_notify)
-from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_hysteresis import failing_checks, step  # noqa: F401
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_hysteresis import failing_after_hysteresis, step  # noqa: F401
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_publish import (  # noqa: F401
     NPD_NONOK, NPD_OK, NPD_UNKNOWN, STATUS_VALUES, npd_status, prometheus_text, run_publishers)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_state import read_health, read_state, set_aside  # noqa: F401

@@ -24,7 +24,6 @@ DEFAULT_FAIL_AFTER = 3
 DEFAULT_RECOVER_AFTER = 2
 DEFAULT_INTERVAL = 60  # seconds between two cycles (role node_health_agent writes its interval)
 DEFAULT_PUBLISH_TIMEOUT = 20  # seconds each publisher may take per cycle (all run at once)
-DEFAULT_RESULT_MAX_AGE = 300  # seconds a health.json verdict of "healthy" counts as current
 SLURM_REASON_PREFIX = "gpufleet:"
 DEFAULT_EVENTS = {"kmsg": "/dev/kmsg", "nvml": True, "min_gap": 1}  # the resident agent's wake-up sources
 

@@ -26,14 +26,15 @@ import os
 import time
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_config import (
-    AGENT_NAME, DEFAULT_INTERVAL, DEFAULT_RESULT_MAX_AGE, DEFAULT_STATE_DIR, AgentError, add_python_path,
+    AGENT_NAME, DEFAULT_STATE_DIR, AgentError, add_python_path,
     hysteresis_settings, load_config, node_params, publish_timeout, say)
-from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_hysteresis import failing_checks, step
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_hysteresis import failing_after_hysteresis, step
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_publish import MetricsPublisher, run_publishers
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_state import read_health, read_state
 from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import FAIL, json_safe
 from ansible_collections.gpufleet.cluster.plugins.module_utils.clock import FRESH, describe, freshness
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gate import summary_message
+from ansible_collections.gpufleet.cluster.plugins.module_utils.health_record import result_max_age
 from ansible_collections.gpufleet.cluster.plugins.module_utils.state_files import atomic_write
 
 
@@ -118,7 +119,7 @@ class Agent(object):
         state, events = step(state, checks, settings, fail_on=fail_on, now=started)
         for event in events:
             self.log("%s: %s" % (AGENT_NAME, event))
-        failing = failing_checks(state, checks)
+        failing = failing_after_hysteresis(state, checks)
         duration = time.monotonic() - mono
         result = dict(json_safe(payload))
         result.update({
@@ -187,14 +188,6 @@ def run_once(path, events=None):
     agent.events = events
     agent.cycle()
     return agent.status
-
-
-def result_max_age(config):
-    """Seconds a health.json verdict counts as current: 3 intervals, at least 300 s."""
-    interval = config.get("interval", DEFAULT_INTERVAL)
-    if isinstance(interval, bool) or not isinstance(interval, (int, float)) or not interval > 0:
-        interval = DEFAULT_INTERVAL
-    return max(DEFAULT_RESULT_MAX_AGE, 3 * interval)
 
 
 def slurm_health_check(config, log=None, now=None):

@@ -80,7 +80,7 @@ def step(state, checks, settings, fail_on="fail", now=None):
         if key not in new and entry.get("failing"):
             check_id, target = key.split("|", 1)
             events.append("check %s[%s] no longer reported (was failing): dropped" % (check_id, target))
-    failing = failing_checks({"checks": new}, checks)
+    failing = failing_after_hysteresis({"checks": new}, checks)
     healthy = not failing
     was = (state or {}).get("healthy")
     if was is None or was != healthy:
@@ -95,7 +95,7 @@ def step(state, checks, settings, fail_on="fail", now=None):
             "updated": now}, events
 
 
-def failing_checks(state, checks):
+def failing_after_hysteresis(state, checks):
     """The checks (in report order) that are failing after hysteresis, status forced to fail;
     those failing in this cycle before those only held failing (lost history): the first names
     the node's problem (the condition's reason, the Slurm drain reason)."""

@@ -27,7 +27,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from ansible_collections.gpufleet.cluster.plugins.module_utils import agent_state, records
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_config import thresholds
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_hysteresis import (
-    check_key, failing_checks, lost_history, step)
+    check_key, failing_after_hysteresis, lost_history, step)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.state_files import atomic_write
 
 CHECKS = (("gpu.xid", "gpu0"), ("gpu.count", "node"), ("gpu.temperature", "gpu1"), ("rdma.port.state", "mlx5_0/1"))
@@ -78,7 +78,7 @@ class Hysteresis(RuleBasedStateMachine):
         assert lost == self.damaged, (lost, self.damaged, self.journal[-1:])
         self.damages_read += lost
         state, _events = step(state, checks, self.settings, fail_on=self.fail_on, now=self.now)
-        state["failing"] = failing_checks(state, checks)
+        state["failing"] = failing_after_hysteresis(state, checks)
         atomic_write(self.path, json.dumps(state, sort_keys=True))
         # the twin: the same outcomes under another clock, the same damage, never on disk
         self.twin, _events = step(lost_history("damaged") if lost else self.twin, checks, self.settings,

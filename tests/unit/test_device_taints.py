@@ -205,7 +205,7 @@ def test_agent_under_dra_taints_the_device_not_the_node_and_removes_it_after_rec
     cycles = []
     for checks in (sick, well, well, well):
         state, _events = agent_hysteresis.step(state, checks, settings, now=1700000000.0)
-        failing = agent_hysteresis.failing_checks(state, checks)
+        failing = agent_hysteresis.failing_after_hysteresis(state, checks)
         lines = publisher.publish(not failing, failing)
         cycles.append((sorted(api.device_taint_rules()), node_taints(api), lines))
     assert cycles[0][0] == ["gpufleet-gpu-1-gpu-3"] and cycles[0][1] == []  # device tainted, node not

@@ -25,6 +25,7 @@ PIPELINE = [
     ("kube_node_write",),  # the one Node health write: module node_write and the agent
     ("state_files",),
     ("agent_config",),
+    ("health_record",),  # health.json: read by the agent and the filter agent_health_check
     ("agent_hysteresis",),
     ("agent_state",),
     ("agent_events",),
