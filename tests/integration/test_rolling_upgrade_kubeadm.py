@@ -1,4 +1,4 @@
-"""playbooks/rolling-upgrade.yml, component kubernetes as a kubeadm upgrade: kubeadm's skew rules
+"""playbooks/rolling_upgrade.yml, component kubernetes as a kubeadm upgrade: kubeadm's skew rules
 refuse an upgrade before the node is touched (role rolling_upgrade, tasks/kubeadm_preflight.yml).
 
 Local-connection nodes, the kubernetes gate backend against the API double (tests/fake_kube_api),
@@ -24,7 +24,7 @@ import pytest
 from fake_kube_api import FakeKubeAPI
 from playbook_env import ANSIBLE_PLAYBOOK, HAS_K8S_CLIENT, REPO, VENV_PYTHON
 
-PLAYBOOK = os.path.join(REPO, "playbooks", "rolling-upgrade.yml")
+PLAYBOOK = os.path.join(REPO, "playbooks", "rolling_upgrade.yml")
 KUBEADM_DOUBLE = os.path.join(REPO, "roles", "kubernetes_worker", "molecule", "default", "files", "kubeadm")
 NODES = ["ku-cp", "ku-w", "ku-w-below", "ku-w-rc", "ku-w-kubelet"]
 

@@ -1,4 +1,4 @@
-"""playbooks/rolling-upgrade.yml with the kubernetes gate backend against the API double.
+"""playbooks/rolling_upgrade.yml with the kubernetes gate backend against the API double.
 
 The nodes are local-connection hosts whose state files live in a temporary directory; the gate is
 the in-process double of the API server (tests/fake_kube_api). Validation and holds are off (no
@@ -40,7 +40,7 @@ import pytest
 from fake_kube_api import FakeKubeAPI
 from playbook_env import ANSIBLE_PLAYBOOK, HAS_K8S_CLIENT, REPO, VENV_PYTHON
 
-PLAYBOOK = os.path.join(REPO, "playbooks", "rolling-upgrade.yml")
+PLAYBOOK = os.path.join(REPO, "playbooks", "rolling_upgrade.yml")
 TAINT_KEY = "gpufleet.io/unhealthy"
 STATE_ANNOTATION = "gpufleet.io/upgrade-state"
 OTHER_TAINT = {"key": "example.com/maintenance", "value": "true", "effect": "NoSchedule"}

@@ -1,4 +1,4 @@
-"""playbooks/rolling-upgrade.yml with component mig (role gpu_mig) against the API double.
+"""playbooks/rolling_upgrade.yml with component mig (role gpu_mig) against the API double.
 
 Local-connection nodes, the kubernetes gate backend against tests/fake_kube_api, the stand-ins of
 tests/standins: nvidia-mig-parted (the node's live MIG layout in a state file; messages and exit
@@ -31,7 +31,7 @@ import yaml
 from fake_kube_api import FakeKubeAPI
 from playbook_env import ANSIBLE_PLAYBOOK, HAS_K8S_CLIENT, REPO, VENV_PYTHON
 
-PLAYBOOK = os.path.join(REPO, "playbooks", "rolling-upgrade.yml")
+PLAYBOOK = os.path.join(REPO, "playbooks", "rolling_upgrade.yml")
 STANDINS = os.path.join(REPO, "tests", "standins")
 HEALTHY = os.path.join(REPO, "tests", "fixtures", "nvml", "h100-healthy.json")
 TAINT_KEY = "gpufleet.io/unhealthy"

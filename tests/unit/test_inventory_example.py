@@ -125,10 +125,29 @@ def test_entry_point_checks_the_inventory_in_its_first_play(name):
         assert first["tags"] == ["always"], name
 
 
-@pytest.mark.parametrize("alias, target", [("rolling-upgrade.yml", "rolling_upgrade.yml"),
-                                           ("fabric-test.yml", "fabric_test.yml")])
-def test_kebab_case_playbooks_import_an_entry_point(alias, target):
-    assert [play.get("ansible.builtin.import_playbook") for play in _playbook(alias)] == [target]
+def test_one_name_per_playbook():
+    """A collection playbook's name cannot contain a hyphen (gpufleet.cluster.<name>): every playbook
+    has its one underscore name, no hyphenated alias imports it, and nothing names one."""
+    playbooks = os.path.join(REPO, "playbooks")
+    names = sorted(n for n in os.listdir(playbooks) if n.endswith(".yml"))
+    assert [n for n in names if "-" in n] == []
+    tasks = sorted(os.listdir(os.path.join(playbooks, "tasks")))
+    # a task file named after a playbook spells it as the playbook does
+    assert [n for n in tasks if any(n.startswith(p[:-4].replace("_", "-") + "-") for p in names if "_" in p)] == []
+    aliases = re.compile(r"\b(rolling-upgrade|k8s-validate|fabric-test)\.yml\b")
+    offenders = []
+    for top in ("playbooks", "roles", "docs", "tests", "molecule", "inventories", "README.md"):
+        path = os.path.join(REPO, top)
+        walked = [(path, [], [""])] if os.path.isfile(path) else os.walk(path)
+        for folder, _dirs, files in walked:
+            for name in files:
+                full = os.path.join(folder, name) if name else folder
+                if "__pycache__" in full or not full.endswith((".yml", ".yaml", ".py", ".md", ".j2", ".cfg")):
+                    continue
+                with open(full, encoding="utf-8", errors="replace") as handle:
+                    if aliases.search(handle.read()) and not full.endswith("test_inventory_example.py"):
+                        offenders.append(os.path.relpath(full, REPO))
+    assert offenders == []
 
 
 def test_validate_inside_site_does_not_check_twice():

@@ -1,7 +1,7 @@
 """Fault injection: the controller dies mid-run, a package upgrade fails, a canary fails.
 
 Runs after test_rolling_upgrade.py (converge and idempotence are done: node1 and node3 admitted,
-node2 held). Each fault is a real ansible-playbook run of playbooks/rolling-upgrade.yml against
+node2 held). Each fault is a real ansible-playbook run of playbooks/rolling_upgrade.yml against
 the lab containers with a new target. The controller is killed with SIGKILL
 (callback_plugins/kill_controller.py, test-only) after cordon (node1), after drain (node3), in the
 middle of the package upgrade (node1 again, resumed) and during validation (node3 again,
@@ -27,7 +27,7 @@ import pytest
 ROOT = os.environ["MOLECULE_PROJECT_DIRECTORY"]
 SCENARIO = os.environ["MOLECULE_SCENARIO_DIRECTORY"]
 INVENTORY = os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"])
-PLAYBOOK = os.path.join(ROOT, "playbooks", "rolling-upgrade.yml")
+PLAYBOOK = os.path.join(ROOT, "playbooks", "rolling_upgrade.yml")
 RUNS_DIR = os.path.join(os.environ["GPUFLEET_REPORT_DIR"], "upgrades")
 GATE = "/var/lib/gpufleet/gate"
 STATE = "/var/lib/gpufleet/upgrade-state.json"
