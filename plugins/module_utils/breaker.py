@@ -86,6 +86,17 @@ HISTORY = 20
 # texts of MAX_REASON bytes)
 HISTORY_BYTES = 64 * 1024
 DEFAULT_RETRIES = 10
+# The breaker's settings when nobody sets them, owned here once: gpufleet_remediation's defaults
+# (remediation.DEFAULT_POLICY, same keys), the module remediation_breaker's option defaults and
+# Breaker's keyword defaults all come from this table.
+POLICY_DEFAULTS = {
+    "group": "all",            # the breaker's group (an inventory group name, or any name)
+    "max_parallel": 1,         # nodes of the group in remediation at once: a number or "N%"
+    "max_attempts": 3,         # attempts per node ...
+    "window_hours": 24,        # ... in this many hours
+    "lease_namespace": "kube-system",
+    "lease_ttl_seconds": 7200,  # a holder that is never released frees its slot after this
+}
 # bounds of what is read back: more is not a record of ours
 # nodes of one group in remediation: a Kubernetes cluster has at most 5000 nodes, and the holder set
 # must fit in the Lease's annotations (records.MAX_BYTES, 256 KiB): every entry takes at least
@@ -455,8 +466,10 @@ class Breaker(object):
     """The breaker of one group: ``acquire(node)`` / ``release(node)`` through ``client``
     (kube_node.KubeClient or anything with its ``request``, ``get_node``, ``patch_node``)."""
 
-    def __init__(self, client, group, max_parallel=1, group_size=None, max_attempts=3, window=86400.0,
-                 namespace="kube-system", ttl=7200.0, controller="gpufleet", retries=DEFAULT_RETRIES, clock=None):
+    def __init__(self, client, group, max_parallel=POLICY_DEFAULTS["max_parallel"], group_size=None,
+                 max_attempts=POLICY_DEFAULTS["max_attempts"], window=POLICY_DEFAULTS["window_hours"] * 3600.0,
+                 namespace=POLICY_DEFAULTS["lease_namespace"], ttl=float(POLICY_DEFAULTS["lease_ttl_seconds"]),
+                 controller="gpufleet", retries=DEFAULT_RETRIES, clock=None):
         self.client = client
         self.group = group
         self.name = lease_name(group)

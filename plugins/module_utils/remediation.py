@@ -40,22 +40,18 @@ CLASSES = (
     ("burn_in", ("burnin", "k8s.nccl")),
 )
 CLASS_NAMES = tuple(name for name, _ids in CLASSES)
-DEFAULT_POLICY = {
+# group, max_parallel, max_attempts, window_hours, lease_namespace, lease_ttl_seconds: the
+# breaker's, owned by breaker.POLICY_DEFAULTS (the module remediation_breaker's defaults too)
+DEFAULT_POLICY = dict(breaker.POLICY_DEFAULTS, **{
     "enabled": False,
     "actions": {"xid_fatal": "reset", "gpu_lost": "reboot", "row_remap": "reset", "ecc": "drain",
                 "nvlink": "isolate", "rdma_port": "isolate", "tuning_drift": "isolate", "burn_in": "isolate"},
-    "group": "all",            # the breaker's group (an inventory group name, or any name)
-    "max_parallel": 1,         # nodes of the group in remediation at once: a number or "N%"
-    "max_attempts": 3,         # attempts per node ...
-    "window_hours": 24,        # ... in this many hours
-    "lease_namespace": "kube-system",
-    "lease_ttl_seconds": 7200,  # a holder that is never released frees its slot after this
     "reboot_timeout": 1800,    # a node that does not come back within it stays isolated
     "slurm_drain_timeout": 3600,  # on a node of the group slurm_nodes: the running jobs get this long to end
     "slurm_poll_interval": 30,    # seconds between two `scontrol show node` while waiting
     "burn_in": {"enabled": True, "dcgm_level": 2, "dcgm_tests": [], "dcgm_parameters": "", "timeout": 1800,
                 "nccl_command": [], "nccl_min_busbw_gbps": None},
-}
+})
 
 
 class PolicyError(ValueError):

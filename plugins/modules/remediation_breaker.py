@@ -167,6 +167,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils import module_cac
 module_cache.activate()  # before the other module_utils: compiled once per node, not per run
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.breaker import (
+    POLICY_DEFAULTS,
     Breaker,
     BreakerError,
     name_problem,
@@ -181,13 +182,14 @@ ARGUMENT_SPEC = dict(
     kubeconfig=dict(type="path", required=True),
     context=dict(type="str"),
     node=dict(type="str", required=True),
-    group=dict(type="str", default="all"),
+    # the breaker's defaults are module_utils/breaker.py's POLICY_DEFAULTS (gpufleet_remediation's too)
+    group=dict(type="str", default=POLICY_DEFAULTS["group"]),
     group_size=dict(type="int"),
-    max_parallel=dict(type="str", default="1"),
-    max_attempts=dict(type="int", default=3),
-    window_hours=dict(type="float", default=24.0),
-    namespace=dict(type="str", default="kube-system"),
-    ttl=dict(type="float", default=7200.0),
+    max_parallel=dict(type="str", default=str(POLICY_DEFAULTS["max_parallel"])),
+    max_attempts=dict(type="int", default=POLICY_DEFAULTS["max_attempts"]),
+    window_hours=dict(type="float", default=float(POLICY_DEFAULTS["window_hours"])),
+    namespace=dict(type="str", default=POLICY_DEFAULTS["lease_namespace"]),
+    ttl=dict(type="float", default=float(POLICY_DEFAULTS["lease_ttl_seconds"])),
     controller=dict(type="str", default="gpufleet"),
     step=dict(type="str"),
     status=dict(type="str"),

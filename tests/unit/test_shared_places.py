@@ -60,3 +60,32 @@ def test_one_failing_checks_in_the_node_side_code():
               if "failing_checks" in defined_functions(path)]
     assert owners == ["gate.py"]
     assert "failing_after_hysteresis" in defined_functions(os.path.join(PLUGINS, "module_utils", "agent_hysteresis.py"))
+
+
+def test_the_breakers_defaults_are_owned_once():
+    """breaker.POLICY_DEFAULTS is the one table: gpufleet_remediation's defaults, the module's option
+    defaults (and its documentation), Breaker's keyword defaults."""
+    import inspect
+
+    import yaml
+    from ansible_collections.gpufleet.cluster.plugins.module_utils import breaker, remediation
+    from ansible_collections.gpufleet.cluster.plugins.modules import remediation_breaker
+
+    owned = breaker.POLICY_DEFAULTS
+    assert dict((k, remediation.DEFAULT_POLICY[k]) for k in owned) == owned
+    options = {"group": "group", "max_parallel": "max_parallel", "max_attempts": "max_attempts",
+               "window_hours": "window_hours", "lease_namespace": "namespace", "lease_ttl_seconds": "ttl"}
+    documented = yaml.safe_load(remediation_breaker.DOCUMENTATION)["options"]
+    for key, option in options.items():
+        spec = remediation_breaker.ARGUMENT_SPEC[option]
+        assert str(spec["default"]) == str(owned[key]) or float(spec["default"]) == float(owned[key]), option
+        assert str(documented[option]["default"]) == str(spec["default"]) or \
+            float(documented[option]["default"]) == float(spec["default"]), option
+    signature = inspect.signature(breaker.Breaker.__init__).parameters
+    assert signature["max_parallel"].default == owned["max_parallel"]
+    assert signature["max_attempts"].default == owned["max_attempts"]
+    assert signature["window"].default == owned["window_hours"] * 3600.0
+    assert signature["namespace"].default == owned["lease_namespace"]
+    assert signature["ttl"].default == owned["lease_ttl_seconds"]
+    source = inspect.getsource(remediation_breaker)
+    assert 'default="kube-system"' not in source and "default=7200" not in source and "default=3)" not in source
