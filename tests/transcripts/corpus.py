@@ -14,6 +14,7 @@ a stand-in prints must have the shape of a line of a transcript of its tool (``u
 """
 
 import functools
+import importlib.util
 import os
 import re
 
@@ -23,8 +24,20 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 KEYS = ("tool", "version", "argv", "rc", "stdout", "stderr", "source", "notes")
 STRING_KEYS = ("tool", "version", "stdout", "stderr", "source", "notes")
 # The tools whose stand-ins answer from the corpus (tests/standins); kubeadm's stand-in is
-# tests/transcripts/kubeadm/replay.py.
-STANDIN_TOOLS = ("nvidia-smi", "dcgmi", "scontrol", "nvidia-mig-parted")
+# tests/transcripts/kubeadm/replay.py (behind the molecule scenarios' bash stand-in); systemctl's
+# (tests/standins/systemctl.sh, a shell script) prints only lines of its transcripts (checked by the tests).
+STANDIN_TOOLS = ("nvidia-smi", "dcgmi", "scontrol", "nvidia-mig-parted", "systemctl", "kubeadm")
+
+
+def _kubeadm_replay():
+    """tests/transcripts/kubeadm/replay.py (self-contained: it is copied into molecule containers)."""
+    spec = importlib.util.spec_from_file_location("_kubeadm_replay", os.path.join(HERE, "kubeadm", "replay.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+KUBEADM_REPLAY = _kubeadm_replay()
 
 # Per tool: (name, regex with one group ``v``) - the span of a line that is the run's own value.
 MASKS = {
@@ -48,6 +61,9 @@ MASKS = {
         ("app", r"^(?P<v>[0-9]+, [^,]+, GPU-[0-9a-f-]+(?:, [0-9]+ MiB)?)$"),
     ],
     "dcgmi": [],
+    "systemctl": [],
+    # the join command's endpoint, token, CA hash and certificate key, the --config path (the call's own)
+    "kubeadm": list(KUBEADM_REPLAY.MASKS),
 }
 
 

@@ -180,7 +180,8 @@ CASES = ["version-short", "upgrade-plan-text", "upgrade-plan-json", "upgrade-pla
 # (tests/unit/test_transcripts_kubeadm.py covers them)
 LIFECYCLE = {"1.36": ["config-validate-ok", "config-validate-missing", "init-success", "init-preflight-failure",
                       "init-phase-upload-certs", "token-create-worker", "token-create-control-plane",
-                      "join-worker-success", "join-control-plane-success", "join-preflight-failure"]}
+                      "join-worker-success", "join-control-plane-success", "join-preflight-failure",
+                      "join-control-plane-preflight-failure"]}
 ALL = replay.transcripts(CORPUS)
 
 

@@ -186,6 +186,27 @@ def test_nvidia_smi_standin_prints_only_transcript_lines(tmp_path):
     assert refused.returncode == 2 and refused.stdout == "" and "not a line of the layout" in refused.stderr
 
 
+def test_systemctl_standin_prints_only_transcript_lines(tmp_path):
+    """tests/standins/systemctl.sh (role gpu_mig's GPU clients): is-active prints one unit state a line,
+    exit 0 when one is active and 3 when none is (systemctl(1) of systemd 252); stop/start print nothing."""
+    env = {"GPUFLEET_STANDIN_SYSTEMD_DIR": str(tmp_path)}
+    script = os.path.join(TESTS, "standins", "systemctl.sh")
+
+    def run(*args):
+        result = subprocess.run(["sh", script] + list(args), env=dict(os.environ, **env), capture_output=True,
+                                text=True, timeout=60, check=False)
+        assert result.returncode != 2 or result.stderr.startswith("stand-in systemctl: "), result
+        return result
+
+    results = [run("is-active", "a.service", "b.service"), run("start", "b.service"),
+               run("is-active", "a.service", "b.service"), run("stop", "b.service"), run("daemon-reload")]
+    _assert_known("systemctl", results)
+    assert [r.returncode for r in results] == [3, 0, 0, 0, 0]
+    assert results[0].stdout == "inactive\ninactive\n" and results[2].stdout == "inactive\nactive\n"
+    refused = run("restart", "a.service")
+    assert refused.returncode == 2 and refused.stdout == ""
+
+
 def test_the_standins_are_linked_where_the_tests_find_them():
     for name, target in (("nvidia-mig-parted", "nvidia_mig_parted.py"), ("nvidia-smi", "nvidia_smi.py"),
                          ("scontrol", "scontrol.py"), ("dcgmi", "replay.py")):
