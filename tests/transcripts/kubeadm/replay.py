@@ -187,12 +187,13 @@ def render(text, values):
         return text
     out = []
     for line in text.split("\n"):
+        rendered = line
         for name, pattern in MASKS:
             if name in values:
-                match = re.search(pattern, line)
+                match = re.search(pattern, rendered)
                 if match:
-                    line = line[:match.start("v")] + values[name] + line[match.end("v"):]
-        out.append(line)
+                    rendered = rendered[:match.start("v")] + values[name] + rendered[match.end("v"):]
+        out.append(rendered)
     return "\n".join(out)
 
 
