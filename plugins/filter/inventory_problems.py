@@ -77,7 +77,10 @@ def _inventory_problems(hostvars, groups, phases, node_roles, kubernetes_roles, 
 
 
 def selected_phases(phases, run_tags=None, skip_tags=None, node_roles=None, kubernetes_roles=None):
-    """The phases and roles --tags / --skip-tags leave to run: {phases, node_roles, kubernetes_roles}."""
+    """The phases and roles --tags / --skip-tags leave to run: {phases, node_roles, kubernetes_roles}.
+    ``phases`` None: every phase of site.yml (``inventory_check.PHASES``, the one phase list)."""
+    if phases is None:
+        phases = list(inventory_check.PHASES)
     for name, value in (("run_tags", run_tags), ("skip_tags", skip_tags)):
         # ansible_run_tags is a tuple on ansible-core 2.19, a list before
         if value is not None and not isinstance(value, (list, tuple, set, frozenset)):

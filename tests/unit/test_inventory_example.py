@@ -150,6 +150,25 @@ def test_one_name_per_playbook():
     assert offenders == []
 
 
+def test_site_spells_no_phase_list():
+    """site.yml's plays and its inventory check take the default phases from one list (PHASES of
+    inventory_check.py, through filter selected_phases for an unset gpufleet_phases), never a copy."""
+    from ansible_collections.gpufleet.cluster.plugins.filter import inventory_problems as filters
+
+    with open(os.path.join(REPO, "playbooks", "site.yml")) as handle:
+        text = handle.read()
+    assert not re.search(r"\[\s*'?node'?\s*,\s*'?kubernetes'?", text)
+    phase_of_run = "(gpufleet_phases | default(none) | gpufleet.cluster.selected_phases).phases"
+    plays = _playbook("site.yml")
+    conditions = [p.get("when") for p in plays] + [t.get("when") for p in plays for t in p.get("tasks", [])]
+    conditions = [c for c in conditions if c and "gpufleet_phases" in c]
+    assert len(conditions) == 6 and all(c.endswith(" in " + phase_of_run) for c in conditions), conditions
+    assert plays[0]["vars"]["__gpufleet_check_phases"] == "{{ %s }}" % phase_of_run
+    assert filters.selected_phases(None)["phases"] == list(inventory_check.PHASES) == [
+        "node", "kubernetes", "validate", "report"]
+    assert filters.selected_phases(["validate", "report"])["phases"] == ["validate", "report"]
+
+
 def test_validate_inside_site_does_not_check_twice():
     (task,) = _playbook("validate.yml")[0]["tasks"]
     assert task["when"] == "not __gpufleet_site_run | default(false)"
