@@ -127,3 +127,18 @@ def test_written_rules_hold_the_node_back_for_node_level_checks_only(failing, ta
     assert out["error"] is None and out["note"] is None
     assert out["held"] == (failing if taint_node else split["node"])
     assert sorted(out["create"]) == sorted(out["rules"]) and len(out["rules"]) == len(split["devices"])
+
+
+def test_node_gate_takes_its_status_from_node_write_not_a_jinja_rebuild():
+    import yaml
+
+    folder = os.path.join(REPO, "roles", "node_gate", "tasks", "kubernetes")
+    with open(os.path.join(folder, "status.yml")) as handle:
+        text = handle.read()
+    tasks = yaml.safe_load(text)
+    reads = [t for t in tasks[0]["block"] if "gpufleet.cluster.node_write" in t]
+    assert [t["gpufleet.cluster.node_write"]["mode"] for t in reads] == ["status"]
+    assert "k8s_info" not in text and "selectattr" not in text  # no rebuild of the Node's fields
+    assert "__node_gate_node.node_status" in tasks[1]["ansible.builtin.set_fact"]["node_gate_status"]
+    with open(os.path.join(folder, "write.yml")) as handle:
+        assert "__node_gate_write.node_status" in handle.read()
