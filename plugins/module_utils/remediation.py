@@ -20,7 +20,7 @@ __metaclass__ = type
 
 import copy
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_slurm import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.slurm import (
     ShowNodeError, node_hold, parse_show_node, parse_state)
 from ansible_collections.gpufleet.cluster.plugins.module_utils import breaker
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gate import failing_checks
@@ -270,13 +270,13 @@ _SLURM_CLOSED = ("DRAIN", "FAIL")
 def slurm_state(show_output, node):
     """The remediation's view of ``scontrol show node <node> -o``: {state, reason, draining (DRAIN
     set), ours (drained with SLURM_REASON and held by nobody else: we may resume it), admin (in
-    someone else's hands, agent_slurm.node_hold: DOWN, FAIL, MAINTENANCE, REBOOT_*, POWER*, a
+    someone else's hands, slurm.node_hold: DOWN, FAIL, MAINTENANCE, REBOOT_*, POWER*, a
     reason that is not ours, a state not understood; never drained with our reason nor resumed by
     us), held (what makes it someone else's), closed (DRAIN, FAIL or DOWN: Slurm starts no new
     job), drained (closed, and no job left:
     ALLOCATED, MIXED, COMPLETING), busy}. ``reason`` is the raw Reason= text (ours only with
     ``gpufleet remediation: `` at its very start). PolicyError when the answer is not this node's or
-    cannot be read without guessing (agent_slurm.parse_show_node: a key twice, Reason= inside free
+    cannot be read without guessing (slurm.parse_show_node: a key twice, Reason= inside free
     text) (fail closed: no state is never drained)."""
     try:
         fields = parse_show_node(show_output)

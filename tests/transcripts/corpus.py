@@ -55,6 +55,12 @@ MASKS = {
         ("state", r" State=(?P<v>\S+)"),
         ("reason", r" Reason=(?P<v>.*)$"),
         ("command", r"^scontrol: error: Invalid node state specified(?P<v>)$"),
+        # show node --json (Slurm 23.02+): the node's keys are indented 6 spaces, the meta.command items too
+        ("node", r'^      "name": "(?P<v>[^"\\]+)",$'),  # meta.plugin.name is ""
+        ("node", r'^      "(?P<v>[^"\\]*)"$'),
+        ("addr", r'^      "address": "(?P<v>[^"\\]*)",$'),
+        ("hostname", r'^      "hostname": "(?P<v>[^"\\]*)",$'),
+        ("reason", r'^      "reason": "(?P<v>(?:[^"\\]|\\.)*)",$'),
     ],
     "nvidia-smi": [
         ("bus", r"^GPU (?P<v>[0-9A-Fa-f]{8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]) was successfully reset\.$"),

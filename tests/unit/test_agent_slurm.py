@@ -16,6 +16,8 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_slurm impor
 from runners import ScriptedRunner
 
 FAILING = [{"id": "gpu.xid", "target": "gpu3", "status": "fail", "message": "Xid 79"}]
+# `scontrol --version` of Debian 12's slurm-wlm (tests/transcripts/scontrol/22.05/version.yml): no --json
+SLURM_22_05 = "slurm-wlm 22.05.8\n"
 
 
 # `scontrol show node <name> -o`: the field layout of Slurm 25.05 `scontrol show node` output in
@@ -84,16 +86,18 @@ def test_an_unknown_node_is_named():
 
 def test_health_check_program_mode_acts_on_the_last_result(tmp_path):
     (tmp_path / "health.json").write_text(json.dumps({"agent": {"healthy": False, "failing": FAILING}}))
-    runner = ScriptedRunner({("scontrol", "show", "node", "gpu-1", "-o"): (0, show(), ""),
+    runner = ScriptedRunner({("scontrol", "--version"): (0, SLURM_22_05, ""),
+                             ("scontrol", "show", "node", "gpu-1", "-o"): (0, show(), ""),
                              ("scontrol", "update", "NodeName=gpu-1", "State=DRAIN",
                               "Reason=gpufleet: gpu.xid[gpu3]"): (0, "", "")})
     publisher = SlurmPublisher("gpu-1", runner)
     assert publisher.publish(False, FAILING) == ["drain: gpufleet: gpu.xid[gpu3]"]
-    assert [call[1] for call in runner.calls] == ["show", "update"]
+    assert [call[1] for call in runner.calls] == ["--version", "show", "update"]
 
 
 def test_scontrol_failure_is_an_agent_error():
-    runner = ScriptedRunner({("scontrol", "show", "node", "gpu-1", "-o"):
+    runner = ScriptedRunner({("scontrol", "--version"): (0, SLURM_22_05, ""),
+                             ("scontrol", "show", "node", "gpu-1", "-o"):
                              (1, "", "slurm_load_node error: Unable to contact slurm controller")})
     with pytest.raises(agent.AgentError, match="Unable to contact slurm controller"):
         SlurmPublisher("gpu-1", runner).publish(True, [])
@@ -103,7 +107,8 @@ def test_health_check_program_mode_says_what_it_decided_every_run(tmp_path, monk
     """--slurm-health-check (slurmd's HealthCheckProgram) reads health.json and prints its decision
     even when nothing is to do (the wrapper sends it to the journal), unlike the cycle's publisher."""
     (tmp_path / "health.json").write_text(json.dumps({"generated_at": time.time(), "agent": {"healthy": True, "failing": []}}))
-    runner = ScriptedRunner({("scontrol", "show", "node", "gpu-1", "-o"): (0, show("IDLE+DRAIN", "admin: bad dimm"), "")})
+    runner = ScriptedRunner({("scontrol", "--version"): (0, SLURM_22_05, ""),
+                             ("scontrol", "show", "node", "gpu-1", "-o"): (0, show("IDLE+DRAIN", "admin: bad dimm"), "")})
     monkeypatch.setattr(SlurmPublisher, "from_config", classmethod(lambda cls, config: cls("gpu-1", runner)))
     assert SlurmPublisher("gpu-1", runner).publish(True, []) == []
     assert agent.slurm_health_check({"state_dir": str(tmp_path)}) == 0
@@ -193,7 +198,7 @@ REASONS = st.one_of(st.none(), st.sampled_from((OURS, "gpufleet: rdma.port.state
 @settings(max_examples=300, deadline=None)
 @given(STATE_STRINGS, REASONS, st.booleans())
 def test_only_our_own_state_is_ever_changed(state, reason, healthy):
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_slurm import parse_state
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.slurm import parse_state
     reason_text = (reason or "").strip()
     commands, why = slurm_commands("gpu-1", healthy, [] if healthy else FAILING,
                                    show(state, reason_text) if reason_text else show(state))

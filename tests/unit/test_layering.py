@@ -20,6 +20,7 @@ CONTROLLER = ("filter", "plugin_utils", "lookup", "action", "callback", "modules
 # lowest first: a module may import only modules of its own or a lower rank
 PIPELINE = [
     ("checks", "clock", "records"),
+    ("slurm",),  # reading scontrol's answers: below the agent's publisher and the remediation
     ("gate",),
     ("kube_node",),
     ("kube_node_write",),  # the one Node health write: module node_write and the agent
