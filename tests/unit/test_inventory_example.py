@@ -217,6 +217,40 @@ def test_readme_support_range_is_meta_runtime():
     assert not re.search(r"ansible-core \d+\.\d+\s*[-–]\s*\d+\.\d+", readme)
 
 
+def _behaviour_table():
+    with open(os.path.join(REPO, "README.md")) as handle:
+        text = handle.read()
+    start = text.index("### Where each behaviour lives")
+    rows = [line for line in text[start:].split("\n## ", 1)[0].splitlines() if line.startswith("| ")]
+    return rows[1:]  # without the header
+
+
+def test_readme_behaviour_table_leads_to_every_role_playbook_and_doc():
+    """README's "where each behaviour lives": every role and playbook is named, every document of
+    docs/ is reachable (linked here or from docs/contracts.md), every path and quoted section exists."""
+    rows = _behaviour_table()
+    table = "\n".join(rows)
+    assert 20 <= len(rows) <= 40, "the table is to be read: %d rows" % len(rows)
+    for role in sorted(os.listdir(os.path.join(REPO, "roles"))):
+        assert "`%s`" % role in table, role
+    for name in sorted(os.listdir(os.path.join(REPO, "playbooks"))):
+        if name.endswith(".yml") and name not in ("lab_agent.yml", "validate.yml", "node.yml", "kubernetes.yml",
+                                                  "health_agent.yml", "k8s_validate.yml", "site.yml"):
+            assert "playbooks/%s" % name in table, name  # the others: "Roles and playbooks" above
+    for path in re.findall(r"\]\(([^)#]+)\)", table):
+        assert os.path.exists(os.path.join(REPO, path)), path
+    for path in re.findall(r"`((?:playbooks|plugins|roles|tests)/[^`<*]+)`", table):
+        assert os.path.exists(os.path.join(REPO, path)), path
+    for doc, sections in re.findall(r"(docs/[a-z-]+\.md)\)?((?: \"[^\"]+\",?)+)", table):
+        with open(os.path.join(REPO, doc)) as handle:
+            headings = [line.lstrip("#").strip() for line in handle if line.startswith("#")]
+        for section in re.findall(r'"([^"]+)"', sections):
+            assert any(h.startswith(section) for h in headings), (doc, section)
+    for question in ("remediation", "circuit breaker", "node_capture", "DRA", "etcd snapshot", "transcripts",
+                     "role state", "upgrade records"):
+        assert question.lower() in table.lower(), question
+
+
 def test_docs_list_every_kubespray_variable():
     with open(os.path.join(REPO, "docs", "inventory.md")) as handle:
         text = handle.read()
