@@ -735,6 +735,14 @@ def target_problem(pattern, matched, targets, variable=None, limit=None, groups=
     names = set(groups) | set(("all", "ungrouped")) | set(groups.get("all") or [])
     parts = [p.lstrip("&!") for p in _PATTERN_SPLIT.split(str(pattern)) if p.strip("&!")]
     unknown = [p for p in parts if p not in names and not any(ch in p for ch in "*?~[")]
+    if unknown and not variable:
+        # the playbook's own groups, not a name the user typed: no did-you-mean (gpu_nodes missing from a
+        # Kubespray inventory is not a typo of kube_node); say which group to add
+        return ("%s match no host of the inventory: %s %s not in the inventory (groups: %s); add the hosts this "
+                "playbook is for to %s (docs/inventory.md); this run would touch no host"
+                % (named, ", ".join(unknown), "is" if len(unknown) == 1 else "are",
+                   ", ".join(sorted(g for g in groups if g not in ("all", "ungrouped"))[:10]) or "none",
+                   " and ".join(unknown)))
     if unknown:
         hint = _did_you_mean(unknown, names)
         return ("%s matches no host of the inventory: %s %s not a group or host of the inventory%s; "

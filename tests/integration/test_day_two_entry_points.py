@@ -16,6 +16,13 @@ suite's time budget): each test asserts one run's outcome and message.
 - validate before site.yml: agent.health names the opt-out (gpufleet_health_agent=false), a control
   plane without kubeadm says kubeadm is not installed (not "[Errno 2] ... 'kubeadm'").
 - a YAML error in group_vars: the message names the file and line.
+- node, kubernetes, health_agent, fabric_test, k8s_validate, mirror, remediate: the same check play
+  (playbooks/tasks/check-inventory.yml on localhost:all): it runs under --limit, names the problem
+  of the limited host, and a host pattern or --limit that leaves no host is refused (did-you-mean
+  for a variable the user set; the group to add for a playbook's own group).
+- site --tags etcd_snapshot alone: the check covers the control plane that task runs on.
+- destructive scope: a bare remediate.yml (gpufleet_remediation unset) isolates a failing node and
+  drains, resets or reboots nothing (drain / reset / reboot are opt-in per check class).
 """
 
 import json
@@ -26,6 +33,7 @@ import sys
 
 import pytest
 import yaml
+from playbook_env import HAS_K8S_CLIENT
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.path.join(REPO, ".venv", "bin")
@@ -79,10 +87,28 @@ RUNS = {
     "status_no_gpu_nodes": ("kubespray.yml", "gpufleet.cluster.fleet_status"),
     "validate_first": ("hosts.yml", "gpufleet.cluster.validate", "--limit", "cp1,gpu1"),
     "yaml_error": ("broken/hosts.yml", "gpufleet.cluster.validate"),
+    # the other entry points: the check runs under --limit, a run that touches no host is refused
+    "node_limit": ("typo.yml", "gpufleet.cluster.node", "--limit", "gpu1"),
+    "node_hosts_typo": ("hosts.yml", "gpufleet.cluster.node", "-e", "gpufleet_node_hosts=gpu_node"),
+    "kubernetes_limit": ("typo.yml", "gpufleet.cluster.kubernetes", "--limit", "gpu1"),
+    "agent_limit": ("typo.yml", "gpufleet.cluster.health_agent", "--limit", "gpu1"),
+    "agent_outside": ("hosts.yml", "gpufleet.cluster.health_agent", "--limit", "cp1"),
+    "agent_no_gpu_nodes": ("kubespray.yml", "gpufleet.cluster.health_agent"),
+    "fabric_limit": ("typo.yml", "gpufleet.cluster.fabric_test", "--limit", "gpu1,gpu2"),
+    "fabric_typo": ("hosts.yml", "gpufleet.cluster.fabric_test", "-e", "fabric_test_hosts=rdma_node"),
+    "fabric_one": ("hosts.yml", "gpufleet.cluster.fabric_test", "--limit", "gpu1"),
+    "k8s_validate_limit": ("hosts.yml", "gpufleet.cluster.k8s_validate", "--limit", "gpu1"),
+    "mirror_typo": ("hosts.yml", "gpufleet.cluster.mirror", "-e", "mirror_hosts=cp2"),
+    "remediate_limit": ("typo.yml", "gpufleet.cluster.remediate", "--limit", "gpu1"),
+    "remediate_typo": ("hosts.yml", "gpufleet.cluster.remediate", "-e", "gpufleet_remediate_hosts=gpu_nodez"),
+    # --tags etcd_snapshot alone runs the control-plane play's snapshot task: the check needs kube_control_plane
+    "site_etcd_snapshot": ("nocp.yml", "gpufleet.cluster.site", "--tags", "etcd_snapshot"),
+    # gpufleet_remediation unset: a failing node is only isolated (the Kubernetes API double)
+    "remediate_no_policy": ("remediate.yml", "gpufleet.cluster.remediate"),
 }
 # the runs that write reports get a directory each (the admin's directory, where ./reports goes)
 OWN_DIR = ("capture_typo", "upgrade_bare", "upgrade_drivr", "upgrade_dir", "upgrade_no_api", "status_no_agent",
-           "validate_first")
+           "validate_first", "remediate_no_policy")
 
 
 @pytest.fixture(scope="module")
@@ -100,6 +126,21 @@ def runs(tmp_path_factory):
     (site / "broken" / "hosts.yml").write_text(yaml.safe_dump({"all": {"vars": LOCAL, "children": {
         "gpu_nodes": {"hosts": {"gpu1": None}}}}}))
     (site / "broken" / "group_vars" / "gpu_nodes.yml").write_text("gpufleet_gpu_count: 8\n  gpufleet_driver_branch: [\n")
+    api = None
+    if HAS_K8S_CLIENT:
+        from fake_kube_api import FakeKubeAPI  # pylint: disable=import-outside-toplevel
+        api = FakeKubeAPI().start()
+        api.add_node("gpu9")
+        api.add_pod("train-0", "gpu9", namespace="ml", owner_kind="StatefulSet", labels={"app": "train"})
+        (site / "remediate.yml").write_text(yaml.safe_dump({"all": {"vars": LOCAL, "children": {
+            "gpu_nodes": {"hosts": {"gpu9": dict(
+                GPU, gpufleet_gpu_count=8, gpufleet_validate_rdma=False, gpufleet_kube_api_host="localhost",
+                gpufleet_kubeconfig=api.kubeconfig(site / "kubeconfig"), node_gate_python=PYTHON,
+                node_gate_allow_plain_http=True, gpufleet_remediate_allow_plain_http=True,
+                # a lost GPU: with a policy it would be drained, reset or rebooted
+                gpufleet_remediate_environment=dict(GPU["gpufleet_validate_environment"],
+                                                    GPUFLEET_FAKE_NVML_SCENARIO=os.path.join(
+                                                        NVML, "h100-gpu-is-lost.json")))}}}}}))
     env = {key: value for key, value in os.environ.items()
            if not key.startswith(("ANSIBLE_", "GPUFLEET_")) and key != "PYTHONPATH"}
     env.update(ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, ".collections"), ANSIBLE_NOCOLOR="1",
@@ -107,6 +148,8 @@ def runs(tmp_path_factory):
                ANSIBLE_SSH_ARGS="-o ConnectTimeout=5", PATH=BIN + os.pathsep + env.get("PATH", ""))
     procs = {}
     for name, (inventory, *argv) in RUNS.items():
+        if not (site / inventory).exists():
+            continue  # remediate_no_policy without the Python kubernetes client
         cwd = site / name if name in OWN_DIR else site
         cwd.mkdir(exist_ok=True)
         procs[name] = (cwd, subprocess.Popen([os.path.join(BIN, "ansible-playbook"), "-i", str(site / inventory)] + argv,
@@ -116,7 +159,10 @@ def runs(tmp_path_factory):
     for name, (cwd, proc) in procs.items():
         text, _ = proc.communicate(timeout=600)
         out[name] = (proc.returncode, text, cwd)
-    return out
+    out["api"] = api
+    yield out
+    if api is not None:
+        api.stop()
 
 
 def _refused(result, *lines):
@@ -226,6 +272,93 @@ def test_a_yaml_error_in_group_vars_names_the_file(runs):
     assert rc != 0, out
     assert os.path.join("broken", "group_vars", "gpu_nodes.yml") + " (line 2) cannot be read: YAML parsing failed" \
         in out.replace("\n        ", " "), out
+
+
+# --- the other entry points (issue 42): the same check play, under --limit and host-pattern variables
+
+
+def test_node_checks_the_limited_host_and_refuses_a_pattern_without_hosts(runs):
+    _refused(runs["node_limit"], "node.yml: the inventory has 1 problem(s).",
+             "- nvidia_driver_kernel_modules: value must be one of: open, proprietary, got: opn (did you mean open?) "
+             "(argument spec of role nvidia_driver) [gpu1]")
+    assert "TASK [Gather the facts the node roles use]" not in runs["node_limit"][1]
+    _refused(runs["node_hosts_typo"], "- gpufleet_node_hosts=gpu_node matches no host of the inventory: gpu_node is "
+                                      "not a group or host of the inventory (did you mean gpu_nodes?)")
+
+
+def test_kubernetes_checks_the_limited_host(runs):
+    _refused(runs["kubernetes_limit"], "kubernetes.yml: the inventory has 1 problem(s).",
+             "got: opn (did you mean open?) (argument spec of role nvidia_driver) [gpu1]")
+    assert "TASK [Apply the kubeadm prerequisites]" not in runs["kubernetes_limit"][1]
+
+
+def test_health_agent_checks_the_limited_host_and_refuses_no_gpu_node(runs):
+    _refused(runs["agent_limit"], "health_agent.yml: the inventory has 1 problem(s).", "got: opn", "[gpu1]")
+    _refused(runs["agent_outside"], "- --limit cp1 leaves none of the hosts of this playbook (gpu_nodes) "
+                                    "(2 host(s): gpu1, gpu2): this run would touch no host")
+    # a Kubespray inventory has no gpu_nodes: the group to add, not a did-you-mean of kube_node
+    _refused(runs["agent_no_gpu_nodes"], "- the hosts of this playbook (gpu_nodes) match no host of the inventory: "
+                                         "gpu_nodes is not in the inventory (groups: etcd, k8s_cluster, "
+                                         "kube_control_plane, kube_node); add the hosts this playbook is for to "
+                                         "gpu_nodes")
+    assert "did you mean" not in runs["agent_no_gpu_nodes"][1]
+    for name in ("agent_limit", "agent_outside", "agent_no_gpu_nodes"):
+        assert "TASK [Install and start the node health agent]" not in runs[name][1]
+
+
+def test_fabric_test_checks_and_pairs_the_limited_hosts(runs):
+    # the check and the plan used to run on localhost only, so --limit left both out
+    _refused(runs["fabric_limit"], "fabric_test.yml: the inventory has 1 problem(s).", "got: opn", "[gpu1]")
+    _refused(runs["fabric_typo"], "- fabric_test_hosts=rdma_node matches no host of the inventory: rdma_node is not "
+                                  "a group or host of the inventory (did you mean rdma_nodes?)")
+    # --limit gpu1 leaves one host of rdma_nodes: nothing to pair, said before any measurement
+    _refused(runs["fabric_one"], "fabric_test.yml: fewer than two hosts in rdma_nodes (--limit gpu1) (gpu1); "
+                                 "nothing to pair.")
+    assert "PLAY [Measure, round by round]" not in runs["fabric_one"][1]
+
+
+def test_k8s_validate_needs_the_control_plane_in_the_limit(runs):
+    # without it the Jobs are never created and the run used to end green
+    _refused(runs["k8s_validate_limit"], "k8s_validate.yml: the first control-plane host cp1 is outside --limit gpu1",
+             "Add cp1 to --limit.")
+    assert "TASK [Gather mlx5 facts]" not in runs["k8s_validate_limit"][1]
+
+
+def test_mirror_refuses_a_builder_that_is_not_in_the_inventory(runs):
+    _refused(runs["mirror_typo"], "- mirror_hosts=cp2 matches no host of the inventory: cp2 is not a group or host "
+                                  "of the inventory (did you mean cp1?)")
+    assert "TASK [Create the bundle directories]" not in runs["mirror_typo"][1]
+
+
+def test_remediate_checks_the_limited_host_and_refuses_a_pattern_without_hosts(runs):
+    # the check play was on localhost, so --limit left it (and the run's controller id) out
+    _refused(runs["remediate_limit"], "remediate.yml: the inventory has 1 problem(s).", "got: opn", "[gpu1]")
+    _refused(runs["remediate_typo"], "- gpufleet_remediate_hosts=gpu_nodez matches no host of the inventory: "
+                                     "gpu_nodez is not a group or host of the inventory (did you mean gpu_nodes?)")
+    for name in ("remediate_limit", "remediate_typo"):
+        assert "TASK [Reach the node]" not in runs[name][1]
+
+
+def test_site_tags_etcd_snapshot_checks_the_control_plane(runs):
+    # --tags etcd_snapshot runs the snapshot task of the control-plane play: the kubernetes phase is selected
+    _refused(runs["site_etcd_snapshot"], "site.yml: the inventory has",
+             "- group kube_control_plane is empty: the kubernetes phase needs a control-plane host")
+    assert "TASK [Reach the control-plane host]" not in runs["site_etcd_snapshot"][1]
+
+
+@pytest.mark.skipif(not HAS_K8S_CLIENT, reason="the Python kubernetes client is not installed (make setup)")
+def test_a_bare_remediate_isolates_and_drains_reboots_nothing(runs):
+    rc, out, _ = runs["remediate_no_policy"]
+    api = runs["api"]
+    assert "gpu9: isolate (remediation is off (gpufleet_remediation.enabled false): isolated for gpu." in out, out
+    node = api.node("gpu9")
+    assert node["spec"].get("unschedulable") and any(t["key"] == "gpufleet.io/unhealthy"
+                                                     for t in node["spec"].get("taints") or []), node
+    # the pod still runs: no eviction was even asked for, no GPU reset, no reboot
+    assert api.pod_names(node="gpu9") == ["ml/train-0"]
+    assert not api.recorded(method="POST", path_contains="eviction")
+    assert "TASK [Remediate the node (drain, reset or reboot)] *****************************\nskipping: [gpu9]" in out, out
+    assert rc == 0, out  # isolation is the outcome remediation-off asks for (as the health gate's), not a failure
 
 
 if __name__ == "__main__":

@@ -68,9 +68,13 @@ def test_site_inventory_check_and_reachability_always_run():
 
 def test_node_and_kubernetes_playbooks_tag_each_role():
     assert _play_tags("node.yml") == {
+        # the inventory check runs with any --tags (health_agent.yml's skips itself after node.yml's)
+        "Check the inventory before changing a node": ["always"],
+        "Check the inventory before installing the agents": ["always", "node_health_agent"],
         "Node stack (GPU driver, RDMA, GPUDirect, container runtime)": sorted(["node"] + NODE_ROLES),
         "Node health agent on the GPU nodes": ["node_health_agent"]}
     plays = _play_tags("kubernetes.yml")
+    assert plays["Check the inventory before changing the cluster"] == ["always"]
     assert plays["Node prerequisites for kubeadm"] == ["kubernetes", "kubernetes_prereqs"]
     assert plays["Control plane"] == ["etcd_snapshot", "kubernetes", "kubernetes_control_plane"]
     assert plays["Workers"] == ["kubernetes", "kubernetes_worker"]

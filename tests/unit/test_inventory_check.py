@@ -413,7 +413,8 @@ def test_every_tag_of_a_phase_selects_it(path, phase):
     for tags in _play_tags(path):
         for tag in sorted(tags - {"always"}):
             chosen = inventory_check.tag_selection(list(ALL), run_tags=[tag])
-            assert phase in chosen["phases"], (path, tag, sorted(tags), chosen)
+            # (a tag that is a phase of its own selects that one: validate.yml's report play, --tags report)
+            assert phase in chosen["phases"] or tag in chosen["phases"], (path, tag, sorted(tags), chosen)
 
 
 def test_tags_validate_needs_no_kube_group():

@@ -40,6 +40,17 @@ def test_a_fixed_pattern_is_named_as_the_playbook_s_hosts():
     assert "the hosts of this playbook (kube_control_plane:kube_node)" in problem and "None" not in problem
 
 
+def test_a_missing_group_of_the_playbook_is_not_a_typo():
+    # health_agent.yml on a Kubespray inventory: gpu_nodes is missing, not a misspelt kube_node (issue 42)
+    groups = {"all": ["cp1", "node1"], "ungrouped": [], "kube_control_plane": ["cp1"], "kube_node": ["node1"],
+              "etcd": ["cp1"], "k8s_cluster": ["cp1", "node1"]}
+    problem = inventory_check.target_problem("gpu_nodes", [], [], None, None, groups)
+    assert problem == ("the hosts of this playbook (gpu_nodes) match no host of the inventory: gpu_nodes is not in "
+                       "the inventory (groups: etcd, k8s_cluster, kube_control_plane, kube_node); add the hosts this "
+                       "playbook is for to gpu_nodes (docs/inventory.md); this run would touch no host"), problem
+    assert "did you mean" not in problem
+
+
 def test_all_of_an_empty_inventory_is_not_a_typo():
     problem = inventory_check.target_problem("all", [], [], "capture_hosts", None, {"all": [], "ungrouped": []})
     assert problem == "capture_hosts=all matches no host of the inventory: its groups are empty; this run would " \
