@@ -49,7 +49,7 @@ FIRST_READER = {2: (1, 0), 3: (2, 0), 4: (2, 3)}
 # top-level tables of a root config that a drop-in must never carry (server-level fields)
 SERVER_TABLES = ("grpc", "ttrpc", "debug", "metrics")
 
-_VERSION = re.compile(r"(?m)^\s*version\s*=\s*(\d+)\s*(#.*)?$")
+_VERSION = re.compile(r"(?m)^\s*version\s*=\s*([0-9]+)\s*(#.*)?$", re.ASCII)
 _TABLE = re.compile(r"(?m)^\s*\[")
 
 
@@ -60,24 +60,28 @@ class ContainerdConfigError(Exception):
 def containerd_major(version_output):
     """Major version from ``containerd --version`` ("containerd containerd.io 2.2.1 ..." or
     "containerd github.com/containerd/containerd 1.6.20~ds1 ..."); None when none is found."""
-    match = re.search(r"(?:^|\s)v?(\d+)\.(\d+)\.\d+", version_output or "")
+    match = re.search(r"(?:^|\s)v?([0-9]{1,9})\.([0-9]{1,9})\.[0-9]", version_output or "")
     return int(match.group(1)) if match else None
 
 
 def containerd_version(version_output):
     """(major, minor) from ``containerd --version`` or a bare version ("2.3.1"); None when none
     is found."""
-    match = re.search(r"(?:^|\s)v?(\d+)\.(\d+)(?:\.\d+)?", version_output or "")
+    match = re.search(r"(?:^|\s)v?([0-9]{1,9})\.([0-9]{1,9})(?![0-9])", version_output or "")
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
 def classify(text):
     """'missing' (None), 'stub' (no table and no version: Docker's containerd.io ships
-    ``disabled_plugins = ["cri"]``), or the config version as an int (1 when unstated)."""
+    ``disabled_plugins = ["cri"]``), or the config version as an int (1 when unstated).
+    ContainerdConfigError for a version line whose figure is no version (more than 9 digits: int()
+    would refuse 4300 and more)."""
     if text is None:
         return "missing"
     match = _VERSION.search(text)
     if match:
+        if len(match.group(1)) > 9:
+            raise ContainerdConfigError("config version %s... is not a version; not edited" % match.group(1)[:12])
         return int(match.group(1))
     if not _TABLE.search(text):
         return "stub"

@@ -44,11 +44,20 @@ _NUMBER_TEXT = r"[-+]?(?:[0-9][0-9.eE+-]*|\.[0-9][0-9eE+-]*|nan|inf(?:inity)?)"
 _AVG = re.compile(r"^#?\s*Avg bus bandwidth\s*:\s*(%s)\s*(OK|FAILED)?\s*$" % _NUMBER_TEXT, re.IGNORECASE)
 _OOB = re.compile(r"^#?\s*Out of bounds values\s*:\s*(\d+)\s*(OK|FAILED)?", re.IGNORECASE)
 _HEADER = re.compile(r"^#?\s*size\s+count\s+type\s+(.*)$", re.IGNORECASE)
-_DEVICE = re.compile(r"^#?\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?(?:Pid\s+\d+\s+)?on\s+(\S+)\s+device\s+(\d+)"
+_DEVICE = re.compile(r"^#?\s*Rank\s+(\d{1,9})\s+(?:Group\s+\d+\s+)?(?:Pid\s+\d+\s+)?on\s+(\S+)\s+device\s+(\d{1,9})"
                      r"\s+\[(\S+)\]\s+(.*)$")
 _VALIDATION = re.compile(r"^#?\s*nThread\b.*\bvalidation:\s*(\d+)", re.IGNORECASE)
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _TIME = re.compile(r"^\d{2}:\d{2}:\d{2}$")
+
+
+_COUNT_CAP = 10 ** 18  # a count printed with more digits reads as this (int() refuses 4300+ digits)
+
+
+def _count(text):
+    """A count nccl-tests printed (validation flag, out-of-bounds values), capped: never a crash, and a
+    figure too long to read stays non-zero."""
+    return int(text) if len(text) <= 18 else _COUNT_CAP
 
 
 def strip_prefix(line):
@@ -198,7 +207,7 @@ def parse_nccl_tests(text):
         stripped = line.strip()
         match = _VALIDATION.match(stripped)
         if match:
-            validation = int(match.group(1))
+            validation = _count(match.group(1))
             continue
         match = _AVG.match(stripped)
         if match:
@@ -209,7 +218,7 @@ def parse_nccl_tests(text):
             continue
         match = _OOB.match(stripped)
         if match:
-            oob = int(match.group(1))
+            oob = _count(match.group(1))
             oob_status = match.group(2).upper() if match.group(2) else None
             continue
         names = _header_columns(stripped)
@@ -328,6 +337,9 @@ def nccl_checks(parsed, min_busbw_gbps=None, target="nccl", job_succeeded=True):
     if avg is None and avg_text is not None:
         add("fail", "average bus bandwidth is %r, not a finite number: the run produced no usable figure"
             % avg_text)
+    elif avg is not None and avg < 0:
+        add("fail", "average bus bandwidth is %r, below zero: not a bandwidth (nccl-tests never prints one)"
+            % avg_text, avg)
     elif not job_succeeded:
         if avg_status == "FAILED":
             add("fail", "nccl-tests reported the average bus bandwidth %.2f GB/s as FAILED against "

@@ -61,7 +61,9 @@ _HEADER_RE = re.compile(
 _SECTION_RE = re.compile(r"^(Local|Remote) results\s*:", re.IGNORECASE)
 _BIDIRECTIONAL_RE = re.compile(r"\bBidirectional\b.*\bBW Test\b")
 _DUAL_PORT_RE = re.compile(r"Dual-port\s*:\s*ON\b")
-_NUMBER_RE = re.compile(r"^\d+(\.\d+)?$")
+# ASCII digits, bounded: a figure never becomes a huge integer (int() refuses 4300+ digits) or an
+# infinite float (a "bandwidth" of 10^400 is no measurement); such a line is not a result row.
+_NUMBER_RE = re.compile(r"^[0-9]{1,15}(\.[0-9]{1,9})?$")
 _SEPARATOR_RE = re.compile(r"^\s*-{20,}\s*$")
 _WARNING_RE = re.compile(r"warning|conflicting cpu frequency|test integrity", re.IGNORECASE)
 
