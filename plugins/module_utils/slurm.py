@@ -151,7 +151,6 @@ def node_hold(state, reason, prefix):
     return ("ours", []) if "DRAIN" in flags else ("free", [])
 
 
-
 # --- which form: `scontrol --version` -------------------------------------------------------------
 # `scontrol --version` prints "<package> <major>.<minor>.<micro>" (src/scontrol/scontrol.c
 # _print_version: PACKAGE_NAME and SLURM_VERSION_STRING): "slurm 25.11.0" from SchedMD's builds,
