@@ -20,6 +20,10 @@ import re
 from ansible.errors import AnsibleFilterError
 
 _HEX40 = re.compile(r"^[0-9A-F]{40}$")
+# records that start a key or a user id: a primary key's fpr record comes before any of them
+_KEY_RECORDS = ("pub", "sec", "sub", "ssb", "uid", "uat")
+# stands in ``found`` for a primary key listed without its fingerprint (it is never pinned)
+NO_FINGERPRINT = "(primary key without an fpr record)"
 
 
 def normalize_fingerprint(value):
@@ -44,14 +48,17 @@ def primary_fingerprints(colons):
     for line in colons.splitlines():
         fields = line.split(":")
         record = fields[0]
+        if record in _KEY_RECORDS and expect_primary_fpr:
+            found.append(NO_FINGERPRINT)  # a primary key whose fingerprint was never printed: never pinned
         if record == "pub":
             expect_primary_fpr = True
         elif record == "fpr" and expect_primary_fpr:
-            if len(fields) > 9 and fields[9]:
-                found.append(fields[9].upper())
+            found.append(fields[9].upper() if len(fields) > 9 and fields[9] else NO_FINGERPRINT)
             expect_primary_fpr = False
         elif record in ("sub", "sec", "ssb", "uid", "uat"):
             expect_primary_fpr = record == "sec"
+    if expect_primary_fpr:
+        found.append(NO_FINGERPRINT)
     return found
 
 

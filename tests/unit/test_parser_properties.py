@@ -292,3 +292,40 @@ def test_containerd_version_and_config_version_read_or_say_none(text):
         assert "is not a version" in str(exc)
     else:
         assert kind in ("missing", "stub") or (isinstance(kind, int) and 0 <= kind < 10 ** 9)
+
+
+# -- gpg --show-keys --with-colons (filter gpg_key_check) -----------------------------------------------------
+GPG = _read("gpg/*.colons")
+_PINNED = "47D79C9851510C39AE85E7DA31CD70CA0CA54751"  # the throwaway test key of tests/fixtures/gpg
+_GPG_LINES = st.sampled_from(
+    [line for text in GPG for line in text.splitlines()]
+    + ["pub:-:255:22:AAAAAAAAAAAAAAAA:1795304786:::-:::scSC:::::ed25519:::0:",
+       "fpr:::::::::%s:" % ("B" * 40), "fpr:::::::::%s:" % _PINNED, "sub:-:255:18:CCCCCCCCCCCCCCCC:1795304786::::::e:",
+       "uid:-::::1795304786::X::someone <x@example.invalid>::::::::::0:", "sec:-:255:22:DDDDDDDDDDDDDDDD:1:::-:", "fpr:"])
+
+
+@FAST
+@example(lines=GPG[-1].splitlines()[:1] + GPG[-1].splitlines(), pinned=_PINNED)  # a second key without its fpr
+@given(lines=st.lists(st.one_of(_GPG_LINES, st.text(max_size=30)), max_size=10),
+       pinned=st.one_of(st.none(), st.sampled_from([_PINNED, "47d7 9c98 5151 0c39 ae85 e7da 31cd 70ca 0ca5 4751",
+                                                    "not a fingerprint"]),
+                        st.lists(st.sampled_from([_PINNED, "B" * 40, "0x" + "b" * 40, "x"]), max_size=3)))
+def test_a_key_file_passes_only_when_every_primary_key_is_seen_pinned(lines, pinned):
+    from ansible.errors import AnsibleFilterError
+    from ansible_collections.gpufleet.cluster.plugins.filter import gpg
+
+    colons = "\n".join(lines)
+    try:
+        verdict = gpg.gpg_key_check(colons, pinned)
+    except AnsibleFilterError as exc:
+        assert "gpg_key_check" in str(exc)
+        return
+    if verdict["ok"]:
+        pins = {gpg.normalize_fingerprint(pin) for pin in ([pinned] if isinstance(pinned, str) else pinned)}
+        # every primary key record (pub, sec) is followed by its fpr record, and that fingerprint is pinned
+        records = [fields for fields in (line.split(":") for line in colons.splitlines())
+                   if fields[0] in ("fpr", "pub", "sec", "sub", "ssb", "uid", "uat")]
+        for index, fields in enumerate(records):
+            if fields[0] in ("pub", "sec"):
+                following = records[index + 1] if index + 1 < len(records) else [""]
+                assert following[0] == "fpr" and len(following) > 9 and following[9].upper() in pins, colons
