@@ -30,8 +30,8 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils import records
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_config import AGENT_NAME
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_hysteresis import lost_history
 from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import STATUSES
-from ansible_collections.gpufleet.cluster.plugins.module_utils.health_record import (  # noqa: F401 (parse_health: the agent's API)
-    HEALTH_FILE, MAX_BYTES, MAX_CHECKS, MAX_COUNT, MAX_MESSAGE, check_list, parse_health, when)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.health_record import (
+    MAX_BYTES, MAX_CHECKS, MAX_COUNT, MAX_MESSAGE, check_list, parse_health, when)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.state_files import read_record
 from ansible_collections.gpufleet.cluster.plugins.module_utils.state_files import set_aside as _set_aside
 

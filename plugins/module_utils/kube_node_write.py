@@ -197,10 +197,9 @@ def write_health_taints(client, name, failing, key=None, effect="NoSchedule", al
     written = guarded_write(FirstReadCached(client, node), name, compute, DEFAULT_RETRIES, deadline)
     if not written["changed"]:
         return lines
-    decision = decisions[-1]
-    if decision["taint"]:
-        return lines + ["taint %s=%s:%s added" % (decision["taint"]["key"], decision["taint"]["value"],
-                                                   decision["taint"]["effect"])]
+    taint = decisions[-1]["taint"]
+    if taint:
+        return lines + ["taint %s=%s:%s added" % (taint["key"], taint["value"], taint["effect"])]
     return lines + ["gate taint removed"]
 
 

@@ -23,10 +23,15 @@ PLAYBOOK = """---
   hosts: agents
   gather_facts: false
   tasks:
-    - name: Build the agent's configuration
+    - name: Check the role's inputs
       ansible.builtin.include_role:
         name: gpufleet.cluster.node_health_agent
         tasks_from: assert_inputs.yml
+
+    - name: Build the agent's configuration
+      ansible.builtin.include_role:
+        name: gpufleet.cluster.node_health_agent
+        tasks_from: build_config.yml
 
     - name: Keep it for the test
       ansible.builtin.copy:
@@ -136,3 +141,20 @@ def test_a_bad_allocation_fails_the_role_naming_the_variable(run):
 ], ids=["allocation", "taint-node", "not-a-dict", "unknown-key", "rdma-driver-type", "rdma-template", "effect"])
 def test_the_configuration_check_names_each_bad_device_setting(kube, error):
     assert config_errors({"kubernetes": kube}) == [error]
+
+
+def test_the_role_checks_its_inputs_in_one_file_and_builds_the_configuration_in_another():
+    import yaml
+
+    tasks = os.path.join(REPO, "roles", "node_health_agent", "tasks")
+
+    def load(name):
+        with open(os.path.join(tasks, name)) as handle:
+            return yaml.safe_load(handle)
+
+    checks = load("assert_inputs.yml")
+    assert checks and all(set(task) - {"name", "vars", "when"} == {"ansible.builtin.assert"} for task in checks)
+    built = load("build_config.yml")
+    assert any("__node_health_agent_settings" in (task.get("ansible.builtin.set_fact") or {}) for task in built)
+    assert [task["ansible.builtin.import_tasks"] for task in load("main.yml")] == [
+        "assert_inputs.yml", "build_config.yml", "install.yml", "service.yml"]
