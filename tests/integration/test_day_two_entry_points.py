@@ -103,6 +103,9 @@ RUNS = {
     "remediate_typo": ("hosts.yml", "gpufleet.cluster.remediate", "-e", "gpufleet_remediate_hosts=gpu_nodez"),
     # --tags etcd_snapshot alone runs the control-plane play's snapshot task: the check needs kube_control_plane
     "site_etcd_snapshot": ("nocp.yml", "gpufleet.cluster.site", "--tags", "etcd_snapshot"),
+    # the lab's own inventory: lab.yml checks before role lab_sim changes a container (none is contacted)
+    "lab_phase_typo": (os.path.join(REPO, "inventories", "lab", "hosts.yml"), "gpufleet.cluster.lab",
+                       "-e", '{"gpufleet_phases": ["valdate"]}'),
     # gpufleet_remediation unset: a failing node is only isolated (the Kubernetes API double)
     "remediate_no_policy": ("remediate.yml", "gpufleet.cluster.remediate"),
 }
@@ -344,6 +347,13 @@ def test_site_tags_etcd_snapshot_checks_the_control_plane(runs):
     _refused(runs["site_etcd_snapshot"], "site.yml: the inventory has",
              "- group kube_control_plane is empty: the kubernetes phase needs a control-plane host")
     assert "TASK [Reach the control-plane host]" not in runs["site_etcd_snapshot"][1]
+
+
+def test_lab_checks_before_it_changes_a_container(runs):
+    _refused(runs["lab_phase_typo"], "lab.yml: the inventory has 1 problem(s).",
+             "- gpufleet_phases must be a list of node, kubernetes, validate, report, got ['valdate'] "
+             "(did you mean validate?)")
+    assert "TASK [gpufleet.cluster.lab_sim" not in runs["lab_phase_typo"][1]
 
 
 @pytest.mark.skipif(not HAS_K8S_CLIENT, reason="the Python kubernetes client is not installed (make setup)")
