@@ -25,8 +25,10 @@ suite's time budget): each test asserts one run's outcome and message.
   drains, resets or reboots nothing (drain / reset / reboot are opt-in per check class).
 """
 
+import glob
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -106,6 +108,8 @@ RUNS = {
     # the lab's own inventory: lab.yml checks before role lab_sim changes a container (none is contacted)
     "lab_phase_typo": (os.path.join(REPO, "inventories", "lab", "hosts.yml"), "gpufleet.cluster.lab",
                        "-e", '{"gpufleet_phases": ["valdate"]}'),
+    # a driver swap that needs a reboot (535 loaded, 580 installed), nvidia_driver_reboot left unset
+    "driver_swap": ("hosts.yml", "driver_swap.yml"),
     # gpufleet_remediation unset: a failing node is only isolated (the Kubernetes API double)
     "remediate_no_policy": ("remediate.yml", "gpufleet.cluster.remediate"),
 }
@@ -125,6 +129,13 @@ def runs(tmp_path_factory):
     # no kube_control_plane and no gpufleet_kube_api_host: nowhere to reach the Kubernetes API from
     (site / "nocp.yml").write_text(yaml.safe_dump({"all": {"vars": LOCAL, "children": {
         "gpu_nodes": {"hosts": {"gpu1": dict(GPU)}, "vars": {"gpufleet_gpu_count": 8}}}}}))
+    # the admin's own playbook: the reboot decision of role nvidia_driver after a driver change
+    (site / "driver_swap.yml").write_text(yaml.safe_dump([{
+        "name": "Finish a driver change", "hosts": "localhost", "gather_facts": False,
+        "tasks": [{"name": "Apply the driver's reboot policy", "ansible.builtin.include_role": {
+            "name": "gpufleet.cluster.nvidia_driver", "tasks_from": "reboot"},
+            "vars": {"nvidia_driver_loaded_version": "535.261.03", "nvidia_driver_installed_version": "580.95.05",
+                     "nvidia_driver_blacklist_nouveau": False}}]}]))
     (site / "broken" / "group_vars").mkdir(parents=True)
     (site / "broken" / "hosts.yml").write_text(yaml.safe_dump({"all": {"vars": LOCAL, "children": {
         "gpu_nodes": {"hosts": {"gpu1": None}}}}}))
@@ -347,6 +358,27 @@ def test_site_tags_etcd_snapshot_checks_the_control_plane(runs):
     _refused(runs["site_etcd_snapshot"], "site.yml: the inventory has",
              "- group kube_control_plane is empty: the kubernetes phase needs a control-plane host")
     assert "TASK [Reach the control-plane host]" not in runs["site_etcd_snapshot"][1]
+
+
+def test_reboots_and_restarts_are_opt_in():
+    # every reboot / restart a role may do is off or "stop and explain" unless the inventory says so;
+    # rolling_upgrade's drain and reboot need its explicit scope (a bare run is refused, above)
+    for path in sorted(glob.glob(os.path.join(REPO, "roles", "*", "defaults", "main.yml"))):
+        role = path.split(os.sep)[-3]
+        with open(path) as handle:
+            defaults = yaml.safe_load(handle) or {}
+        for name, value in defaults.items():
+            if role != "rolling_upgrade" and re.search(r"_(reboot|restart\w*|drain)$", name):
+                assert value in (None, False), (name, value)
+
+
+def test_a_driver_swap_needing_a_reboot_stops_and_names_the_choice(runs):
+    rc, out, _ = runs["driver_swap"]
+    assert rc == 2, out
+    assert "nvidia kernel module 535.261.03 is loaded but 580.95.05 is installed" in out, out
+    assert "nvidia_driver_reboot is not set: set nvidia_driver_reboot=true to let the role reboot the host now, " \
+           "or nvidia_driver_reboot=false to record it" in out.replace("\n", " "), out
+    assert "TASK [gpufleet.cluster.common_internal : Reboot now]" not in out
 
 
 def test_lab_checks_before_it_changes_a_container(runs):
