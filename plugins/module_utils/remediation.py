@@ -21,7 +21,7 @@ __metaclass__ = type
 import copy
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.slurm import (
-    ShowNodeError, node_hold, parse_show_node, parse_state)
+    ShowNodeError, node_hold, parse_state, read_show_node)
 from ansible_collections.gpufleet.cluster.plugins.module_utils import breaker
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gate import failing_checks
 from ansible_collections.gpufleet.cluster.plugins.module_utils import records
@@ -267,25 +267,29 @@ _SLURM_BUSY = ("ALLOCATED", "MIXED", "COMPLETING")
 _SLURM_CLOSED = ("DRAIN", "FAIL")
 
 
-def slurm_state(show_output, node):
-    """The remediation's view of ``scontrol show node <node> -o``: {state, reason, draining (DRAIN
+def slurm_state(show_output, node, json_form=False):
+    """The remediation's view of ``scontrol show node <node> --json`` (``json_form``: Slurm 23.02 and
+    later, slurm.show_node_argv decides as for the agent) or ``... -o``: {form (``--json`` or ``-o``,
+    named in every message), state, reason, draining (DRAIN
     set), ours (drained with SLURM_REASON and held by nobody else: we may resume it), admin (in
     someone else's hands, slurm.node_hold: DOWN, FAIL, MAINTENANCE, REBOOT_*, POWER*, a
     reason that is not ours, a state not understood; never drained with our reason nor resumed by
     us), held (what makes it someone else's), closed (DRAIN, FAIL or DOWN: Slurm starts no new
     job), drained (closed, and no job left:
     ALLOCATED, MIXED, COMPLETING), busy}. ``reason`` is the raw Reason= text (ours only with
-    ``gpufleet remediation: `` at its very start). PolicyError when the answer is not this node's or
-    cannot be read without guessing (slurm.parse_show_node: a key twice, Reason= inside free
-    text) (fail closed: no state is never drained)."""
+    ``gpufleet remediation: `` at its very start; the JSON ``reason`` is the reason alone). PolicyError
+    when the answer is not this node's or cannot be read without guessing (slurm.read_show_node: the
+    strict JSON reader, or the text's key twice, Reason= inside free text) (fail closed: no state is
+    never drained)."""
+    form = "--json" if json_form else "-o"
     try:
-        fields = parse_show_node(show_output)
+        fields = read_show_node(show_output, node, json_form)
     except ShowNodeError as exc:
-        raise PolicyError("scontrol show node %s: the answer is unreadable (%s): %r"
-                          % (node, exc, (show_output or "")[:200]))
+        raise PolicyError("scontrol show node %s %s: the answer is unreadable (%s): %r"
+                          % (node, form, exc, (show_output or "")[:200]))
     if fields.get("NodeName") != node or "State" not in fields:
-        raise PolicyError("scontrol show node %s: no NodeName=%s and State in the answer %r"
-                          % (node, node, (show_output or "")[:200]))
+        raise PolicyError("scontrol show node %s %s: no NodeName=%s and State in the answer %r"
+                          % (node, form, node, (show_output or "")[:200]))
     state = fields["State"]  # as Slurm prints it (upper case): another case is not understood
     base, flags, _unknown = parse_state(state)
     reason = fields.get("Reason", "")  # raw: SLURM_REASON and its space at position 0, never normalised
@@ -293,5 +297,5 @@ def slurm_state(show_output, node):
     draining = "DRAIN" in flags
     busy = sorted((flags | {base}) & set(_SLURM_BUSY))
     closed = bool(flags & set(_SLURM_CLOSED)) or base == "DOWN"  # DOWN runs no job (Slurm requeues or kills them)
-    return {"state": state, "reason": reason, "draining": draining, "ours": hold == "ours",
+    return {"form": form, "state": state, "reason": reason, "draining": draining, "ours": hold == "ours",
             "admin": hold == "other", "held": held, "busy": busy, "closed": closed, "drained": closed and not busy}
