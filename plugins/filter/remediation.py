@@ -1,9 +1,9 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""remediation_policy, remediation_plan, gpu_reset_decision: the remediation policy of
-playbooks/remediate.yml (documentation: remediation_policy.yml, remediation_plan.yml,
-gpu_reset_decision.yml). The logic is module_utils/remediation.py's, the one place of it."""
+"""remediation_policy, remediation_plan, gpu_reset_decision, remediation_step_checks,
+remediation_slurm_state, remediation_slurm_show_argv: the remediation policy of playbooks/remediate.yml
+(documentation: the <name>.yml beside this file). The logic is module_utils/remediation.py's, the one place of it."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -20,6 +20,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.remediation impor
     slurm_state,
     step_checks,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils.slurm import is_json_argv, parse_version, show_node_argv
 
 
 def remediation_policy(value):
@@ -53,14 +54,29 @@ def remediation_step_checks(done, action, stopped=None, burn_in=True):
         raise AnsibleFilterError("remediation_step_checks: %s" % exc)
 
 
+def remediation_slurm_show_argv(version, node):
+    """``version``: the registered result of ``scontrol --version``; the argv of ``scontrol show node
+    <node>`` in the form that version prints best (module_utils/slurm.py show_node_argv, the agent's
+    decision: ``--json`` from Slurm 23.02, ``-o`` for 22.05 and older or a version answer not of the
+    form "<package> <x.y.z>"). A failed command fails (as the agent's cycle does)."""
+    if not isinstance(version, dict) or version.get("rc", 1) != 0:
+        raise AnsibleFilterError("remediation_slurm_show_argv: scontrol --version failed: %s" % (
+            (version.get("stderr") or version.get("msg") or "rc %s" % version.get("rc")) if isinstance(version, dict)
+            else "not a registered command result"))
+    return show_node_argv("scontrol", node, parse_version(version.get("stdout") or ""))
+
+
 def remediation_slurm_state(show, node):
-    """``show``: the registered result of ``scontrol show node <node> -o``; a failed command fails."""
+    """``show``: the registered result of ``scontrol show node <node> --json`` or ``... -o`` (the
+    form read from its ``cmd``, the argv of remediation_slurm_show_argv; ``-o`` without one); a
+    failed command fails."""
     if not isinstance(show, dict) or show.get("rc", 1) != 0:
         raise AnsibleFilterError("remediation_slurm_state: scontrol show node %s failed: %s" % (
             node, (show.get("stderr") or show.get("msg") or "rc %s" % show.get("rc")) if isinstance(show, dict)
             else "not a registered command result"))
+    cmd = show.get("cmd")
     try:
-        return slurm_state(show.get("stdout") or "", node)
+        return slurm_state(show.get("stdout") or "", node, isinstance(cmd, list) and bool(cmd) and is_json_argv(cmd))
     except PolicyError as exc:
         raise AnsibleFilterError("remediation_slurm_state: %s" % exc)
 
@@ -69,4 +85,5 @@ class FilterModule(object):
     def filters(self):
         return {"remediation_policy": remediation_policy, "remediation_plan": remediation_plan,
                 "gpu_reset_decision": gpu_reset_decision, "remediation_step_checks": remediation_step_checks,
-                "remediation_slurm_state": remediation_slurm_state}
+                "remediation_slurm_state": remediation_slurm_state,
+                "remediation_slurm_show_argv": remediation_slurm_show_argv}

@@ -26,7 +26,8 @@ import time
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_config import SLURM_REASON_PREFIX, AgentError
 from ansible_collections.gpufleet.cluster.plugins.module_utils.slurm import (
-    ShowNodeError, is_json_argv, node_hold, parse_show_node, parse_version, read_show_node_json, show_node_argv)
+    ShowNodeError, is_json_argv, node_hold, parse_version, read_show_node, show_node_argv)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.slurm import parse_show_node  # noqa: F401  pylint: disable=unused-import
 
 
 def drain_reason(failing):
@@ -42,7 +43,7 @@ def slurm_commands(node, healthy, failing, show_output, scontrol="scontrol", jso
     without guessing."""
     form = "--json" if json_form else "-o"
     try:
-        fields = read_show_node_json(show_output, node) if json_form else parse_show_node(show_output)
+        fields = read_show_node(show_output, node, json_form)
     except ShowNodeError as exc:
         return [], "left alone: the answer of scontrol show node %s %s is unreadable (%s)" % (node, form, exc)
     if not fields.get("NodeName"):

@@ -181,6 +181,18 @@ def is_json_argv(argv):
     return argv[-1] == "--json"
 
 
+def show_node_form(argv):
+    """The form an argv of show_node_argv asks for, as named in journals and reports: ``--json`` or ``-o``."""
+    return "--json" if is_json_argv(argv) else "-o"
+
+
+def read_show_node(text, node, json_form):
+    """The fields of ``scontrol show node <node>``'s answer in the form asked (``json_form``: the
+    ``--json`` answer, read_show_node_json; else the ``-o`` text, parse_show_node): the one reader
+    of both the agent and the remediation. ShowNodeError when it cannot be read without guessing."""
+    return read_show_node_json(text, node) if json_form else parse_show_node(text)
+
+
 # --- the machine-readable form: `scontrol show node <n> --json` -----------------------------------
 # The node state names of data_parser's NODE_STATES flag array (src/plugins/data_parser/v0.0.*/
 # parsers.c, PARSER_FLAG_ARRAY(NODE_STATES)): v0.0.39 (23.02) has these but EXTERNAL and BLOCKED,
