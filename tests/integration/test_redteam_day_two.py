@@ -115,6 +115,8 @@ RUNS = {
     "example_type": ("example_type/hosts.yml", "gpufleet.cluster.validate", "--limit", "dgx-01.example.com"),
     "example_upgrade_bare": ("example/hosts.yml", "gpufleet.cluster.rolling_upgrade", "--limit", "dgx-01.example.com"),
     "host_vars_yaml_error": ("hv_broken/hosts.yml", "gpufleet.cluster.validate"),
+    # a YAML error in group_vars/all/<file>.yml (where the shipped example inventory keeps 7 files)
+    "example_yaml_error": ("example_broken/hosts.yml", "gpufleet.cluster.validate", "--limit", "dgx-01.example.com"),
     # console, reports
     "console_fail": ("ecc.yml", "gpufleet.cluster.validate", "--limit", "gpu2"),
     "console_unreachable": ("hosts.yml", "gpufleet.cluster.validate", "--limit", "far1"),
@@ -131,6 +133,9 @@ RUNS = {
                            '{"capture_options": {}, "capture_environment": {}}', "-e",
                            "capture_root=" + os.path.join(NODES, "dgx-h100")),
     "site_tags_validate_other_role": ("etcd.yml", "gpufleet.cluster.site", "--tags", "validate", "--limit", "gpu2"),
+    # docs/capture.md's own command: capture_options, capture_environment, capture_dir left out
+    "capture_documented": ("hosts.yml", "gpufleet.cluster.capture", "-e", "capture_hosts=gpu1", "-e",
+                           "capture_root=" + os.path.join(NODES, "dgx-h100")),
 }
 ENV = {"upgrade_report_dir": {"GPUFLEET_REPORT_DIR": "site-reports"},
        "capture_report_dir": {"GPUFLEET_REPORT_DIR": "site-reports"}}
@@ -401,6 +406,16 @@ def test_yaml_error_in_host_vars_names_file_and_line(world):
     assert os.path.join("host_vars", "gpu1.yml") in flat and "line" in flat, out
 
 
+def test_yaml_error_in_group_vars_all_names_file_and_line(world):
+    # docs/inventory.md: "A YAML error in a group_vars / host_vars file is reported with the file and line."
+    # (ansible-core 2.19 alone says only "YAML parsing failed: ..." for a file of group_vars/all)
+    rc, out, _ = world["runs"]["example_yaml_error"]
+    assert rc != 0, out
+    flat = out.replace("\n        ", " ")
+    assert os.path.join("group_vars", "all", "site.yml") + " (line " in flat, out
+    assert "No host was contacted or changed" in out and "TASK [" not in out, out
+
+
 # ---------------------------------------------------------------- console (README's ansible.cfg)
 
 
@@ -489,6 +504,16 @@ def test_capture_goes_to_the_report_dir(world):
     assert rc == 0, out
     archives = os.listdir(str(cwd / "site-reports" / "captures"))
     assert len(archives) == 1 and archives[0].startswith("gpu1-") and archives[0].endswith(".tar.gz"), archives
+
+
+def test_capture_as_documented(world):
+    # docs/capture.md: `ansible-playbook -i <inventory> playbooks/capture.yml -e capture_hosts=gpu-node-17`
+    # -> reports/captures/gpu-node-17-<UTC>.tar.gz; capture_options / capture_environment are optional
+    rc, out, cwd = world["runs"]["capture_documented"]
+    assert rc == 0, out
+    assert "is undefined" not in out, out
+    archives = os.listdir(str(cwd / "reports" / "captures"))
+    assert len(archives) == 1 and archives[0].startswith("gpu1-"), archives
 
 
 def test_site_tags_validate_does_not_check_node_role_values(world):
