@@ -105,8 +105,9 @@ RUNS = {
     "remediate_typo": ("hosts.yml", "gpufleet.cluster.remediate", "-e", "gpufleet_remediate_hosts=gpu_nodez"),
     # --tags etcd_snapshot alone runs the control-plane play's snapshot task: the check needs kube_control_plane
     "site_etcd_snapshot": ("nocp.yml", "gpufleet.cluster.site", "--tags", "etcd_snapshot"),
-    # the lab's own inventory: lab.yml checks before role lab_sim changes a container (none is contacted)
-    "lab_phase_typo": (os.path.join(REPO, "inventories", "lab", "hosts.yml"), "gpufleet.cluster.lab",
+    # make lab's playbook (the checkout's: the tarball has no lab) with the lab's own inventory: it checks
+    # before role lab_sim changes a container (none is contacted)
+    "lab_phase_typo": (os.path.join(REPO, "inventories", "lab", "hosts.yml"), os.path.join(REPO, "playbooks", "lab.yml"),
                        "-e", '{"gpufleet_phases": ["valdate"]}'),
     # a driver swap that needs a reboot (535 loaded, 580 installed), nvidia_driver_reboot left unset
     "driver_swap": ("hosts.yml", "driver_swap.yml"),

@@ -17,7 +17,9 @@ from conftest import REPO
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils import inventory_check
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.gpufleet_tier import tier_node_validate_options
 
-ENTRY_POINTS = ("site.yml", "validate.yml", "rolling_upgrade.yml", "fabric_test.yml", "fleet_status.yml", "capture.yml")
+ENTRY_POINTS = ("site.yml", "validate.yml", "rolling_upgrade.yml", "fabric_test.yml", "fleet_status.yml", "capture.yml",
+                "node.yml", "kubernetes.yml", "health_agent.yml", "k8s_validate.yml", "mirror.yml", "remediate.yml")
+LAB_PLAYBOOKS = ("lab.yml", "lab_agent.yml")  # the checkout's (make lab), not in the collection tarball
 
 
 class Inventory(object):
@@ -105,7 +107,7 @@ def _playbook(name):
         return yaml.safe_load(handle)
 
 
-@pytest.mark.parametrize("name", ENTRY_POINTS)
+@pytest.mark.parametrize("name", ENTRY_POINTS + LAB_PLAYBOOKS)
 def test_entry_point_checks_the_inventory_in_its_first_play(name):
     first = _playbook(name)[0]
     assert first["gather_facts"] is False, name
@@ -115,8 +117,8 @@ def test_entry_point_checks_the_inventory_in_its_first_play(name):
         assert first["hosts"] == "{{ lookup('gpufleet.cluster.inventory_vars_parsed', 'localhost:all') }}", name
         assert first["any_errors_fatal"] is True, name
         assert all(task.get("run_once") for task in first["tasks"][1:]), name
-    else:  # remediate.yml, fabric_test.yml: their check plans on the controller
-        assert first["hosts"] == "localhost", name
+    else:
+        raise AssertionError("%s: its check play has no __gpufleet_check_pattern (the hosts the run touches)" % name)
     imports = [t for t in first["tasks"] if t.get("ansible.builtin.import_tasks") == "tasks/check-inventory.yml"]
     assert len(imports) == 1, name
     assert first["tasks"][0] is imports[0], "the check is the first task of %s" % name
