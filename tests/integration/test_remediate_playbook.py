@@ -18,7 +18,9 @@ scenario at a healthy one, as a reset that clears the fault would). The hosts ru
   gpu-slurm-*   in slurm_nodes, scontrol the stand-in of tests/standins (scontrol.py): -ok's jobs end
                 after 2 polls (drained, reset, resumed), -stuck's never end within slurm_drain_timeout
                 (stays drained with our reason, isolated, no reset), -admin was drained by an admin
-                beforehand (remediated, released in Kubernetes, never resumed in Slurm)
+                beforehand (remediated, released in Kubernetes, never resumed in Slurm); these run
+                Slurm 25.11 (`scontrol --version`, then `show node --json`), -old runs 22.05 (Debian 12's,
+                which refuses --json: `show node -o`) and is drained, reset and resumed like -ok
 """
 
 import json
@@ -74,6 +76,8 @@ NODES = {
     "gpu-slurm-admin": {"scenario": "h100-recovery-action.json", "group": "slurm-admin",
                         "dcgm": "dcgm4_level2_pass.json",
                         "slurm": {"state": "IDLE", "drained": "bad dimm [admin@2026-11-20T10:00:00]"}},
+    "gpu-slurm-old": {"scenario": "h100-recovery-action.json", "group": "slurm-old", "dcgm": "dcgm4_level2_pass.json",
+                      "slurm": {"jobs_end_after": "2", "version": "22.05"}},
 }
 SLURM_ADMIN_REASON = "bad dimm [admin@2026-11-20T10:00:00]"
 # reached over ssh on a port nothing listens on: unreachable at once (connection refused)
@@ -308,15 +312,23 @@ def slurm(run, node):
     return calls, drained.read_text().strip() if drained.exists() else None
 
 
-def test_a_slurm_node_is_drained_waited_for_and_resumed(run):
-    calls, reason = slurm(run, "gpu-slurm-ok")
-    assert not held(run, "gpu-slurm-ok") and reason is None, run["output"]
+@pytest.mark.parametrize("node,form", [("gpu-slurm-ok", "--json"), ("gpu-slurm-old", "-o")])
+def test_a_slurm_node_is_drained_waited_for_and_resumed(run, node, form):
+    """Slurm 25.11 is read as JSON, 22.05 (which refuses --json) as text: `scontrol --version` decides
+    before each read of the drain and of the resume, as for the node health agent."""
+    calls, reason = slurm(run, node)
+    assert not held(run, node) and reason is None, run["output"]
     updates = [c for c in calls if c.startswith("update")]
-    assert updates[0].startswith("update NodeName=gpu-slurm-ok State=DRAIN Reason=gpufleet remediation: ")
-    assert updates[1:] == ["update NodeName=gpu-slurm-ok State=RESUME"]
+    assert updates[0].startswith("update NodeName=%s State=DRAIN Reason=gpufleet remediation: " % node)
+    assert updates[1:] == ["update NodeName=%s State=RESUME" % node]
+    show = "show node %s %s" % (node, form)
+    assert calls[:calls.index(updates[0])] == ["--version", show]
     polls = calls[calls.index(updates[0]) + 1:calls.index(updates[1])]
-    assert len(polls) == 4 and set(polls) == {"show node gpu-slurm-ok -o"}  # 2 busy, 1 drained, 1 before resume
-    assert ["nvidia-smi", "--gpu-reset"] in argv(run, "gpu-slurm-ok")
+    # 2 busy, 1 drained, then the resume's version and read
+    assert polls == [show, show, show, "--version", show], calls
+    assert ["nvidia-smi", "--gpu-reset"] in argv(run, node)
+    drain = [h for h in json.loads(annotations(run, node)["gpufleet.io/remediation-history"]) if h["step"] == "drain"]
+    assert drain[0]["reason"].endswith("Slurm drained: State=IDLE+DRAIN (scontrol show node %s %s)" % (node, form))
 
 
 def test_slurm_jobs_that_never_end_keep_the_node_drained_and_isolated(run):
@@ -326,6 +338,7 @@ def test_slurm_jobs_that_never_end_keep_the_node_drained_and_isolated(run):
     assert held(run, "gpu-slurm-stuck")
     why = annotations(run, "gpu-slurm-stuck")[REASON_ANNOTATION]
     assert "Slurm jobs still running on gpu-slurm-stuck after gpufleet_remediation.slurm_drain_timeout (3 s)" in why
+    assert "State=MIXED+DRAIN (scontrol show node gpu-slurm-stuck --json)" in why
     assert "State=MIXED+DRAIN" in why, why
     assert ["nvidia-smi", "--gpu-reset"] not in argv(run, "gpu-slurm-stuck")  # no reset under running jobs
     with open(str(run["tmp"] / "reports" / "fleet-report.json")) as handle:
