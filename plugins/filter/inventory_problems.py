@@ -46,12 +46,14 @@ def _origin_of(exc):
     return None
 
 
-def inventory_problems(hostvars, groups, phases=None, node_roles=None, kubernetes_roles=None, hosts=None):
-    """Every problem of the inventory (a list of strings; empty: the run may start)."""
+def inventory_problems(hostvars, groups, phases=None, node_roles=None, kubernetes_roles=None, hosts=None,
+                       skipped_roles=None):
+    """Every problem of the inventory (a list of strings; empty: the run may start). ``skipped_roles``
+    (selected_phases): roles the run does not run, whose variables are not checked."""
     if hosts is not None and not isinstance(hosts, list):
         raise AnsibleFilterError("inventory_problems: hosts must be a list of inventory host names, got %r" % (hosts,))
     try:
-        return _inventory_problems(hostvars, groups, phases, node_roles, kubernetes_roles, hosts)
+        return _inventory_problems(hostvars, groups, phases, node_roles, kubernetes_roles, hosts, skipped_roles)
     except AnsibleFilterError:
         raise
     except AnsibleError as exc:
@@ -65,11 +67,12 @@ def inventory_problems(hostvars, groups, phases=None, node_roles=None, kubernete
                                  % (where[0], " (line %s)" % where[1] if where[1] else "", message))
 
 
-def _inventory_problems(hostvars, groups, phases, node_roles, kubernetes_roles, hosts):
+def _inventory_problems(hostvars, groups, phases, node_roles, kubernetes_roles, hosts, skipped_roles):
     try:
         return inventory_check.inventory_problems(hostvars, groups, phases=phases, node_roles=node_roles,
                                                   kubernetes_roles=kubernetes_roles, hosts=hosts,
-                                                  run_time_names=run_time_names(hostvars))
+                                                  run_time_names=run_time_names(hostvars),
+                                                  skipped_roles=None if skipped_roles is None else list(skipped_roles))
     except compatibility.MatrixError as exc:
         raise AnsibleFilterError("inventory_problems: %s" % exc)
     except (OSError, ValueError) as exc:  # a role's argument spec cannot be read
@@ -77,7 +80,8 @@ def _inventory_problems(hostvars, groups, phases, node_roles, kubernetes_roles, 
 
 
 def selected_phases(phases, run_tags=None, skip_tags=None, node_roles=None, kubernetes_roles=None):
-    """The phases and roles --tags / --skip-tags leave to run: {phases, node_roles, kubernetes_roles}.
+    """The phases and roles --tags / --skip-tags leave to run: {phases, node_roles, kubernetes_roles,
+    skipped_roles}.
     ``phases`` None: every phase of site.yml (``inventory_check.PHASES``, the one phase list)."""
     if phases is None:
         phases = list(inventory_check.PHASES)

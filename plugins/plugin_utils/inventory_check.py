@@ -35,12 +35,9 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.remediation impor
 from ansible_collections.gpufleet.cluster.plugins.module_utils.remediation import policy as remediation_policy
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils import compatibility, gpufleet_tier
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.gpufleet_tier import TIER
-
-PHASES = ("node", "kubernetes", "validate", "report")
-NODE_ROLES = ("preflight", "node_pinning", "nvidia_driver", "rdma_stack", "gpudirect", "container_runtime",
-              "node_tuning")
-KUBERNETES_ROLES = ("kubernetes_prereqs", "kubernetes_control_plane", "kubernetes_worker", "kubernetes_cni",
-                    "kubernetes_addons", "node_gate")
+# the phases and roles of site.yml and what --tags leaves of them (run_selection.py; importable from here)
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils.run_selection import (  # noqa: F401
+    KUBERNETES_ROLES, NODE_ROLES, PHASE_TAGS, PHASES, ROLE_PART_TAGS, ROLE_PARTS, tag_selection)
 
 # gpufleet_* variables of the playbooks and inventories that are not tier values (the tier is
 # TIER in gpufleet_tier.py). tests/unit/test_inventory_check.py keeps this list complete.
@@ -136,24 +133,6 @@ MODULE_OPTION_VARIABLES = {
     "node_health_agent_gpu": "gpu",
     "node_health_agent_rdma": "rdma",
     "node_health_agent_tuning": "tuning",
-}
-
-# Tags of the plays of the validate and report phases of playbooks/site.yml (docs/tags.md), one
-# tuple per play: a phase runs when one of its plays runs (--tags selects one of the play's tags,
-# --skip-tags none of them). The node and kubernetes phases are one tag per role (NODE_ROLES,
-# KUBERNETES_ROLES) plus the phase's tag.
-# Tags of a task inside a role's play that the role's selector (gpufleet_kubernetes_roles) also
-# governs: --tags etcd_snapshot runs the etcd snapshot task of kubernetes.yml's control-plane play,
-# which runs where kubernetes_control_plane is selected, so it selects the kubernetes phase with that
-# role (and its kube_control_plane check), as site.yml's control-plane reachability play does.
-ROLE_PART_TAGS = {
-    "kubernetes_control_plane": ("etcd_snapshot",),
-}
-
-PHASE_TAGS = {
-    # the sweep; the kubeadm certificate check of the control plane; the node health agent's play
-    "validate": (("validate",), ("validate", "certs"), ("validate", "node_health_agent")),
-    "report": (("report", "validate"),),  # the Report play is tagged [report, validate]
 }
 
 KUBESPRAY_SNIPPET = """  all:
@@ -425,51 +404,6 @@ def renamed_problems(variables):
     return out
 
 
-def tag_selection(phases, node_roles=None, kubernetes_roles=None, run_tags=None, skip_tags=None):
-    """What ``--tags`` (``ansible_run_tags``) and ``--skip-tags`` (``ansible_skip_tags``) leave of the
-    run: ``{"phases": [...], "node_roles": [...], "kubernetes_roles": [...]}``, in the given order.
-    A phase stays when a task of it runs (Ansible's rule: one of its tags selected, or ``all`` /
-    ``tagged``; none of its tags skipped). Names that are not phases or roles are kept (the check
-    reports them)."""
-    run = set(run_tags or ["all"])
-    skip = set(skip_tags or [])
-    everything = bool(run & set(("all", "tagged")))
-
-    def runs(tags):
-        if "all" in skip or skip & set(tags):
-            return False
-        return everything or bool(run & set(tags))
-
-    node_roles = list(NODE_ROLES) if node_roles is None else node_roles
-    kubernetes_roles = list(KUBERNETES_ROLES) if kubernetes_roles is None else kubernetes_roles
-    out = {"phases": [], "node_roles": [], "kubernetes_roles": []}
-    if isinstance(node_roles, list):
-        out["node_roles"] = [r for r in node_roles if r not in NODE_ROLES or runs(("node", r))]
-    else:
-        out["node_roles"] = node_roles
-    if isinstance(kubernetes_roles, list):
-        out["kubernetes_roles"] = [r for r in kubernetes_roles
-                                   if r not in KUBERNETES_ROLES or runs(("kubernetes", r))
-                                   or any(runs(("kubernetes", part)) for part in ROLE_PART_TAGS.get(r, ()))]
-    else:
-        out["kubernetes_roles"] = kubernetes_roles
-    if not isinstance(phases, list):
-        out["phases"] = phases
-        return out
-    for phase in phases:
-        if phase == "node":
-            keep = isinstance(node_roles, list) and any(r in NODE_ROLES for r in out["node_roles"])
-        elif phase == "kubernetes":
-            keep = isinstance(kubernetes_roles, list) and any(r in KUBERNETES_ROLES for r in out["kubernetes_roles"])
-        elif phase in PHASE_TAGS:
-            keep = any(runs(tags) for tags in PHASE_TAGS[phase])
-        else:
-            keep = True  # not a phase: inventory_problems names it
-        if keep:
-            out["phases"].append(phase)
-    return out
-
-
 _ROLE_SPECS = {}
 
 
@@ -598,14 +532,15 @@ def _keys(variables):
         return []
 
 
-def role_variable_problems(variables, keys=None, root=None):
+def role_variable_problems(variables, keys=None, root=None, skipped_roles=()):
     """Unknown ``<role>_*`` variables of the collection's roles (with the closest known name) and
-    values their role's argument spec refuses, named by the inventory variable."""
+    values their role's argument spec refuses, named by the inventory variable. The variables of
+    ``skipped_roles`` (roles this run does not run, tag_selection) are not checked."""
     specs = role_specs(root)
     out = []
     for key in _keys(variables) if keys is None else keys:
         role = _role_of(key, specs)
-        if role is None or key in PLAYBOOK_ROLE_VARIABLES:
+        if role is None or key in PLAYBOOK_ROLE_VARIABLES or role in skipped_roles:
             continue
         known = specs[role]
         if key not in known:
@@ -753,7 +688,7 @@ def target_problem(pattern, matched, targets, variable=None, limit=None, groups=
 
 
 def inventory_problems(hostvars, groups, phases=None, node_roles=None, kubernetes_roles=None, matrix=None,
-                       hosts=None, root=None, run_time_names=None):
+                       hosts=None, root=None, run_time_names=None, skipped_roles=None):
     """Every problem of the inventory, as a list of strings (empty: the run may start).
 
     ``phases``, ``node_roles``, ``kubernetes_roles``: what the run does (after tag_selection); the
@@ -761,8 +696,10 @@ def inventory_problems(hostvars, groups, phases=None, node_roles=None, kubernete
     (the entry point's hosts); default: every host of kube_control_plane, kube_node, gpu_nodes and
     rdma_nodes. ``run_time_names``: {host: names set during this run} (set_fact, register,
     include_vars: a playbook that imports node.yml before validate.yml has them in hostvars); they
-    are not inventory variables, so they are not checked as such."""
+    are not inventory variables, so they are not checked as such. ``skipped_roles``: roles the run does
+    not run (tag_selection): their variables are not checked."""
     problems = []
+    skipped_roles = [r for r in skipped_roles if isinstance(r, str)] if isinstance(skipped_roles, list) else []
     run_time_names = run_time_names or {}
     groups = groups or {}
     if phases is None:
@@ -800,14 +737,18 @@ def inventory_problems(hostvars, groups, phases=None, node_roles=None, kubernete
 
     # groups
     control_plane, kube_node = members("kube_control_plane"), members("kube_node")
+    # the node stack's hosts are touched by the node phase and by every kubernetes role but the control
+    # plane's (--tags etcd_snapshot / kubernetes_control_plane run on kube_control_plane only)
+    nodes_run = "node" in phases or ("kubernetes" in phases and isinstance(kubernetes_roles, list) and any(
+        r in KUBERNETES_ROLES and r != "kubernetes_control_plane" for r in kubernetes_roles))
     if "kubernetes" in phases and "kubernetes_control_plane" in kubernetes_roles and not control_plane:
         problems.append("group kube_control_plane is empty: the kubernetes phase needs a control-plane host "
                         "(or leave kubernetes_control_plane out of gpufleet_kubernetes_roles)"
                         + _foreign_group_hint(groups, "kube_control_plane"))
-    if ("node" in phases or "kubernetes" in phases) and not kube_node:
+    if nodes_run and not kube_node:
         problems.append("group kube_node is empty: the node and kubernetes phases need the nodes in it"
                         + _foreign_group_hint(groups, "kube_node"))
-    if ("node" in phases or "kubernetes" in phases) and kube_node \
+    if nodes_run and kube_node \
             and not members("gpu_nodes") and not members("rdma_nodes"):
         problems.append(
             "groups gpu_nodes and rdma_nodes are empty%s: the NVIDIA driver, GPUDirect, the RDMA stack, the "
@@ -820,7 +761,7 @@ def inventory_problems(hostvars, groups, phases=None, node_roles=None, kubernete
                if "k8s_cluster" in groups or "etcd" in groups else "", KUBESPRAY_SNIPPET))
     for group in ("gpu_nodes", "rdma_nodes"):
         outside = [h for h in members(group) if h not in kube_node]
-        if outside and ("node" in phases or "kubernetes" in phases):
+        if outside and nodes_run:
             problems.append("group %s has hosts outside kube_node (%s): the node stack runs on kube_node only; "
                             "add them to kube_node (e.g. make %s a child of kube_node)"
                             % (group, ", ".join(outside[:5]) + (" ..." if len(outside) > 5 else ""), group))
@@ -865,7 +806,7 @@ def inventory_problems(hostvars, groups, phases=None, node_roles=None, kubernete
     for host, where in missing_hosts:
         problems.append("host %r (%s) is not a host of the inventory: it has no variables to check; "
                         "check the name" % (host, where))
-    strict = "node" in phases or "kubernetes" in phases
+    strict = nodes_run
     per_problem = {}
     for host in hosts:
         variables = hostvars[host]
@@ -874,7 +815,7 @@ def inventory_problems(hostvars, groups, phases=None, node_roles=None, kubernete
         found = (_checked("the gpufleet_* values", tier_problems, variables)
                  + _checked("the gpufleet_* names", unknown_key_problems, variables, keys)
                  + _checked("renamed variables", renamed_problems, variables)
-                 + _checked("the role variables", role_variable_problems, variables, keys, root)
+                 + _checked("the role variables", role_variable_problems, variables, keys, root, skipped_roles)
                  + _checked("Kubespray variables", kubespray_problems, variables, keys)
                  + _checked("the node_validate options", module_option_problems, variables, keys)
                  + _checked("the GPU and RDMA expectations", expectation_problems, variables, host, groups, strict)

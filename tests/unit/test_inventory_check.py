@@ -374,7 +374,9 @@ def test_etcd_snapshot_tag_selects_the_control_plane():
     # --tags etcd_snapshot runs the etcd snapshot task of kubernetes.yml's control-plane play (its
     # `when`: kubernetes_control_plane selected), so the check needs kube_control_plane (issue 42)
     chosen = inventory_check.tag_selection(list(ALL), run_tags=["etcd_snapshot"])
-    assert chosen == {"phases": ["kubernetes"], "node_roles": [], "kubernetes_roles": ["kubernetes_control_plane"]}
+    assert chosen == {"phases": ["kubernetes"], "node_roles": [], "kubernetes_roles": ["kubernetes_control_plane"],
+                      # the role kubernetes_control_plane itself does not run, only the etcd_snapshot role's task
+                      "skipped_roles": list(inventory_check.NODE_ROLES) + list(inventory_check.KUBERNETES_ROLES)}
     hostvars, groups = inventory()
     groups["kube_control_plane"] = []
     problems = inventory_check.inventory_problems(hostvars, groups, **chosen)
@@ -382,6 +384,66 @@ def test_etcd_snapshot_tag_selects_the_control_plane():
     # gpufleet_kubernetes_roles without the control plane: the snapshot task does not run either
     chosen = inventory_check.tag_selection(list(ALL), run_tags=["etcd_snapshot"], kubernetes_roles=["kubernetes_cni"])
     assert chosen["phases"] == [] and chosen["kubernetes_roles"] == []
+
+
+def test_etcd_snapshot_checks_only_the_control_plane():
+    # issue 42 F3: --tags etcd_snapshot touches only the control plane; a GPU node's driver variable
+    # (nvidia_driver_kernel_modules: opn) is not this run's to refuse, the etcd_snapshot role's are
+    hostvars, groups = inventory({"gpu1": {"nvidia_driver_kernel_modules": "opn", "kubernetes_worker_x": 1},
+                                  "cp1": {"kubernetes_control_plane_bind_port": "six"}})
+    chosen = filters.selected_phases(list(ALL), ("etcd_snapshot",), ())
+    assert filters.inventory_problems(hostvars, groups, **chosen) == []
+    hostvars["cp1"]["etcd_snapshot_keep"] = "seven"
+    hostvars["cp1"]["etcd_snapshot_kep"] = 7
+    problems = filters.inventory_problems(hostvars, groups, **chosen)
+    assert len(problems) == 2 and all("etcd_snapshot_" in p for p in problems), problems
+    # the whole run, --tags nvidia_driver and an entry point without phases (rolling_upgrade.yml runs the
+    # driver role) still check the driver's value
+    for phases, tags in ((ALL, None), (ALL, ["nvidia_driver"]), ([], ["etcd_snapshot"])):
+        chosen = filters.selected_phases(list(phases), tags, None)
+        problems = filters.inventory_problems(hostvars, groups, **chosen)
+        assert any(p.startswith("nvidia_driver_kernel_modules") or "nvidia_driver_kernel_modules" in p
+                   for p in problems), (phases, tags, problems)
+
+
+def test_etcd_snapshot_without_kube_groups_names_the_control_plane_only():
+    # issue 42: an inventory without kube groups is refused under --tags etcd_snapshot for what that
+    # run needs (a kube_control_plane host), not for kube_node or gpu_nodes outside it
+    hostvars, _ = inventory()
+    groups = {"all": ["cp1", "gpu1", "gpu2"], "gpu_nodes": ["gpu1", "gpu2"], "rdma_nodes": ["gpu1", "gpu2"]}
+    chosen = filters.selected_phases(list(ALL), ["etcd_snapshot"], [])
+    problems = filters.inventory_problems(hostvars, groups, **chosen)
+    assert len(problems) == 1 and problems[0].startswith("group kube_control_plane is empty"), problems
+    # --tags kubernetes_control_plane runs on kube_control_plane only, too; the whole kubernetes phase does not
+    chosen = filters.selected_phases(list(ALL), ["kubernetes_control_plane"], [])
+    assert len(filters.inventory_problems(hostvars, groups, **chosen)) == 1
+    chosen = filters.selected_phases(list(ALL), ["kubernetes"], [])
+    problems = filters.inventory_problems(hostvars, groups, **chosen)
+    assert any(p.startswith("group kube_node is empty") for p in problems), problems
+    assert any(p.startswith("group gpu_nodes has hosts outside kube_node") for p in problems), problems
+
+
+TAG_UNIVERSE = sorted(set(ALL) | set(inventory_check.NODE_ROLES) | set(inventory_check.KUBERNETES_ROLES)
+                      | {"etcd_snapshot", "certs", "node_health_agent", "all", "tagged", "untagged", "always"})
+
+
+@settings(max_examples=200, deadline=None)
+@given(run=st.one_of(st.none(), st.lists(st.sampled_from(TAG_UNIVERSE), max_size=4)),
+       skip=st.lists(st.sampled_from(TAG_UNIVERSE), max_size=3),
+       phases=st.lists(st.sampled_from(ALL), unique=True),
+       node_roles=st.one_of(st.none(), st.lists(st.sampled_from(inventory_check.NODE_ROLES), unique=True)))
+def test_a_role_variable_is_checked_exactly_when_its_role_can_run(run, skip, phases, node_roles):
+    # the driver's value is refused when the node phase runs nvidia_driver, or when the entry point has no
+    # node phase at all (another playbook, e.g. rolling_upgrade.yml, may run the role); never otherwise
+    hostvars, groups = inventory({"gpu1": {"nvidia_driver_kernel_modules": "opn"}})
+    chosen = inventory_check.tag_selection(list(phases), node_roles=node_roles, run_tags=run, skip_tags=skip)
+    assert set(chosen["skipped_roles"]) <= set(inventory_check.NODE_ROLES) | set(inventory_check.KUBERNETES_ROLES) \
+        | {"etcd_snapshot"}
+    assert not set(chosen["skipped_roles"]) & set(chosen["node_roles"] if "node" in chosen["phases"] else [])
+    problems = inventory_check.inventory_problems(hostvars, groups, **chosen)
+    driver_runs = "node" in chosen["phases"] and "nvidia_driver" in chosen["node_roles"]
+    checked = any("nvidia_driver_kernel_modules" in p for p in problems)
+    assert checked == (driver_runs or "node" not in phases), (chosen, problems)
 
 
 def _play_tags(path):
