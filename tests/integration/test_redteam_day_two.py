@@ -133,6 +133,8 @@ RUNS = {
                            '{"capture_options": {}, "capture_environment": {}}', "-e",
                            "capture_root=" + os.path.join(NODES, "dgx-h100")),
     "site_tags_validate_other_role": ("etcd.yml", "gpufleet.cluster.site", "--tags", "validate", "--limit", "gpu2"),
+    # F3: --tags etcd_snapshot (control plane only, cp1 unreachable) with a GPU node's bad nvidia_driver value
+    "site_tags_etcd_other_host": ("etcd.yml", "gpufleet.cluster.site", "--tags", "etcd_snapshot"),
     # docs/capture.md's own command: capture_options, capture_environment, capture_dir left out
     "capture_documented": ("hosts.yml", "gpufleet.cluster.capture", "-e", "capture_hosts=gpu1", "-e",
                            "capture_root=" + os.path.join(NODES, "dgx-h100")),
@@ -362,7 +364,9 @@ def test_site_tags_etcd_snapshot_without_a_control_plane_is_an_error(world):
     # issue 42 / docs/inventory.md: a run that would touch no host is an error, naming what is missing
     rc, out, _ = world["runs"]["site_tags_etcd_nocp"]
     assert rc != 0, out
-    assert "kube_control_plane" in out, out
+    assert "group kube_control_plane is empty" in out, out
+    # the reasons are this run's: the snapshot runs on the control plane only (no kube_node needed)
+    assert "group kube_node is empty" not in out and "outside kube_node" not in out, out
 
 
 # ---------------------------------------------------------------- wrong types
@@ -520,6 +524,16 @@ def test_site_tags_validate_does_not_check_node_role_values(world):
     # docs/inventory.md: "checks only what the tags leave to run"
     rc, out, cwd = world["runs"]["site_tags_validate_other_role"]
     assert "nvidia_driver_kernel_modules" not in out, out
+
+
+def test_f3_site_tags_etcd_snapshot_checks_only_what_runs(world):
+    # issue 42 F3. docs/inventory.md: "checks only what the tags leave to run ... the variables of the roles
+    # that run": --tags etcd_snapshot runs the etcd_snapshot role on the control plane only, so gpu1's
+    # nvidia_driver_kernel_modules: opn is not refused; the run goes on and stops at cp1 (unreachable)
+    rc, out, _ = world["runs"]["site_tags_etcd_other_host"]
+    assert "nvidia_driver_kernel_modules" not in out, out
+    assert "No host was contacted" not in out, out
+    assert rc != 0 and "cp1" in out, out
 
 
 def test_a_hand_damaged_picture_still_gives_this_runs_junit(world):
