@@ -553,3 +553,89 @@ def test_an_odd_show_result_fails_the_step_clearly(result):
     result = dict(result, cmd=["scontrol", "show", "node", NODE, "--json"])
     with pytest.raises(AnsibleFilterError):
         filters.remediation_slurm_state(result, NODE)
+
+
+# --- (a) the agent's publisher end to end (scripted scontrol): never an update on a guess ----------------
+
+def _publisher(version_answer, show_answer, form="--json"):
+    from runners import ScriptedRunner  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_slurm import (  # pylint: disable=import-outside-toplevel
+        SlurmPublisher)
+    runner = ScriptedRunner({("scontrol", "--version"): version_answer,
+                             ("scontrol", "show", "node", NODE, form): show_answer,
+                             "scontrol": (0, "", "")})
+    return SlurmPublisher(NODE, runner), runner
+
+
+def _updates(runner):
+    return [call for call in runner.calls if len(call) > 1 and call[1] == "update"]
+
+
+@pytest.mark.parametrize("version", ["slurm 23.02.0-0rc1\n", "slurm 24.11.0-1\n", "slurm 25.11.0\n"])
+@pytest.mark.parametrize("answer", [
+    pytest.param(lambda: (0, _dup_key("reason", "gpufleet: gpu.xid[gpu3]", "admin: dimm"), ""), id="dup-reason"),
+    pytest.param(lambda: (0, json.dumps(ours(real())).replace('"boards": 1', '"boards": NaN'), ""), id="nan"),
+    pytest.param(lambda: (0, json.dumps(dict(ours(real()), errors=[{"error": "x"}])), ""), id="errors"),
+    pytest.param(lambda: (0, json.dumps(ours(real()))[:-40], ""), id="truncated"),
+    pytest.param(lambda: (0, "", ""), id="empty"),
+    pytest.param(lambda: (1, "", "scontrol: unrecognized option '--json'\n"), id="refused-json"),
+    pytest.param(lambda: (1, "", "slurm_load_node error: Unable to contact slurm controller\n"), id="no-controller"),
+])
+def test_the_agent_never_updates_on_an_unreadable_json_answer(version, answer):
+    for healthy in (True, False):
+        publisher, runner = _publisher((0, version, ""), answer())
+        try:
+            publisher.publish(healthy, [] if healthy else FAILING)
+        except AgentError as exc:
+            assert NODE in str(exc) or "scontrol" in str(exc)
+        assert _updates(runner) == [], runner.calls
+        assert ["scontrol", "show", "node", NODE, "--json"] in runner.calls
+
+
+@pytest.mark.parametrize("version", ["slurm-wlm 22.05.8\n", "", "garbage\n", "slurm 25.11\n"])
+def test_the_agent_reads_the_text_form_where_the_version_is_old_or_not_understood(version):
+    text = ("NodeName=%s Arch=x86_64 NodeHostName=%s State=IDLE+DRAIN ThreadsPerCore=2 "
+            "Reason=gpufleet: gpu.xid[gpu3] [root@2026-11-26T04:00:00] Comment=(null)\n" % (NODE, NODE))
+    publisher, runner = _publisher((0, version, ""), (0, text, ""), form="-o")
+    publisher.publish(True, [])
+    assert ["scontrol", "show", "node", NODE, "-o"] in runner.calls
+    assert ["scontrol", "show", "node", NODE, "--json"] not in runner.calls
+    assert _updates(runner) == [["scontrol", "update", "NodeName=%s" % NODE, "State=RESUME"]]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_a_real_answer_damaged_anywhere_is_a_decision_or_unreadable(data):
+    """One character of the real answer replaced, dropped or doubled: never a crash, and a command only where the
+    damaged text still parses to this node's readable state (checked against Python's own strict parse)."""
+    text = json.dumps(ours(real()))
+    where = data.draw(st.integers(0, len(text) - 1))
+    how = data.draw(st.sampled_from(["drop", "double", "replace"]))
+    char = data.draw(st.sampled_from(list('{}[]",:0 \\nN\x00')))
+    damaged = {"drop": text[:where] + text[where + 1:], "double": text[:where] + text[where] + text[where:],
+               "replace": text[:where] + char + text[where + 1:]}[how]
+    healthy = data.draw(st.booleans())
+    try:
+        commands, why = agent(damaged, healthy)
+    except AgentError as exc:
+        assert NODE in str(exc)
+        return
+    if commands:
+        doc = json.loads(damaged)
+        node = doc["nodes"][0]
+        # the node asked about by NodeName or NodeHostName (as the agent reads the text form too)
+        assert len(doc["nodes"]) == 1 and NODE in (node["name"], node.get("hostname")) and doc["errors"] == []
+        assert node["reason"].startswith("gpufleet:")
+    else:
+        assert isinstance(why, str)
+
+
+@pytest.mark.parametrize("reason", ['gpufleet: a\nb', 'gpufleet: "q" \\ \u00e9', "gpufleet: " + "x" * 500])
+def test_the_stand_ins_json_after_an_update_is_strict_and_read_back(tmp_path, reason):
+    env = dict(os.environ, GPUFLEET_STANDIN_SLURM_DIR=str(tmp_path))
+    run = lambda *argv: subprocess.run([STANDIN] + list(argv), env=env, capture_output=True, text=True,  # noqa: E731
+                                       timeout=60, check=False)
+    assert run("update", "NodeName=gpu-9", "State=DRAIN", "Reason=" + reason).returncode == 0
+    shown = run("show", "node", "gpu-9", "--json")
+    assert shown.returncode == 0 and corpus.unknown_lines("scontrol", shown.stdout + shown.stderr) == []
+    assert slurm.read_show_node_json(shown.stdout, "gpu-9")["Reason"] == reason
