@@ -19,9 +19,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.gpufleet.cluster.plugins.filter import remediation as filters
-from ansible_collections.gpufleet.cluster.plugins.module_utils import slurm
-from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_config import AgentError
-from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_slurm import slurm_commands
+from ansible_collections.gpufleet.cluster.plugins.module_utils.slurm import slurm
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_config import AgentError
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_slurm import slurm_commands
 from conftest import REPO
 
 sys.path.insert(0, os.path.join(REPO, "tests", "transcripts"))
@@ -559,7 +559,7 @@ def test_an_odd_show_result_fails_the_step_clearly(result):
 
 def _publisher(version_answer, show_answer, form="--json"):
     from runners import ScriptedRunner  # pylint: disable=import-outside-toplevel
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_slurm import (  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_slurm import (  # pylint: disable=import-outside-toplevel
         SlurmPublisher)
     runner = ScriptedRunner({("scontrol", "--version"): version_answer,
                              ("scontrol", "show", "node", NODE, form): show_answer,
@@ -639,3 +639,66 @@ def test_the_stand_ins_json_after_an_update_is_strict_and_read_back(tmp_path, re
     shown = run("show", "node", "gpu-9", "--json")
     assert shown.returncode == 0 and corpus.unknown_lines("scontrol", shown.stdout + shown.stderr) == []
     assert slurm.read_show_node_json(shown.stdout, "gpu-9")["Reason"] == reason
+
+
+KUBEADM = os.path.join(REPO, "roles", "kubernetes_control_plane", "molecule", "default", "files", "kubeadm")
+
+
+def _kubeadm(tmp_path, cases, argv):
+    (tmp_path / "etc" / "kubernetes").mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, KUBEADM_DOUBLE_ROOT=str(tmp_path), KUBEADM_DOUBLE_LOG=str(tmp_path / "calls.log"),
+               KUBEADM_DOUBLE_PYTHON=sys.executable, KUBEADM_DOUBLE_MINOR="1.36", KUBEADM_DOUBLE_CASES=cases)
+    return subprocess.run([KUBEADM] + argv, env=env, capture_output=True, text=True, timeout=60, check=False)
+
+
+@pytest.mark.parametrize("cases,argv", [
+    ("upgrade-apply-success", ["upgrade", "apply", "--yes", "v1.36.1", "--etcd-upgrade=true"]),  # another target
+    ("upgrade-apply-success", ["upgrade", "apply", "--yes", "v1.37.5", "--etcd-upgrade=true"]),
+    ("upgrade-apply-success", ["upgrade", "apply", "--yes", "v1.36.5", "--etcd-upgrade=false"]),
+    ("upgrade-apply-success", ["upgrade", "apply", "--yes", "v1.36.5", "--etcd-upgrade=true", "--force"]),
+    ("upgrade-apply-success", ["upgrade", "apply", "v1.36.5", "--etcd-upgrade=true"]),  # no --yes
+    ("upgrade-apply-success,upgrade-apply-failure", ["upgrade", "apply", "--yes", "v1.36.5", "--etcd-upgrade=true"]),
+    ("upgrade-plan-json", ["upgrade", "plan", "v1.35.0", "-o", "json"]),
+    ("upgrade-plan-json", ["upgrade", "plan", "v1.36.5", "-o", "json", "--force"]),
+    ("upgrade-plan-json", ["upgrade", "plan", "v1.36.5", "-o", "yaml"]),
+    ("upgrade-apply-success", ["upgrade", "plan", "v1.36.5", "-o", "json"]),  # a case of another call
+    ("nope", ["version", "-o", "short"]),
+])
+def test_the_kubeadm_stand_in_answers_only_the_transcripts_call(tmp_path, cases, argv):
+    """README: flags and positionals as the transcript's; a call no transcript answers (or two do) exits 2."""
+    result = _kubeadm(tmp_path, cases, argv)
+    if cases == "nope" and result.returncode == 0:  # version has one transcript: the case list need not name it
+        assert corpus.unknown_lines("kubeadm", result.stdout + result.stderr) == []
+        return
+    assert result.returncode == 2 and result.stdout == "" and "stand-in" in result.stderr, (argv, result)
+
+
+def test_the_kubeadm_stand_in_answers_its_transcripts_call_with_its_lines(tmp_path):
+    result = _kubeadm(tmp_path, "upgrade-apply-success", ["upgrade", "apply", "--yes", "v1.36.5", "--etcd-upgrade=true"])
+    assert result.returncode == 0
+    assert corpus.unknown_lines("kubeadm", result.stdout) == [] and corpus.unknown_lines("kubeadm", result.stderr) == []
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(FLAGS, max_size=5), st.one_of(st.sampled_from(["gpufleet remediation: gpu.xid", "gpufleet: x", "",
+                                                               "gpufleet remediation:x", "admin"]), JUNK),
+       st.sampled_from(["name", "hostname", "state", "reason", "errors", "meta", None]), JUNK)
+def test_the_remediation_over_a_mangled_real_answer_is_a_view_or_fails_naming_the_form(state, reason, key, junk):
+    doc = real()
+    node = doc["nodes"][0]
+    node["state"], node["reason"] = state, reason
+    if key in ("errors", "meta"):
+        doc[key] = junk
+    elif key:
+        node[key] = junk
+    try:
+        view = filters.remediation_slurm_state({"rc": 0, "stdout": json.dumps(doc), "stderr": "",
+                                                "cmd": ["scontrol", "show", "node", NODE, "--json"]}, NODE)
+    except AnsibleFilterError as exc:
+        assert "scontrol show node %s --json" % NODE in str(exc)
+        return
+    node = doc["nodes"][0]
+    assert doc["errors"] == [] and isinstance(node["state"], list) and isinstance(node["reason"], str)
+    if view["ours"]:
+        assert "DRAIN" in node["state"] and node["reason"].startswith("gpufleet remediation: ")
+        assert node["state"][0] in ("IDLE", "ALLOCATED", "MIXED") and not view["admin"]
