@@ -702,3 +702,19 @@ def test_the_remediation_over_a_mangled_real_answer_is_a_view_or_fails_naming_th
     if view["ours"]:
         assert "DRAIN" in node["state"] and node["reason"].startswith("gpufleet remediation: ")
         assert node["state"][0] in ("IDLE", "ALLOCATED", "MIXED") and not view["admin"]
+
+
+@pytest.mark.parametrize("version_answer", [(1, "", "scontrol: error: slurm_load_ctl_conf error\n"),
+                                            (127, "", "scontrol: command not found\n"), (0, "slurm 25.11.0\n", "x")])
+def test_a_failing_version_probe_never_leads_to_json_read_on_a_guess(version_answer):
+    """A failing `scontrol --version`: an error of the cycle or the text form; never an update from an answer
+    that was not read in the form asked (the -o answer here is someone else's drain: never resumed)."""
+    text = ("NodeName=%s Arch=x86_64 NodeHostName=%s State=IDLE+DRAIN ThreadsPerCore=2 "
+            "Reason=admin: dimm [root@2026-11-26T04:00:00] Comment=(null)\n" % (NODE, NODE))
+    for form in ("-o", "--json"):
+        publisher, runner = _publisher(version_answer, (0, text if form == "-o" else "{}", ""), form=form)
+        try:
+            publisher.publish(True, [])
+        except AgentError:
+            pass
+        assert _updates(runner) == [], runner.calls
