@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """CPU time of one node health agent cycle on the DGX H100 fixture tree (target: <= 50 ms).
 
-The agent (plugins/module_utils/agent.py) runs node_validate's checks on
+The agent (plugins/module_utils/agent/agent.py) runs node_validate's checks on
 tests/fixtures/nodes/dgx-h100 (8 GPUs, 4 NVSwitches, 9 HCAs), applies hysteresis and writes
 health.json, agent-state.json and the Prometheus textfile into a temporary directory. The entry
 point runs as installed in /opt/gpufleet/agent (the role's file next to the collection's
@@ -59,7 +59,7 @@ LIST_IMPORTS = """
 import json, sys
 base = set(sys.modules)
 sys.path.insert(0, sys.argv[1])
-from ansible_collections.gpufleet.cluster.plugins.module_utils.agent import run_once
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent import run_once
 run_once(sys.argv[2])
 print(json.dumps(sorted(m for m in set(sys.modules) - base if m != "pynvml")))
 """
@@ -178,7 +178,7 @@ def main():
         # in-process
         os.environ["GPUFLEET_FAKE_NVML_SCENARIO"] = SCENARIO
         sys.path[:0] = [COLLECTIONS, FAKE_NVML]
-        from ansible_collections.gpufleet.cluster.plugins.module_utils.agent import Agent, load_config
+        from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent import Agent, load_config
 
         agent = Agent(load_config(path), log=lambda line: None)
         agent.cycle()

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Time of a node capture (module_utils/capture.py, module node_capture; target < 5 s on a DGX H100).
+"""Time of a node capture (module_utils/capture/capture.py, module node_capture; target < 5 s on a DGX H100).
 
 Two trees, each captured with the fake NVML (tests/fake_nvml, scenario h100-healthy) and packed
 into an archive, as the module does:
@@ -27,7 +27,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [os.path.join(REPO, ".collections"), os.path.join(REPO, "tests"), os.path.join(REPO, "tests", "unit")]
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import capture  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.module_utils.capture import capture  # noqa: E402
 from nvml_scenarios import fake_with  # noqa: E402
 from runners import ScriptedRunner  # noqa: E402
 

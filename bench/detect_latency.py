@@ -44,8 +44,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [os.path.join(REPO, ".collections"), os.path.join(REPO, "tests", "fake_nvml"), os.path.join(REPO, "tests")]
 
 import pynvml  # noqa: E402  (the fake double: tests/fake_nvml first on the path)
-from ansible_collections.gpufleet.cluster.plugins.module_utils import agent_daemon, agent_events  # noqa: E402
-from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_cycle import run_once  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent import agent_daemon, agent_events  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_cycle import run_once  # noqa: E402
 from fake_kube_api.server import FakeKubeAPI  # noqa: E402
 
 NODE = os.path.join(REPO, "tests", "fixtures", "nodes", "dgx-h100")

@@ -5,7 +5,7 @@ printed beside the sweep (playbooks/validate.yml, one node_validate task per hos
 
 The API is the in-process double tests/fake_kube_api (HTTP on 127.0.0.1, bearer token). Each of
 the N Nodes gets its GpufleetHealthy condition from the agent's own publisher
-(plugins/module_utils/agent_kube.KubePublisher), as the agents would write it: in a pattern of 10,
+(plugins/module_utils/agent/agent_kube.KubePublisher), as the agents would write it: in a pattern of 10,
 8 healthy, 1 unhealthy (gpu.count[node]: a GPU fallen off the bus), 1 without a condition (agent not
 publishing: agent.condition fails). Then ``ansible-playbook playbooks/fleet_status.yml -e
 gpufleet_status_source=kubernetes`` with an inventory of the N hosts; printed: wall time, CPU
@@ -37,8 +37,8 @@ sys.path[:0] = [BENCH, os.path.join(REPO, "tests"), os.path.join(REPO, ".collect
 from fake_kube_api.server import FakeKubeAPI  # noqa: E402
 from fleet_validate import PLAYBOOK, build, environment, load, run  # noqa: E402
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_kube import KubePublisher  # noqa: E402
-from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_node import KubeClient  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_kube import KubePublisher  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.kube_node import KubeClient  # noqa: E402
 
 TARGET_S = 10.0
 FAILING = [{"id": "gpu.count", "target": "node", "status": "fail",

@@ -54,9 +54,9 @@ def load_average():
 
 def in_process(root, runs):
     """(wall ms, cpu ms, elapsed_ms) lists of warm in-process runs."""
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.families import FAMILIES
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.runner import SubprocessRunner
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import validate_node
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.health.families import FAMILIES
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.core.runner import SubprocessRunner
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.core.validation import validate_node
 
     params = dict(OPTIONS, root=root, fail_on="fail")
     walls, cpus, elapsed = [], [], []
@@ -74,9 +74,9 @@ def in_process(root, runs):
 COLD = r"""
 import json, sys, time
 wall, cpu = time.perf_counter(), time.process_time()
-from ansible_collections.gpufleet.cluster.plugins.module_utils.families import FAMILIES
-from ansible_collections.gpufleet.cluster.plugins.module_utils.runner import SubprocessRunner
-from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import validate_node
+from ansible_collections.gpufleet.cluster.plugins.module_utils.health.families import FAMILIES
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.runner import SubprocessRunner
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.validation import validate_node
 logic = time.process_time()
 payload, errors = validate_node(FAMILIES, json.loads(sys.argv[1]), runner=SubprocessRunner())
 now = time.process_time()

@@ -10,7 +10,7 @@ __metaclass__ = type
 class ModuleDocFragment(object):
 
     # The root option of the read-only modules (gpufleet.cluster.validation): the documentation of
-    # module_utils/validation.py COMMON_OPTIONS["root"], the one declaration every validation
+    # module_utils/core/validation.py COMMON_OPTIONS["root"], the one declaration every validation
     # module's argument spec merges. Type and default are the same everywhere. A module whose reads need naming (which trees
     # below root, what is not redirected) keeps its own root description; when an option is
     # documented both here and in the module, the module's keys win and the others come from here.

@@ -4,7 +4,7 @@
 """What the node health agents publish, turned into check results without running a check:
 
 - ``agent_status_checks``: the agents' NodeCondition GpufleetHealthy (published by
-  plugins/module_utils/agent_kube.py) per host (playbooks/fleet_status.yml,
+  plugins/module_utils/agent/agent_kube.py) per host (playbooks/fleet_status.yml,
   gpufleet_status_source=kubernetes);
 - ``agent_health_check``: one node's health.json, read by playbooks/validate.yml, as the check
   ``agent.health`` (fresh and healthy, unhealthy, stale, dated in the future, unreadable, absent).
@@ -24,11 +24,11 @@ import time
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import FAIL_ON_CHOICES, offending
-from ansible_collections.gpufleet.cluster.plugins.module_utils.clock import FRESH, FUTURE, describe, freshness, parse_utc
-from ansible_collections.gpufleet.cluster.plugins.module_utils.gate import CONDITION_TYPE, summary_message
-from ansible_collections.gpufleet.cluster.plugins.module_utils.health_record import parse_health, result_max_age
-from ansible_collections.gpufleet.cluster.plugins.module_utils.records import RecordError
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.checks import FAIL_ON_CHOICES, offending
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.clock import FRESH, FUTURE, describe, freshness, parse_utc
+from ansible_collections.gpufleet.cluster.plugins.module_utils.health.gate import CONDITION_TYPE, summary_message
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.health_record import parse_health, result_max_age
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.records import RecordError
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.gpufleet_tier import tier_default
 
 CONDITION_CHECK = "agent.condition"

@@ -4,7 +4,7 @@
 """check_failures: the few console lines of a failed validation (documentation: check_failures.yml);
 failing_hosts: which hosts of a play have such lines (documentation: failing_hosts.yml).
 
-The lines are built by ``module_utils/checks.py`` (``failure_lines``, ``group_checks``), the
+The lines are built by ``module_utils/core/checks.py`` (``failure_lines``, ``group_checks``), the
 result model's one place, so the console and the fleet report group identical checks alike.
 """
 
@@ -14,7 +14,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.checks import (
     FAIL, FAIL_ON_CHOICES, STATUSES, failing_statuses, failure_lines, group_checks, offending)
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.fleet_report import value_detail
 

@@ -2,7 +2,7 @@
 # Copyright: gpufleet contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """nvidia_dra_device_cel: the CEL selector of a DeviceClass of NVIDIA's DRA driver for GPUs
-(documentation: nvidia_dra_device_cel.yml). The driver name is module_utils/gate.py's
+(documentation: nvidia_dra_device_cel.yml). The driver name is module_utils/health/gate.py's
 (DEVICE_TAINT_DEFAULTS["gpu_driver"]), the one the per-device DeviceTaintRules select: the
 DeviceClasses role kubernetes_addons applies and the taints the health gate writes name the same
 driver."""
@@ -13,7 +13,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.gate import DEVICE_TAINT_DEFAULTS
+from ansible_collections.gpufleet.cluster.plugins.module_utils.health.gate import DEVICE_TAINT_DEFAULTS
 
 # Device types of the GPU kubelet plugin (attribute <driver>.type) that gpufleet gives a DeviceClass:
 # a full GPU and a MIG device (static MIG: the instances that exist on a GPU in MIG mode). The third,

@@ -14,7 +14,7 @@ from __future__ import absolute_import, division, print_function
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.clock import finite_float
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.clock import finite_float
 
 PATTERNS = ("ring", "all-pairs")
 DIRECTIONS = ("one", "both")

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Node labels from facts, and the gate's decision as a filter (check results -> labels/taints).
 
-The decision itself lives in ``plugins/module_utils/gate.py`` (one place for the filter, role
+The decision itself lives in ``plugins/module_utils/health/gate.py`` (one place for the filter, role
 node_gate's module ``node_write`` and the node health agent); ``health_gate_patch`` is a thin
 adapter that turns its GateError into AnsibleFilterError. The tier's taint key default is
 ``gpufleet_gate_taint_key`` (plugin_utils/gpufleet_tier.py takes it from gate.py). The result
@@ -18,8 +18,8 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import gate
-from ansible_collections.gpufleet.cluster.plugins.module_utils.gate import k8s_label_value
+from ansible_collections.gpufleet.cluster.plugins.module_utils.health import gate
+from ansible_collections.gpufleet.cluster.plugins.module_utils.health.gate import k8s_label_value
 
 GATE_TAINT_KEY = gate.DEFAULT_TAINT_KEY
 EFFECTS = gate.EFFECTS

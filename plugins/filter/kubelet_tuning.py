@@ -22,12 +22,12 @@ __metaclass__ = type
 import re
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.cluster.plugins.module_utils.cpulist import parse_cpulist
-from ansible_collections.gpufleet.cluster.plugins.module_utils.kubelet_config import ENUMS as KUBELET_ENUMS
+from ansible_collections.gpufleet.cluster.plugins.module_utils.tuning.cpulist import parse_cpulist
+from ansible_collections.gpufleet.cluster.plugins.module_utils.tuning.kubelet_config import ENUMS as KUBELET_ENUMS
 
 API_VERSION = "kubelet.config.k8s.io/v1beta1"
 # option -> (KubeletConfiguration field, allowed values)
-# option -> (KubeletConfiguration field, allowed values): module_utils/kubelet_config.py, shared with
+# option -> (KubeletConfiguration field, allowed values): module_utils/tuning/kubelet_config.py, shared with
 # the drift check tuning.kubelet_policy.
 ENUMS = {name: (field, allowed) for name, (field, allowed, _default) in KUBELET_ENUMS.items()}
 OPTIONS = tuple(ENUMS) + ("reserved_system_cpus", "reserved_memory")

@@ -4,7 +4,7 @@
 """mig_parted_config, mig_parted_assert, mig_layout_uncovered: the mig-parted configuration file role
 gpu_mig writes, the reading of ``nvidia-mig-parted assert`` and the GPUs of a node a layout leaves
 out (documentation: mig_parted_config.yml, mig_parted_assert.yml, mig_layout_uncovered.yml).
-The logic is module_utils/mig.py's, the one place of the MIG format."""
+The logic is module_utils/gpu/mig.py's, the one place of the MIG format."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -12,7 +12,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import assert_state, parted_config, uncovered_gpus
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu.mig import assert_state, parted_config, uncovered_gpus
 
 
 def mig_parted_config(layout, configs=None, what="gpufleet_mig_layout", configs_what="gpufleet_mig_configs"):

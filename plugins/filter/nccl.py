@@ -14,7 +14,7 @@ import math
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.nccl import nccl_checks, parse_nccl_tests
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu.nccl import nccl_checks, parse_nccl_tests
 
 
 def nccl_tests_parse(text):

@@ -11,8 +11,8 @@ from __future__ import absolute_import, division, print_function
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.mlx5 import parse_rate
-from ansible_collections.gpufleet.cluster.plugins.module_utils.ofed import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.rdma.mlx5 import parse_rate
+from ansible_collections.gpufleet.cluster.plugins.module_utils.rdma.ofed import (
     best_match,
     normalize_version,
     version_compare,

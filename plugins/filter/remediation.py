@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """remediation_policy, remediation_plan, gpu_reset_decision, remediation_step_checks,
 remediation_slurm_state, remediation_slurm_show_argv: the remediation policy of playbooks/remediate.yml
-(documentation: the <name>.yml beside this file). The logic is module_utils/remediation.py's, the one place of it."""
+(documentation: the <name>.yml beside this file). The logic is module_utils/remediation/remediation.py's, the one place of it."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -11,8 +11,8 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.gate import GateError
-from ansible_collections.gpufleet.cluster.plugins.module_utils.remediation import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.health.gate import GateError
+from ansible_collections.gpufleet.cluster.plugins.module_utils.remediation.remediation import (
     PolicyError,
     plan,
     policy,
@@ -20,7 +20,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.remediation impor
     slurm_state,
     step_checks,
 )
-from ansible_collections.gpufleet.cluster.plugins.module_utils.slurm import is_json_argv, parse_version, show_node_argv
+from ansible_collections.gpufleet.cluster.plugins.module_utils.slurm.slurm import is_json_argv, parse_version, show_node_argv
 
 
 def remediation_policy(value):
@@ -47,7 +47,7 @@ def gpu_reset_decision(listing):
 
 
 def remediation_step_checks(done, action, stopped=None, burn_in=True):
-    """``done``: the steps done (a list of names); see module_utils/remediation.py step_checks."""
+    """``done``: the steps done (a list of names); see module_utils/remediation/remediation.py step_checks."""
     try:
         return step_checks(action, done, stopped, burn_in)
     except PolicyError as exc:
@@ -56,7 +56,7 @@ def remediation_step_checks(done, action, stopped=None, burn_in=True):
 
 def remediation_slurm_show_argv(version, node):
     """``version``: the registered result of ``scontrol --version``; the argv of ``scontrol show node
-    <node>`` in the form that version prints best (module_utils/slurm.py show_node_argv, the agent's
+    <node>`` in the form that version prints best (module_utils/slurm/slurm.py show_node_argv, the agent's
     decision: ``--json`` from Slurm 23.02, ``-o`` for 22.05 and older or a version answer not of the
     form "<package> <x.y.z>"). A failed command fails (as the agent's cycle does)."""
     if not isinstance(version, dict) or version.get("rc", 1) != 0:

@@ -11,7 +11,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.cluster.plugins.module_utils.topology import CLASSES, class_rank
+from ansible_collections.gpufleet.cluster.plugins.module_utils.rdma.topology import CLASSES, class_rank
 
 LINK_LAYERS = ("InfiniBand", "Ethernet")
 # NCCL_NET_GDR_LEVEL takes LOC, PIX, PXB, PHB, SYS; NCCL counts a path between host bridges of one

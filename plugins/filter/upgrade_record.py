@@ -2,7 +2,7 @@
 # Copyright: gpufleet contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filter upgrade_record: rolling_upgrade's records read back through their one strict reader
-(module_utils/upgrade_record.py)."""
+(module_utils/kube/upgrade_record.py)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -10,8 +10,8 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import upgrade_record as reader
-from ansible_collections.gpufleet.cluster.plugins.module_utils.records import RecordError
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import upgrade_record as reader
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.records import RecordError
 
 KINDS = {"state": reader.read_state, "applied": reader.read_applied}
 

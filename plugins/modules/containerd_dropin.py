@@ -118,14 +118,14 @@ import os
 import tempfile
 
 from ansible.module_utils.common.text.converters import to_bytes, to_native, to_text
-from ansible_collections.gpufleet.cluster.plugins.module_utils import module_cache
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core import module_cache
 
 module_cache.activate()  # before the other module_utils: compiled once per node, not per run
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.containerd_config import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.containerd_config import (
     ContainerdConfigError, containerd_version, plan)
-from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import run_module
-from ansible_collections.gpufleet.cluster.plugins.module_utils.toml_merge import TomlMergeError, merge_checked
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.framework import run_module
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.toml_merge import TomlMergeError, merge_checked
 
 ARGUMENT_SPEC = dict(
     config=dict(type="path", default="/etc/containerd/config.toml"),

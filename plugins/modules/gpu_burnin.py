@@ -111,15 +111,15 @@ dcgm:
   type: dict
 """
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import module_cache
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core import module_cache
 
 module_cache.activate()  # before the other module_utils: compiled once per node, not per run
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import CheckResults, exit_with_checks
-from ansible_collections.gpufleet.cluster.plugins.module_utils.dcgm import RUN_CHECK, run_diag, run_nccl
-from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import ModuleFailure, run_module
-from ansible_collections.gpufleet.cluster.plugins.module_utils.runner import ModuleRunner
-from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import common_argspec
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.checks import CheckResults, exit_with_checks
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu.dcgm import RUN_CHECK, run_diag, run_nccl
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.framework import ModuleFailure, run_module
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.runner import ModuleRunner
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.validation import common_argspec
 
 ARGUMENT_SPEC = dict(
     dcgmi=dict(type="str", default="dcgmi"),

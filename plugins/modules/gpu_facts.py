@@ -134,13 +134,13 @@ ansible_facts:
       fabricmanager_required: false
 """
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import module_cache
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core import module_cache
 
 module_cache.activate()  # before the other module_utils: compiled once per node, not per run
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import ROOT_OPTION, checked_root, run_module
-from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu import gather_gpu_facts
-from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import SysfsReader
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.framework import ROOT_OPTION, checked_root, run_module
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu.gpu import gather_gpu_facts
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.sysfs import SysfsReader
 
 ARGUMENT_SPEC = {"root": ROOT_OPTION}
 

@@ -309,13 +309,13 @@ gpus:
        pci_bus_id: "0000:18:00.0", lost: false, temperature_c: 34, persistence_mode: true}
 """
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import module_cache
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core import module_cache
 
 module_cache.activate()  # before the other module_utils: compiled once per node, not per run
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.families import GPU
-from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import run_module
-from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import module_argspec, single_family_work
+from ansible_collections.gpufleet.cluster.plugins.module_utils.health.families import GPU
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.framework import run_module
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.validation import module_argspec, single_family_work
 
 ARGUMENT_SPEC = module_argspec(GPU)
 

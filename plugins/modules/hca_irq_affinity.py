@@ -67,18 +67,18 @@ moved:
   type: int
 """
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import module_cache
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core import module_cache
 
 module_cache.activate()  # before the other module_utils: compiled once per node, not per run
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.framework import (
     ROOT_OPTION,
     ModuleFailure,
     checked_root,
     run_module,
 )
-from ansible_collections.gpufleet.cluster.plugins.module_utils.irq_affinity import apply_affinity
-from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import SysfsReader
+from ansible_collections.gpufleet.cluster.plugins.module_utils.tuning.irq_affinity import apply_affinity
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.sysfs import SysfsReader
 
 ARGUMENT_SPEC = {"root": ROOT_OPTION, "devices": {"type": "list", "elements": "str"}}
 

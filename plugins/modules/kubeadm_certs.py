@@ -77,12 +77,12 @@ certificates:
   type: dict
 """
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import module_cache
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core import module_cache
 
 module_cache.activate()  # before the other module_utils: compiled once per node, not per run
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import run_module
-from ansible_collections.gpufleet.cluster.plugins.module_utils.kubeadm import CERTS_ARGSPEC, certs_work
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.framework import run_module
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.kubeadm import CERTS_ARGSPEC, certs_work
 
 ARGUMENT_SPEC = CERTS_ARGSPEC
 

@@ -215,19 +215,19 @@ ansible_facts:
                   roce_v2_gid_index: null
 """
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import module_cache
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core import module_cache
 
 module_cache.activate()  # before the other module_utils: compiled once per node, not per run
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.framework import (
     ROOT_OPTION,
     ModuleFailure,
     checked_root,
     run_module,
 )
-from ansible_collections.gpufleet.cluster.plugins.module_utils.mlx5 import check_mlx5_options, gather_mlx5_facts
-from ansible_collections.gpufleet.cluster.plugins.module_utils.runner import ModuleRunner
-from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import SysfsReader
+from ansible_collections.gpufleet.cluster.plugins.module_utils.rdma.mlx5 import check_mlx5_options, gather_mlx5_facts
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.runner import ModuleRunner
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.sysfs import SysfsReader
 
 ARGUMENT_SPEC = {"root": ROOT_OPTION, "ofed_info": {"type": "path"}}
 

@@ -185,12 +185,12 @@ elapsed_ms:
   type: float
 """
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import module_cache
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core import module_cache
 
 module_cache.activate()  # before the other module_utils: compiled once per node, not per run
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.capture import node_capture_work
-from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import ROOT_OPTION, run_module
+from ansible_collections.gpufleet.cluster.plugins.module_utils.capture.capture import node_capture_work
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.framework import ROOT_OPTION, run_module
 
 ARGUMENT_SPEC = dict(
     dest=dict(type="path", required=True),

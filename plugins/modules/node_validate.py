@@ -394,13 +394,13 @@ ansible_facts:
       returned: when the RDMA family runs
 """
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import module_cache
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core import module_cache
 
 module_cache.activate()  # before the other module_utils: compiled once per node, not per run
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.families import FAMILIES
-from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import run_module
-from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.health.families import FAMILIES
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.framework import run_module
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.validation import (
     node_module_argspec,
     node_module_class,
     node_work,

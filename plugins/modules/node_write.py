@@ -23,7 +23,7 @@ description:
     change, no resourceVersion bump). Taints of other owners are kept (C(spec.taints) has no merge
     key, so the whole list is sent, with only ours replaced).
   - The write of role C(gpufleet.cluster.node_gate) (kubernetes backend) and, through the same
-    C(module_utils/kube_node_write.py), of the node health agent.
+    C(module_utils/health/kube_node_write.py), of the node health agent.
   - Talks to the API server with Python's C(http.client) (no kubernetes client needed, only PyYAML
     to read the kubeconfig); run it where O(kubeconfig) is, for example delegated to the first
     control plane host. A bearer token or client certificate is never sent over plain C(http://)
@@ -299,14 +299,14 @@ node_status:
       type: str
 """
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import module_cache
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core import module_cache
 
 module_cache.activate()  # before the other module_utils: compiled once per node, not per run
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import gate
-from ansible_collections.gpufleet.cluster.plugins.module_utils import kube_node_write
-from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import ModuleFailure, run_module
-from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_node import KubeconfigClient
+from ansible_collections.gpufleet.cluster.plugins.module_utils.health import gate
+from ansible_collections.gpufleet.cluster.plugins.module_utils.health import kube_node_write
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.framework import ModuleFailure, run_module
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.kube_node import KubeconfigClient
 
 WriteError = kube_node_write.WriteError
 
@@ -341,7 +341,7 @@ ARGUMENT_SPEC = dict(
 
 
 def run(params, check_mode=False):
-    """module_utils/kube_node_write.run with the kubeconfig's client."""
+    """module_utils/health/kube_node_write.run with the kubeconfig's client."""
     return kube_node_write.run(params, check_mode=check_mode, client_class=KubeconfigClient)
 
 

@@ -278,16 +278,16 @@ healthy:
   type: bool
 """
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import module_cache
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core import module_cache
 
 module_cache.activate()  # before the other module_utils: compiled once per node, not per run
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import exit_with_checks
-from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import ModuleFailure, checked_root, run_module
-from ansible_collections.gpufleet.cluster.plugins.module_utils.perftest import run_bandwidth
-from ansible_collections.gpufleet.cluster.plugins.module_utils.runner import ModuleRunner
-from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import SysfsReader
-from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import common_argspec
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.checks import exit_with_checks
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.framework import ModuleFailure, checked_root, run_module
+from ansible_collections.gpufleet.cluster.plugins.module_utils.rdma.perftest import run_bandwidth
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.runner import ModuleRunner
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.sysfs import SysfsReader
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.validation import common_argspec
 
 ARGUMENT_SPEC = dict(
     mode=dict(type="str", required=True, choices=["server", "client"]),

@@ -188,13 +188,13 @@ ansible_facts:
       sample: {"loaded": true, "version": "24.10-1.1.4", "driver_source": "ofed", "pci_functions": 10}
 """
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import module_cache
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core import module_cache
 
 module_cache.activate()  # before the other module_utils: compiled once per node, not per run
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.families import RDMA
-from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import run_module
-from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import module_argspec, single_family_work
+from ansible_collections.gpufleet.cluster.plugins.module_utils.health.families import RDMA
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.framework import run_module
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.validation import module_argspec, single_family_work
 
 ARGUMENT_SPEC = module_argspec(RDMA)
 

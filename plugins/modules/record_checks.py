@@ -69,12 +69,12 @@ host_checks:
   type: dict
 """
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import module_cache
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core import module_cache
 
 module_cache.activate()  # before the other module_utils: compiled once per node, not per run
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import run_module
-from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.framework import run_module
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.validation import (
     record_checks_argspec,
     record_checks_work,
 )

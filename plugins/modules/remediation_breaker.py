@@ -162,27 +162,27 @@ released:
 
 import time
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import module_cache
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core import module_cache
 
 module_cache.activate()  # before the other module_utils: compiled once per node, not per run
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.breaker import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.remediation.breaker import (
     POLICY_DEFAULTS,
     Breaker,
     BreakerError,
     name_problem,
     record_step,
 )
-from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import ModuleFailure, run_module
-from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_node import KubeconfigClient, KubeError
-from ansible_collections.gpufleet.cluster.plugins.module_utils.records import RecordError
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.framework import ModuleFailure, run_module
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.kube_node import KubeconfigClient, KubeError
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.records import RecordError
 
 ARGUMENT_SPEC = dict(
     op=dict(type="str", required=True, choices=["acquire", "release", "record"]),
     kubeconfig=dict(type="path", required=True),
     context=dict(type="str"),
     node=dict(type="str", required=True),
-    # the breaker's defaults are module_utils/breaker.py's POLICY_DEFAULTS (gpufleet_remediation's too)
+    # the breaker's defaults are module_utils/remediation/breaker.py's POLICY_DEFAULTS (gpufleet_remediation's too)
     group=dict(type="str", default=POLICY_DEFAULTS["group"]),
     group_size=dict(type="int"),
     max_parallel=dict(type="str", default=str(POLICY_DEFAULTS["max_parallel"])),

@@ -30,7 +30,7 @@ description:
     that is not a regular file (a FIFO, socket, device or symbolic link: never waited on nor
     followed) or is larger than 16 MiB is unreadable the same way, named in the problem. Read-only."
   - O(action=record) takes the snapshot of each role of O(stamps) and writes its stamp, removes the
-    stamps of O(forget) and keeps the others (atomic write, C(module_utils/state_files.py)).
+    stamps of O(forget) and keeps the others (atomic write, C(module_utils/core/state_files.py)).
 author:
   - gpufleet contributors (@gpufleet)
 options:
@@ -122,12 +122,12 @@ unrecorded:
   type: dict
 """
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import module_cache
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core import module_cache
 
 module_cache.activate()  # before the other module_utils: compiled once per node, not per run
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import run_module
-from ansible_collections.gpufleet.cluster.plugins.module_utils.role_stamps import role_state_work
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.framework import run_module
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.role_stamps import role_state_work
 
 ARGUMENT_SPEC = dict(
     action=dict(type="str", choices=["verify", "record"], required=True),

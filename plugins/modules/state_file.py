@@ -15,7 +15,7 @@ version_added: 0.1.0
 description:
   - The one writer of the files under C(/var/lib/gpufleet) (role stamps, reboot and restart
     markers, the rolling upgrade's state), the same code the node health agent writes its files
-    with (C(module_utils/state_files.py)). It writes a temporary file in the same directory,
+    with (C(module_utils/core/state_files.py)). It writes a temporary file in the same directory,
     fsyncs it, sets mode and owner, and renames it. A reader sees the old or the new content, never a part; a full disk leaves
     the old content.
   - "Either the whole O(content), or one line of a marker file shared by roles (O(marker_owner)
@@ -89,12 +89,12 @@ content:
   type: str
 """
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import module_cache
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core import module_cache
 
 module_cache.activate()  # before the other module_utils: compiled once per node, not per run
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import run_module
-from ansible_collections.gpufleet.cluster.plugins.module_utils.state_files import state_file_work
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.framework import run_module
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.state_files import state_file_work
 
 ARGUMENT_SPEC = dict(
     path=dict(type="path", required=True),

@@ -90,13 +90,13 @@ ansible_facts:
           returned: always
 """
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import module_cache
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core import module_cache
 
 module_cache.activate()  # before the other module_utils: compiled once per node, not per run
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import ROOT_OPTION, checked_root, run_module
-from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import SysfsReader
-from ansible_collections.gpufleet.cluster.plugins.module_utils.topology import gather_topology_facts
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.framework import ROOT_OPTION, checked_root, run_module
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.sysfs import SysfsReader
+from ansible_collections.gpufleet.cluster.plugins.module_utils.rdma.topology import gather_topology_facts
 
 ARGUMENT_SPEC = {"root": ROOT_OPTION}
 

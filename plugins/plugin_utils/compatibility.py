@@ -18,8 +18,8 @@ import re
 
 import yaml
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import versions
-from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import resolve_layout
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core import versions
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu.mig import resolve_layout
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.gpufleet_tier import TIER, tier_default, tier_value
 
 MATRIX_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "compatibility.yml")
@@ -47,7 +47,7 @@ class MatrixError(ValueError):
 
 
 def parse_version(value):
-    """``value`` as a tuple of ints (the collection's one parser, module_utils/versions.py):
+    """``value`` as a tuple of ints (the collection's one parser, module_utils/core/versions.py):
     "580" -> (580,), "v3.32.0" -> (3, 32, 0), "2.1.4-1" -> (2, 1, 4), "6.1.0-27-amd64" -> (6, 1, 0),
     "1:1.7.24~ds1-1" -> (1, 7, 24). MatrixError ("not a version: ...") otherwise."""
     try:

@@ -5,7 +5,7 @@
 
 The ``fleet_report`` callback feeds task results in; this module decides what they mean. The
 check model itself (statuses, summary, healthy, worst status) is the modules' one,
-``plugins/module_utils/checks.py`` (see ``docs/contracts.md``). The HTML page is rendered by
+``plugins/module_utils/core/checks.py`` (see ``docs/contracts.md``). The HTML page is rendered by
 ``fleet_report_html`` from a Jinja2 template.
 
 Synthetic checks (status ``fail``, target as stated), so that no host is ever lost:
@@ -35,7 +35,7 @@ import os
 import re
 import xml.etree.ElementTree as ET
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.checks import (
     FAIL, PASS, SEVERITIES, SKIP, STATUSES, WARN, is_healthy, json_safe, severity, summarize, worst)
 
 UNREACHABLE_ID = "host.unreachable"
@@ -59,7 +59,7 @@ _PROBLEM_WIDTH = 120  # characters of the summary's "first problem" column
 
 
 # ---------------------------------------------------------------------- strict JSON
-# json_safe (imported from module_utils/checks.py, the one exit path's rule): NaN -> "nan",
+# json_safe (imported from module_utils/core/checks.py, the one exit path's rule): NaN -> "nan",
 # +/-infinity -> "inf"/"-inf", huge ints as strings, bytes as escaped UTF-8 (docs/contracts.md, "Reports").
 def to_json(document):
     """Strict JSON text (no NaN/Infinity literals) of a report document."""
@@ -183,7 +183,7 @@ def normalise_check(check, task_name=None, play=None):
 
 
 # What a check's observed and expected values are, where "observed" would mislead: rdma.modules
-# returns the required modules that are NOT loaded as observed (module_utils/rdma_checks.py), so
+# returns the required modules that are NOT loaded as observed (module_utils/rdma/rdma_checks.py), so
 # with every module missing, "observed" would equal "expected".
 VALUE_LABELS = {"rdma.modules": ("missing", "required")}
 
@@ -355,7 +355,7 @@ def host_status(checks):
 
 
 def host_severity(checks):
-    """Severity (module_utils/checks.py ``CHECK_SEVERITY``) of the worst of the host's checks
+    """Severity (module_utils/core/checks.py ``CHECK_SEVERITY``) of the worst of the host's checks
     that have its worst status; None for a host without failures or warnings."""
     status = host_status(checks)
     if status not in (FAIL, WARN):

@@ -31,9 +31,9 @@ import os
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.checks import (
     CHECK_SEVERITY, FAIL, PASS, SEVERITIES, SKIP, WARN, group_checks, summarize, worst)
-from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import is_finite_number
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.validation import is_finite_number
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.fleet_report import (
     check_group, json_safe, problems_first, text, value_detail)
 

@@ -14,8 +14,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.gate import DEFAULT_TAINT_KEY
-from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import resolve_layout
+from ansible_collections.gpufleet.cluster.plugins.module_utils.health.gate import DEFAULT_TAINT_KEY
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu.mig import resolve_layout
 
 # name -> (default, meaning). A default of None means "not stated": the checks that need the
 # value are not run (or, in a module, report `skip`).
@@ -41,7 +41,7 @@ TIER = {
         "nvidia-mig-parted; opt-in: the node is drained)"),
     "gpufleet_mig_configs": (
         None, "mig-parted configuration document (version: v1, mig-configs: {<name>: [entries]}) the names of "
-        "gpufleet_mig_layout are looked up in; unset: the built-in set of module_utils/mig.py (mig-parted's "
+        "gpufleet_mig_layout are looked up in; unset: the built-in set of module_utils/gpu/mig.py (mig-parted's "
         "example config, and its shapes for 80 GB boards)"),
     "gpufleet_expected_hcas": (None, "RDMA devices per node (mlx5_*, a bond counts once)"),
     "gpufleet_link_layer": (None, "link layer of the RDMA ports: InfiniBand, Ethernet or any"),

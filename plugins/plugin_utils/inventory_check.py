@@ -31,8 +31,8 @@ import re
 
 import yaml
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.remediation import PolicyError
-from ansible_collections.gpufleet.cluster.plugins.module_utils.remediation import policy as remediation_policy
+from ansible_collections.gpufleet.cluster.plugins.module_utils.remediation.remediation import PolicyError
+from ansible_collections.gpufleet.cluster.plugins.module_utils.remediation.remediation import policy as remediation_policy
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils import compatibility, gpufleet_tier
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.gpufleet_tier import TIER
 # the phases and roles of site.yml and what --tags leaves of them (run_selection.py; importable from here)
@@ -491,8 +491,8 @@ _FAMILY_OPTIONS = {}
 def family_options(family):
     """node_validate's sub-options of ``family`` (gpu, rdma, tuning): the module's own spec."""
     if not _FAMILY_OPTIONS:
-        from ansible_collections.gpufleet.cluster.plugins.module_utils.families import FAMILIES
-        from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import nested_options
+        from ansible_collections.gpufleet.cluster.plugins.module_utils.health.families import FAMILIES
+        from ansible_collections.gpufleet.cluster.plugins.module_utils.core.validation import nested_options
         for item in FAMILIES:
             _FAMILY_OPTIONS[item.name] = nested_options(item)
     return _FAMILY_OPTIONS[family]

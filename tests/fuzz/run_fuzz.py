@@ -49,26 +49,26 @@ from ansible.module_utils.common import json as ansible_json  # noqa: E402
 from runners import ScriptedRunner  # noqa: E402
 from sysfs_faults import FaultyOs  # noqa: E402
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import xid as xid_module  # noqa: E402
-from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu import gather_gpu_facts, pci_link  # noqa: E402
-from ansible_collections.gpufleet.cluster.plugins.module_utils.mlx5 import (  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu import xid as xid_module  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu.gpu import gather_gpu_facts, pci_link  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.module_utils.rdma.mlx5 import (  # noqa: E402
     gather_mlx5_facts,
     parse_rate,
     parse_state,
     roce_v2_ipv4_gid_index,
 )
-from ansible_collections.gpufleet.cluster.plugins.module_utils.ofed import (  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.module_utils.rdma.ofed import (  # noqa: E402
     loaded_matches_installed,
     normalize_version,
     parse_ofed_info,
     version_compare,
 )
-from ansible_collections.gpufleet.cluster.plugins.module_utils.rdma_checks import validate_rdma  # noqa: E402
-from ansible_collections.gpufleet.cluster.plugins.module_utils import sysfs as sysfs_module  # noqa: E402
-from ansible_collections.gpufleet.cluster.plugins.module_utils.families import FAMILIES  # noqa: E402
-from ansible_collections.gpufleet.cluster.plugins.module_utils.nvml import NvmlAdapter  # noqa: E402
-from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import SysfsReader, parse_int  # noqa: E402
-from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import validate_node  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.module_utils.rdma.rdma_checks import validate_rdma  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core import sysfs as sysfs_module  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.module_utils.health.families import FAMILIES  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.nvml import NvmlAdapter  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.sysfs import SysfsReader, parse_int  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.validation import validate_node  # noqa: E402
 
 FAST_TMP = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
 NOW = 1763640000.0  # 2025-11-20T12:00:00Z

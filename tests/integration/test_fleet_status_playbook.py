@@ -18,8 +18,8 @@ pytestmark = pytest.mark.skipif(not os.path.exists(ANSIBLE_PLAYBOOK), reason="ru
 
 
 def agent_result(tmp_path, name, scenario):
-    from ansible_collections.gpufleet.cluster.plugins.module_utils import agent
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.nvml import NvmlAdapter
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.agent import agent
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.core.nvml import NvmlAdapter
     from nvml_scenarios import NODES, fake_with
     from runners import ScriptedRunner
 
@@ -81,8 +81,8 @@ def test_fleet_status_from_the_kubernetes_api(tmp_path):
     API double, one GET of the node list, one record_checks task for the fleet; a node without a
     condition, one with a stale heartbeat and one missing from the API fail (agent.condition); the
     report has no entry for localhost."""
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_kube import KubePublisher
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_node import KubeClient
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_kube import KubePublisher
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.kube_node import KubeClient
     from fake_kube_api.server import FakeKubeAPI
 
     failing = [{"id": "gpu.count", "target": "node", "status": "fail", "message": "7 GPUs in NVML, 8 on the PCI bus"}]

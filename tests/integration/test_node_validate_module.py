@@ -72,11 +72,12 @@ def test_module_utils_are_compiled_once_per_node(tmp_path):
     cache = tmp_path / "cache"
     first = adhoc_dgx_h100(tmp_path, XDG_CACHE_HOME=str(cache))
     [copy] = list((cache / "gpufleet" / "module_utils").iterdir())
-    compiled = {path.name: path.stat().st_mtime_ns for path in (copy / "__pycache__").iterdir()}
+    compiled = {str(path.relative_to(copy)): path.stat().st_mtime_ns for path in copy.glob("*/__pycache__/*.pyc")}
     tag = sys.implementation.cache_tag
-    assert {"gpu_checks.%s.pyc" % tag, "rdma_checks.%s.pyc" % tag, "validation.%s.pyc" % tag} <= set(compiled)
+    assert {"gpu/__pycache__/gpu_checks.%s.pyc" % tag, "rdma/__pycache__/rdma_checks.%s.pyc" % tag,
+            "core/__pycache__/validation.%s.pyc" % tag} <= set(compiled)  # every wing from the copy
     second = adhoc_dgx_h100(tmp_path, XDG_CACHE_HOME=str(cache))
-    assert {path.name: path.stat().st_mtime_ns for path in (copy / "__pycache__").iterdir()} == compiled
+    assert {str(path.relative_to(copy)): path.stat().st_mtime_ns for path in copy.glob("*/__pycache__/*.pyc")} == compiled
     assert list((cache / "gpufleet" / "module_utils").iterdir()) == [copy]
     assert second["checks"] == first["checks"] and second["summary"] == first["summary"]
 

@@ -12,7 +12,7 @@ transcript (a command other than assert/apply, no -f, a YAML error, a document m
 refuses, a config name or path it cannot print as logrus would) exits 2 with a line starting
 "stand-in nvidia-mig-parted:" - never an invented answer. The debug walk names the GPU of the
 transcript (one A100), not the GPUs of the live state. Only ``devices: all`` or index lists and
-GPU-instance profiles, like module_utils/mig.py.
+GPU-instance profiles, like module_utils/gpu/mig.py.
 
 The decision follows NVIDIA/mig-parted v0.15.0 (bd7160f):
 - api/spec/v1/spec.go MigConfigSpec.UnmarshalJSON (lines 102-183): "missing required field

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A stand-in executable that replays a tool's output (tests only; never installed on a node).
 
-Linked as ``bin/dcgmi`` and ``bin/all_reduce_perf``: the runners of module_utils/dcgm.py run it as
+Linked as ``bin/dcgmi`` and ``bin/all_reduce_perf``: the runners of module_utils/gpu/dcgm.py run it as
 a real subprocess, so argument vectors, exit statuses, stdout/stderr and timeouts are exercised the
 way they are with the real tools.
 

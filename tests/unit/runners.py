@@ -1,6 +1,6 @@
 """Scripted command runners for unit tests of module_utils logic."""
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.runner import CommandResult
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.runner import CommandResult
 
 
 class ScriptedRunner:

@@ -1,4 +1,4 @@
-"""Node health agent (plugins/module_utils/agent.py, docs/contracts.md "Node health agent"):
+"""Node health agent (plugins/module_utils/agent/agent.py, docs/contracts.md "Node health agent"):
 the same checks as node_validate, hysteresis, atomic writes, the Prometheus textfile, and bad
 input (unknown check id, missing textfile directory, unreadable state) reported in the journal
 with the last good result kept."""
@@ -8,10 +8,11 @@ import re
 import os
 
 import pytest
-from ansible_collections.gpufleet.cluster.plugins.module_utils import agent, state_files
-from ansible_collections.gpufleet.cluster.plugins.module_utils.families import FAMILIES
-from ansible_collections.gpufleet.cluster.plugins.module_utils.nvml import NvmlAdapter
-from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import validate_node
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent import agent
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core import state_files
+from ansible_collections.gpufleet.cluster.plugins.module_utils.health.families import FAMILIES
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.nvml import NvmlAdapter
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.validation import validate_node
 from nvml_scenarios import NODES, fake_with
 from runners import ScriptedRunner
 
@@ -256,7 +257,9 @@ def test_the_agent_imports_no_ansible(tmp_path):
     from conftest import COLLECTIONS
 
     code = ("import sys; sys.path.insert(0, sys.argv[1]);"
-            "from ansible_collections.gpufleet.cluster.plugins.module_utils import agent, families, runner;"
+            "from ansible_collections.gpufleet.cluster.plugins.module_utils.agent import agent;"
+            "from ansible_collections.gpufleet.cluster.plugins.module_utils.health import families;"
+            "from ansible_collections.gpufleet.cluster.plugins.module_utils.core import runner;"
             "print([m for m in sys.modules if m == 'ansible' or m.startswith('ansible.')])")
     out = subprocess.run([sys.executable, "-I", "-c", code, COLLECTIONS], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

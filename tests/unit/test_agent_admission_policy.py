@@ -16,7 +16,7 @@ import yaml
 from ansible.plugins.filter.core import FilterModule
 from conftest import REPO
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import gate
+from ansible_collections.gpufleet.cluster.plugins.module_utils.health import gate
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.gpufleet_tier import tier_default
 
 TEMPLATE = os.path.join(REPO, "roles", "kubernetes_addons", "templates", "gpufleet-agent-rbac.yaml.j2")

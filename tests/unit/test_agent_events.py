@@ -1,4 +1,4 @@
-"""Event-driven detection of the resident agent (plugins/module_utils/agent_events.py and
+"""Event-driven detection of the resident agent (plugins/module_utils/agent/agent_events.py and
 agent_daemon.Loop with event sources): kernel records from a /dev/kmsg stand-in (a FIFO written in
 the dev-kmsg record format), NVML critical-XID events from the fake binding, a storm of lines as
 one cycle, a bounded buffer, resuming after the stored sequence number, and polling (said so) when
@@ -11,8 +11,8 @@ import threading
 import time
 
 import pytest
-from ansible_collections.gpufleet.cluster.plugins.module_utils import agent_daemon, agent_events
-from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_config import config_errors, events_settings
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent import agent_daemon, agent_events
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_config import config_errors, events_settings
 from nvml_scenarios import fake_with
 
 XID = "NVRM: Xid (PCI:0000:1b:00): 79, pid=0, name=?, GPU has fallen off the bus."

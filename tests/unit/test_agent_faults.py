@@ -19,11 +19,13 @@ import time
 
 import pytest
 from ansible_collections.gpufleet.cluster.plugins.filter.agent_status import node_checks
-from ansible_collections.gpufleet.cluster.plugins.module_utils import agent, agent_publish, clock, gate
-from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_kube import KubePublisher
-from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_slurm import SlurmPublisher
-from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_node import KubeClient, KubeError
-from ansible_collections.gpufleet.cluster.plugins.module_utils.nvml import NvmlAdapter
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent import agent, agent_publish
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core import clock
+from ansible_collections.gpufleet.cluster.plugins.module_utils.health import gate
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_kube import KubePublisher
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_slurm import SlurmPublisher
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.kube_node import KubeClient, KubeError
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.nvml import NvmlAdapter
 from fake_kube_api.server import FakeKubeAPI
 from nvml_scenarios import NODES, fake_with
 from runners import ScriptedRunner
@@ -370,9 +372,10 @@ import base64  # noqa: E402
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from ansible_collections.gpufleet.cluster.plugins.filter.agent_status import agent_health_check  # noqa: E402
-from ansible_collections.gpufleet.cluster.plugins.module_utils import agent_state, records  # noqa: E402
-from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_config import load_config  # noqa: E402
-from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_hysteresis import step  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent import agent_state  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core import records  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_config import load_config  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_hysteresis import step  # noqa: E402
 
 SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-2 ** 70, 2 ** 70), st.floats(allow_nan=True),
                     st.text(max_size=20), st.sampled_from(["pass", "fail", "warn", "skip"]))

@@ -10,9 +10,9 @@ import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpufleet.cluster.plugins.filter.agent_status import (
     agent_health_check, agent_health_checks, agent_health_failing)
-from ansible_collections.gpufleet.cluster.plugins.module_utils import agent
-from ansible_collections.gpufleet.cluster.plugins.module_utils.nvml import NvmlAdapter
-from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import build_results
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent import agent
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.nvml import NvmlAdapter
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.validation import build_results
 from nvml_scenarios import NODES, fake_with
 from runners import ScriptedRunner
 
@@ -178,7 +178,7 @@ def test_node_validate_reads_health_json_in_its_own_run_and_fails_closed(tmp_pat
     import base64
     import os
 
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import (
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.core.validation import (
         AGENT_HEALTH_MAX_BYTES, read_agent_health)
 
     path = tmp_path / "health.json"

@@ -24,11 +24,12 @@ import tempfile
 from hypothesis import HealthCheck, assume, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
-from ansible_collections.gpufleet.cluster.plugins.module_utils import agent_state, records
-from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_config import thresholds
-from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_hysteresis import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent import agent_state
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core import records
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_config import thresholds
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_hysteresis import (
     check_key, failing_after_hysteresis, lost_history, step)
-from ansible_collections.gpufleet.cluster.plugins.module_utils.state_files import atomic_write
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.state_files import atomic_write
 
 CHECKS = (("gpu.xid", "gpu0"), ("gpu.count", "node"), ("gpu.temperature", "gpu1"), ("rdma.port.state", "mlx5_0/1"))
 STATUSES = ("pass", "warn", "fail", "skip")

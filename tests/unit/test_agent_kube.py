@@ -4,9 +4,9 @@ opt-in taint added and removed through health_gate_patch, another controller's t
 (also when written between our read and our write: 409, redone), an unreachable API server."""
 
 import pytest
-from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_kube import KubePublisher
-from ansible_collections.gpufleet.cluster.plugins.module_utils.gate import find_condition
-from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_node import KubeClient, KubeError
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_kube import KubePublisher
+from ansible_collections.gpufleet.cluster.plugins.module_utils.health.gate import find_condition
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.kube_node import KubeClient, KubeError
 from fake_kube_api.server import FakeKubeAPI
 
 FAILING = [{"id": "gpu.xid", "target": "gpu3", "status": "fail", "message": "Xid 79 (fallen off the bus)"},

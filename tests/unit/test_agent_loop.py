@@ -1,4 +1,4 @@
-"""The resident node health agent (``gpufleet-health-agent --loop``, plugins/module_utils/agent.py
+"""The resident node health agent (``gpufleet-health-agent --loop``, plugins/module_utils/agent/agent.py
 ``Loop``, ``StopSignals``, ``sd_notify``, ``run_once``): a monotonic schedule without drift or
 overlap, an exception per cycle journalled with the last good result kept, SIGTERM ending it
 between cycles, the cycle counter, systemd's notifications, and the same results as a process per
@@ -12,7 +12,7 @@ import sys
 import threading
 
 import pytest
-from ansible_collections.gpufleet.cluster.plugins.module_utils import agent
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent import agent
 from nvml_scenarios import NODES, SCENARIOS, load_fake
 
 DGX = os.path.join(NODES, "dgx-h100")
@@ -291,7 +291,7 @@ def test_the_resident_loop_publishes_what_a_process_per_cycle_publishes(tmp_path
 def test_the_resident_agent_journals_a_damaged_sequence_file_by_name(tmp_path, fake_nvml, capsys, monkeypatch):
     """--loop with the kernel log on: an unreadable kmsg-seq.json is set aside and the journal
     names it at start-up (and reads the log from its start: nothing counted as seen)."""
-    from ansible_collections.gpufleet.cluster.plugins.module_utils import agent_events
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.agent import agent_events
 
     boot = tmp_path / "boot_id"
     boot.write_text("0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9\n")

@@ -20,9 +20,9 @@ import shutil
 import time
 
 import pytest
-from ansible_collections.gpufleet.cluster.plugins.module_utils import agent, agent_events, agent_publish
-from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_slurm import SlurmPublisher
-from ansible_collections.gpufleet.cluster.plugins.module_utils.nvml import NvmlAdapter
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent import agent, agent_events, agent_publish
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_slurm import SlurmPublisher
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.nvml import NvmlAdapter
 from nvml_scenarios import NODES, fake_with
 from runners import ScriptedRunner
 

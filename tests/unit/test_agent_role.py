@@ -1,34 +1,44 @@
-"""Role node_health_agent: the files it copies are the import closure of the agent (nothing
-missing on the node, nothing extra), and its defaults are the agent's."""
+"""Role node_health_agent: the files it copies are the import closure of the agent wing
+(plugins/module_utils/agent/; nothing missing on the node, nothing extra, the wings' package
+__init__ files included), and its defaults are the agent's."""
 
 import ast
 import os
 
 import yaml
-from ansible_collections.gpufleet.cluster.plugins.module_utils import agent
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent import agent
 from conftest import REPO
 
 ROLE = os.path.join(REPO, "roles", "node_health_agent")
 PREFIX = "ansible_collections.gpufleet.cluster.plugins."
 
 
+def module_file(parts):
+    """The file (relative to plugins/) of module or package ``parts``, or None (a name in a module,
+    or module_utils itself, which has no __init__.py: Ansible and the node treat it as a namespace)."""
+    base = os.path.join(REPO, "plugins", *parts)
+    if os.path.isfile(base + ".py"):
+        return "/".join(parts) + ".py"
+    if os.path.isfile(os.path.join(base, "__init__.py")):
+        return "/".join(parts) + "/__init__.py"
+    return None
+
+
 def imports(rel):
-    """Collection files (relative to plugins/) that plugins/<rel> imports, at any depth."""
+    """Collection files (relative to plugins/) that plugins/<rel> imports, at any depth: the module
+    of ``from X import y`` (X, or X.y when y is a module) and the __init__.py of every package on the way."""
     with open(os.path.join(REPO, "plugins", rel)) as handle:
         tree = ast.parse(handle.read())
     found = set()
     for node in ast.walk(tree):
-        names = []
-        if isinstance(node, ast.ImportFrom) and node.module:
-            if node.module == PREFIX + "module_utils":  # from ...module_utils import gpu_checks
-                names = [PREFIX + "module_utils." + alias.name for alias in node.names]
-            else:
-                names = [node.module]
+        targets = []
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(PREFIX):
+            parts = node.module[len(PREFIX):].split(".")
+            targets = [parts] + [parts + [alias.name] for alias in node.names]
         elif isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        for name in names:
-            if name.startswith(PREFIX):
-                found.add(name[len(PREFIX):].replace(".", "/") + ".py")
+            targets = [alias.name[len(PREFIX):].split(".") for alias in node.names if alias.name.startswith(PREFIX)]
+        for parts in targets:
+            found.update(f for f in (module_file(parts[:depth]) for depth in range(2, len(parts) + 1)) if f)
     return found
 
 
@@ -50,8 +60,16 @@ def role_vars():
 
 def test_the_role_copies_exactly_the_agents_import_closure():
     copied = set(role_vars()["__node_health_agent_files"])
-    publishers = [rel for rel in copied if rel.startswith("module_utils/agent_")]
-    assert closure(["module_utils/agent.py"] + publishers) == copied
+    wing = os.path.join(REPO, "plugins", "module_utils", "agent")
+    agent_files = ["module_utils/agent/" + name for name in os.listdir(wing) if name.endswith(".py")]
+    assert closure(agent_files) == copied
+
+
+def test_the_closure_sees_wing_packages_and_from_package_imports():
+    """``from ...module_utils.core import records`` needs core/__init__.py and core/records.py on the node."""
+    found = imports("module_utils/agent/agent_state.py")
+    assert {"module_utils/core/__init__.py", "module_utils/core/records.py"} <= found
+    assert not any(f.count("/") < 2 for f in found)  # never module_utils/<name>.py: nothing is flat
 
 
 def test_the_agent_imports_no_ansible_outside_lazy_paths():

@@ -12,9 +12,9 @@ import subprocess
 import pytest
 from conftest import FIXTURES, REPO
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import agent
-from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_config import config_errors
-from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_kube import KubePublisher
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent import agent
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_config import config_errors
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_kube import KubePublisher
 
 ANSIBLE_PLAYBOOK = os.path.join(REPO, ".venv", "bin", "ansible-playbook")
 VENV_PYTHON = os.path.join(REPO, ".venv", "bin", "python")

@@ -12,7 +12,7 @@ from conftest import REPO
 
 RULES = os.path.join(REPO, "roles", "node_health_agent", "files", "prometheus", "gpufleet-agent-rules.yml")
 TESTS = os.path.join(REPO, "tests", "prometheus", "gpufleet-agent-rules.test.yml")
-AGENT = os.path.join(REPO, "plugins", "module_utils", "agent_publish.py")  # prometheus_text
+AGENT = os.path.join(REPO, "plugins", "module_utils", "agent", "agent_publish.py")  # prometheus_text
 
 
 def test_rules_use_only_metrics_the_agent_writes():

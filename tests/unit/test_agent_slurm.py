@@ -7,8 +7,8 @@ import time
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from ansible_collections.gpufleet.cluster.plugins.module_utils import agent
-from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_slurm import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent import agent
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_slurm import (
     SlurmPublisher,
     parse_show_node,
     slurm_commands,
@@ -171,7 +171,7 @@ def test_our_own_drain_is_resumed(state):
 
 
 def test_the_remediation_keeps_its_hands_off_the_same_states():
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.remediation import slurm_state
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.remediation.remediation import slurm_state
     mine = "gpufleet remediation: reset: xid_fatal -> reset (gpu.xid:gpu3)"
     fail = slurm_state(show("IDLE+FAIL", "fan"), "gpu-1")
     assert fail["admin"] and not fail["ours"] and fail["drained"]
@@ -198,7 +198,7 @@ REASONS = st.one_of(st.none(), st.sampled_from((OURS, "gpufleet: rdma.port.state
 @settings(max_examples=300, deadline=None)
 @given(STATE_STRINGS, REASONS, st.booleans())
 def test_only_our_own_state_is_ever_changed(state, reason, healthy):
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.slurm import parse_state
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.slurm.slurm import parse_state
     reason_text = (reason or "").strip()
     commands, why = slurm_commands("gpu-1", healthy, [] if healthy else FAILING,
                                    show(state, reason_text) if reason_text else show(state))
@@ -222,7 +222,7 @@ def test_only_our_own_state_is_ever_changed(state, reason, healthy):
 @settings(max_examples=200, deadline=None)
 @given(st.text(max_size=40), REASONS)
 def test_any_state_text_is_a_decision_never_a_crash(state, reason):
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.remediation import slurm_state
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.remediation.remediation import slurm_state
     line = "NodeName=gpu-1 State=%s" % state.replace(" ", "_").replace("=", "_")
     if reason:
         line += " Reason=%s" % reason

@@ -7,10 +7,10 @@ import json
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpufleet.cluster.plugins.filter.agent_status import CONDITION_TYPE, agent_status_checks
-from ansible_collections.gpufleet.cluster.plugins.module_utils import agent
-from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_kube import KubePublisher
-from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_node import KubeClient
-from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import build_results
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent import agent
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_kube import KubePublisher
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.kube_node import KubeClient
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.validation import build_results
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.fleet_report import FleetReport
 from fake_kube_api.server import FakeKubeAPI
 

@@ -1,4 +1,4 @@
-"""The remediation circuit breaker (module_utils/breaker.py) against the API double: a Lease per
+"""The remediation circuit breaker (module_utils/remediation/breaker.py) against the API double: a Lease per
 group with resourceVersion conflicts as the real server answers them, attempts on the Node, and
 the faults: racing controllers, the breaker open, a conflict storm, API server errors."""
 
@@ -11,9 +11,9 @@ from fake_kube_api.server import FakeKubeAPI
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import breaker
-from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_node import KubeClient
-from ansible_collections.gpufleet.cluster.plugins.module_utils.records import MAX_TIME, MIN_TIME, RecordError
+from ansible_collections.gpufleet.cluster.plugins.module_utils.remediation import breaker
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.kube_node import KubeClient
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.records import MAX_TIME, MIN_TIME, RecordError
 
 NS = "kube-system"
 LEASE = "gpufleet-remediation-gpu-a100"

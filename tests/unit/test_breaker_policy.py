@@ -1,4 +1,4 @@
-"""The remediation policy's decisions (module_utils/remediation.py, filters remediation_plan,
+"""The remediation policy's decisions (module_utils/remediation/remediation.py, filters remediation_plan,
 gpu_reset_decision) and the remediation_breaker module's entry point against the API double."""
 
 import json
@@ -12,7 +12,7 @@ from conftest import REPO
 from fake_kube_api.server import FakeKubeAPI
 
 from ansible_collections.gpufleet.cluster.plugins.filter import remediation as filters
-from ansible_collections.gpufleet.cluster.plugins.module_utils import breaker, remediation
+from ansible_collections.gpufleet.cluster.plugins.module_utils.remediation import breaker, remediation
 
 
 def result(*checks):

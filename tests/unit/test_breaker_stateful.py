@@ -30,9 +30,9 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from fake_kube_api.server import ApiError, FakeKubeAPI, Unreachable, _Handler
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import breaker
-from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_node import MERGE_PATCH, ApiStatusError, KubeError
-from ansible_collections.gpufleet.cluster.plugins.module_utils.records import RecordError
+from ansible_collections.gpufleet.cluster.plugins.module_utils.remediation import breaker
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.kube_node import MERGE_PATCH, ApiStatusError, KubeError
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.records import RecordError
 
 NS = "kube-system"
 GROUP = "gpu_a100"

@@ -1,4 +1,4 @@
-"""Identical checks grouped (module_utils/checks.py group_checks) and the few console lines of a
+"""Identical checks grouped (module_utils/core/checks.py group_checks) and the few console lines of a
 failed validation (filter check_failures, used by playbooks/validate.yml), on node_validate
 results of the fixture nodes (dgx-h100 with the fake NVML's scenarios, hdr-degraded)."""
 
@@ -6,8 +6,8 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.cluster.plugins.filter.checks import check_failures, failing_hosts
-from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import compress_targets, group_checks, summarize
-from ansible_collections.gpufleet.cluster.plugins.module_utils.nvml import NvmlAdapter
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.checks import compress_targets, group_checks, summarize
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.nvml import NvmlAdapter
 from nvml_scenarios import fake_with
 from test_node_validate import node_validate
 

@@ -468,7 +468,7 @@ def test_config_versions_each_containerd_reads(containerd, config_versions):
 
 def test_config_version_rules_agree_with_the_module():
     """containerd_config.FIRST_READER (the module's refusal) and the matrix state the same lines."""
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.containerd_config import FIRST_READER
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.containerd_config import FIRST_READER
     for version in (3, 4):
         rule = next(r for r in MATRIX["rules"] if r["id"] == "containerd-config-v%d" % version)
         assert rule["require"]["containerd"]["version_ge"] == "%d.%d" % FIRST_READER[version]

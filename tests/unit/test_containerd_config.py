@@ -18,10 +18,10 @@ import sys
 
 import pytest
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.containerd_config import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.containerd_config import (
     CONF_D_GLOB, SERVER_TABLES, ContainerdConfigError, classify, containerd_major, containerd_version,
     extract_tables, imports_of, plan)
-from ansible_collections.gpufleet.cluster.plugins.module_utils.toml_merge import merge
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.toml_merge import merge
 
 tomllib = pytest.importorskip("tomllib") if sys.version_info >= (3, 11) else pytest.importorskip("tomli")
 

@@ -209,7 +209,7 @@ def test_contracts_document_the_tier():
 
 @pytest.mark.parametrize("literal", ["gpufleet.io/unhealthy"])
 def test_gate_taint_key_is_stated_once(literal):
-    """The taint key is stated once in code, by the gate (module_utils/gate.py, DEFAULT_TAINT_KEY,
+    """The taint key is stated once in code, by the gate (module_utils/health/gate.py, DEFAULT_TAINT_KEY,
     which the tier's gpufleet_gate_taint_key takes), and nowhere else: roles, playbooks, templates,
     plugins and inventories (documentation may name it: .md files and modules' DOCUMENTATION,
     EXAMPLES and RETURN)."""
@@ -222,7 +222,7 @@ def test_gate_taint_key_is_stated_once(literal):
             with open(path, errors="replace") as handle:
                 if literal in docs.sub("", handle.read()):
                     found.append(os.path.relpath(path, REPO))
-    assert found == ["plugins/module_utils/gate.py"], found
+    assert found == ["plugins/module_utils/health/gate.py"], found
 
 
 def _node_validate_task(path):
@@ -237,8 +237,8 @@ def _module_args_set(args):
     """node_validate's module arguments (its `invocation`) without the values that are the module's
     defaults, i.e. what the task and the tier set (a default the tier states, e.g. link_layer any, is
     kept when the tier states it: see the callers)."""
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.families import FAMILIES
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import node_argspec
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.health.families import FAMILIES
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.core.validation import node_argspec
 
     spec = node_argspec(FAMILIES)
     out = {"root": args["root"]}

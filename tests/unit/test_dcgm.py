@@ -11,8 +11,8 @@ from conftest import FIXTURES, REPO, TESTS
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import dcgm
-from ansible_collections.gpufleet.cluster.plugins.module_utils.runner import SubprocessRunner
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu import dcgm
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.runner import SubprocessRunner
 
 DCGM = os.path.join(FIXTURES, "dcgm")
 STANDINS = os.path.join(TESTS, "standins", "bin")

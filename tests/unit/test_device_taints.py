@@ -7,17 +7,18 @@ device recovered, the node tainted with the reason when the rules cannot be writ
 device_plugin allocation unchanged."""
 
 import pytest
-from ansible_collections.gpufleet.cluster.plugins.module_utils import agent_hysteresis, gate
-from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_config import hysteresis_settings
-from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_kube import KubePublisher
-from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_node_write import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent import agent_hysteresis
+from ansible_collections.gpufleet.cluster.plugins.module_utils.health import gate
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_config import hysteresis_settings
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_kube import KubePublisher
+from ansible_collections.gpufleet.cluster.plugins.module_utils.health.kube_node_write import (
     listed_device_taint_rules,
     write_device_taints,
 )
-from ansible_collections.gpufleet.cluster.plugins.module_utils.records import RecordError
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.records import RecordError
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_node import ApiStatusError, KubeClient
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.kube_node import ApiStatusError, KubeClient
 from ansible_collections.gpufleet.cluster.plugins.modules import node_write
 from fake_kube_api.server import FakeKubeAPI
 

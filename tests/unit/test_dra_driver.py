@@ -1,12 +1,12 @@
 """Filter nvidia_dra_device_cel (plugins/filter/dra.py): the DeviceClass selectors of NVIDIA's DRA
-driver name the driver of module_utils/gate.py's DeviceTaintRules. The rendered DeviceClasses are
+driver name the driver of module_utils/health/gate.py's DeviceTaintRules. The rendered DeviceClasses are
 checked (schema, CEL on published devices) in test_k8s_render.py."""
 
 import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.cluster.plugins.filter.dra import FilterModule, nvidia_dra_device_cel
-from ansible_collections.gpufleet.cluster.plugins.module_utils import gate
+from ansible_collections.gpufleet.cluster.plugins.module_utils.health import gate
 
 
 def test_selector_names_the_driver_the_device_taints_select(monkeypatch):

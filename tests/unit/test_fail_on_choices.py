@@ -13,8 +13,8 @@ import yaml
 from conftest import REPO
 
 from ansible_collections.gpufleet.cluster.plugins.doc_fragments.validation import ModuleDocFragment
-from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import FAIL_ON_CHOICES
-from ansible_collections.gpufleet.cluster.plugins.module_utils.gate import GATE_FAIL_ON
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.checks import FAIL_ON_CHOICES
+from ansible_collections.gpufleet.cluster.plugins.module_utils.health.gate import GATE_FAIL_ON
 
 MODULES = sorted(os.path.basename(path)[:-3] for path in glob.glob(os.path.join(REPO, "plugins", "modules", "*.py")))
 GATE_FILTERS = ("health_gate_patch", "remediation_plan")

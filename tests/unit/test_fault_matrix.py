@@ -13,11 +13,11 @@ import os
 import re
 
 import pytest
-from ansible_collections.gpufleet.cluster.plugins.module_utils import sysfs
-from ansible_collections.gpufleet.cluster.plugins.module_utils.families import FAMILIES, GPU
-from ansible_collections.gpufleet.cluster.plugins.module_utils.nvml import NvmlAdapter
-from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import SysfsReader
-from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core import sysfs
+from ansible_collections.gpufleet.cluster.plugins.module_utils.health.families import FAMILIES, GPU
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.nvml import NvmlAdapter
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.sysfs import SysfsReader
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.validation import (
     Context,
     run_family,
     validate_node,
@@ -93,8 +93,8 @@ def called_nvml_functions():
     """Names of the NVML functions in plugins/module_utils ("nvml…" strings, binding.nvml…())."""
     pynvml = pytest.importorskip("pynvml")
     names = set()
-    for path in glob.glob(os.path.join(REPO, "plugins", "module_utils", "*.py")):
-        if os.path.basename(path) == "capture.py":
+    for path in glob.glob(os.path.join(REPO, "plugins", "module_utils", "*", "*.py")):
+        if os.path.basename(os.path.dirname(path)) == "capture":
             # node_capture records the calls the GPU family makes (a recording wrapper around the
             # binding) and names some of them to file their answers: it takes no reading of its own
             continue

@@ -1,6 +1,6 @@
 """The fleet report keeps history (plugins/plugin_utils/fleet_report_store.py): one directory per run
 with a ``latest`` link, the fleet picture merged over runs (``--limit``, the fabric test), ranking by
-severity (module_utils/checks.py CHECK_SEVERITY = docs/contracts.md "Severity"), node facts, run
+severity (module_utils/core/checks.py CHECK_SEVERITY = docs/contracts.md "Severity"), node facts, run
 metadata, grouped lines and check-id links in the page. Results are node_validate's own on the
 fixture nodes (dgx-h100 with the fake NVML's scenarios, hdr-degraded), as the callback receives them."""
 
@@ -11,9 +11,11 @@ import re
 import pytest
 
 from ansible_collections.gpufleet.cluster.plugins.callback import fleet_report as fleet_report_callback
-from ansible_collections.gpufleet.cluster.plugins.module_utils import agent, gpu_checks, tuning_checks
-from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import CHECK_SEVERITY, SEVERITIES, severity
-from ansible_collections.gpufleet.cluster.plugins.module_utils.nvml import NvmlAdapter
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent import agent
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu import gpu_checks
+from ansible_collections.gpufleet.cluster.plugins.module_utils.tuning import tuning_checks
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.checks import CHECK_SEVERITY, SEVERITIES, severity
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.nvml import NvmlAdapter
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils import fleet_report_store as store
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.fleet_report import host_facts
 from conftest import REPO

@@ -1,4 +1,4 @@
-"""The one module shape (module_utils/framework.py): run_module, ModuleFailure, and root owned once."""
+"""The one module shape (module_utils/core/framework.py): run_module, ModuleFailure, and root owned once."""
 
 import glob
 import os
@@ -7,7 +7,7 @@ import re
 import pytest
 from conftest import REPO
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.framework import (
     ModuleFailure,
     checked_root,
     given_root,

@@ -3,8 +3,8 @@
 import os
 
 import pytest
-from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu import gather_gpu_facts, pci_link
-from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import SysfsReader
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu.gpu import gather_gpu_facts, pci_link
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.sysfs import SysfsReader
 from nvml_scenarios import node
 
 DGX_GPUS = ["0000:18:00.0", "0000:2a:00.0", "0000:3a:00.0", "0000:5d:00.0",

@@ -5,8 +5,8 @@ import os
 import shutil
 
 import pytest
-from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu import gather_gpu_facts
-from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu_checks import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu.gpu import gather_gpu_facts
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu.gpu_checks import (
     CHECK_IDS,
     DEVICE_CHECKS,
     FAMILY,
@@ -14,14 +14,14 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu_checks import
     validate_options,
     version_matches,
 )
-from ansible_collections.gpufleet.cluster.plugins.module_utils.nvml import NvmlAdapter
-from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import SysfsReader
-from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.nvml import NvmlAdapter
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.sysfs import SysfsReader
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.validation import (
     Context,
     module_argspec,
     run_family,
 )
-from ansible_collections.gpufleet.cluster.plugins.module_utils.xid import XID_IGNORE_DEFAULT
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu.xid import XID_IGNORE_DEFAULT
 from conftest import FIXTURES
 from nvml_scenarios import fake_with, load_fake, node, scenario_files
 from runners import ScriptedRunner
@@ -714,7 +714,7 @@ def test_argspec_defaults_follow_the_spec():
     assert spec["require_persistence_mode"]["default"] is False and spec["require_ecc"]["default"] is True
     assert spec["temperature_margin_c"]["default"] == 5 and spec["xid_source"]["default"] == "auto"
     assert spec["xid_window_hours"]["default"] == 24
-    # NVIDIA's XID catalog (plugins/module_utils/xid.py XID_CATALOG, docs/contracts.md "XID policy")
+    # NVIDIA's XID catalog (plugins/module_utils/gpu/xid.py XID_CATALOG, docs/contracts.md "XID policy")
     assert spec["xid_ignore"]["default"] == XID_IGNORE_DEFAULT and 63 not in XID_IGNORE_DEFAULT  # a reset is due
     assert 79 in spec["xid_fatal"]["default"] and 119 in spec["xid_fatal"]["default"]
     assert 149 in spec["xid_fatal"]["default"] and 94 not in spec["xid_fatal"]["default"]

@@ -11,8 +11,8 @@ from ansible_collections.gpufleet.cluster.plugins.filter.health_gate import (
     health_gate_patch,
     k8s_label_value,
 )
-from ansible_collections.gpufleet.cluster.plugins.module_utils.mlx5 import gather_mlx5_facts
-from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import SysfsReader
+from ansible_collections.gpufleet.cluster.plugins.module_utils.rdma.mlx5 import gather_mlx5_facts
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.sysfs import SysfsReader
 
 LABEL_VALUE = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
 GATE = {"key": "gpufleet.io/unhealthy", "value": "gpu.ecc.volatile_uncorrectable", "effect": "NoSchedule"}

@@ -188,7 +188,7 @@ PLUGIN_NAMES = {os.path.splitext(os.path.basename(p))[0] for p in
                 glob.glob(os.path.join(REPO, "plugins", "filter", "*.yml"))
                 + glob.glob(os.path.join(REPO, "plugins", "lookup", "*.py"))}
 # Prometheus metric names of the node health agent (its alert rules name them), not variables.
-with open(os.path.join(REPO, "plugins", "module_utils", "agent_publish.py")) as _handle:  # prometheus_text
+with open(os.path.join(REPO, "plugins", "module_utils", "agent", "agent_publish.py")) as _handle:  # prometheus_text
     PLUGIN_NAMES |= set(re.findall(r"# TYPE (gpufleet_[a-z0-9_]+) ", _handle.read()))
 
 
@@ -625,7 +625,7 @@ def test_a_check_that_fails_is_one_problem_naming_it_and_the_others_are_still_re
 
 
 def test_a_mig_layout_with_a_number_as_key_is_a_problem_not_a_crash():
-    # found by the test above: module_utils/mig.py layout_errors joins the unknown keys as strings
+    # found by the test above: module_utils/gpu/mig.py layout_errors joins the unknown keys as strings
     hostvars, groups = inventory(everywhere(gpufleet_mig_layout=[{0: None}], gpufleet_link_layer="ib"))
     problems = inventory_check.inventory_problems(hostvars, groups)
     assert any("compatibility" in p or "gpufleet_mig_layout" in p for p in problems), problems

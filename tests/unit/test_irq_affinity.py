@@ -1,4 +1,4 @@
-"""HCA interrupt affinity: the reading (module_utils/irq_affinity.py), the module hca_irq_affinity that
+"""HCA interrupt affinity: the reading (module_utils/tuning/irq_affinity.py), the module hca_irq_affinity that
 writes it and the drift check tuning.irq_affinity, on a fixture tree (root option: /proc/irq cannot be
 written in a container).
 
@@ -9,11 +9,11 @@ import builtins
 import errno
 import os
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.cpulist import format_cpulist, parse_cpulist
-from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import SysfsReader
-from ansible_collections.gpufleet.cluster.plugins.module_utils.tuning_checks import validate_tuning
-from ansible_collections.gpufleet.cluster.plugins.module_utils.families import TUNING
-from ansible_collections.gpufleet.cluster.plugins.module_utils.irq_affinity import apply_affinity
+from ansible_collections.gpufleet.cluster.plugins.module_utils.tuning.cpulist import format_cpulist, parse_cpulist
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.sysfs import SysfsReader
+from ansible_collections.gpufleet.cluster.plugins.module_utils.tuning.tuning_checks import validate_tuning
+from ansible_collections.gpufleet.cluster.plugins.module_utils.health.families import TUNING
+from ansible_collections.gpufleet.cluster.plugins.module_utils.tuning.irq_affinity import apply_affinity
 from irq_fixture import NODE0, NODE1, node
 
 

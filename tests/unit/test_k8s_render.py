@@ -15,7 +15,7 @@ import pytest
 import yaml
 from conftest import FIXTURES, REPO
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import gate
+from ansible_collections.gpufleet.cluster.plugins.module_utils.health import gate
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.gpufleet_tier import TIER
 
 K8S_VERSION = "1.37.0"  # the schemas of the newest minor gpufleet sets up (kubernetes-validate 1.37.0)

@@ -1,4 +1,4 @@
-"""The one Node health write (plugins/module_utils/kube_node_write.py, issue 43): the module
+"""The one Node health write (plugins/module_utils/health/kube_node_write.py, issue 43): the module
 node_write is a thin adapter over it and borrows nothing from the agent's files; the agent and the
 module go through the same DRA path and its fail-closed fallback; mode status reads the Node the way
 a write returns it (role node_gate's status, no Jinja rebuild)."""
@@ -10,32 +10,33 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import gate, kube_node_write
-from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_node import ApiStatusError
+from ansible_collections.gpufleet.cluster.plugins.module_utils.health import gate, kube_node_write
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.kube_node import ApiStatusError
 from ansible_collections.gpufleet.cluster.plugins.modules import node_write
 from conftest import REPO
 from fake_kube_api import FakeKubeAPI
-from test_layering import collection_imports
+from test_layering import collection_imports, module_file
 
 MODULE = os.path.join(REPO, "plugins", "modules", "node_write.py")
 MODULE_UTILS = os.path.join(REPO, "plugins", "module_utils")
 
 
 def closure(kind, name):
-    """module_utils names imported, directly or not, by plugins/<kind>/<name>.py."""
+    """module_utils file names (no wing, no .py) imported, directly or not, by plugins/<kind>/<name>.py."""
     seen, todo = set(), [os.path.join(REPO, "plugins", kind, name + ".py")]
     while todo:
-        for dep_kind, dep in collection_imports(todo.pop()):
-            if dep_kind == "module_utils" and dep not in seen:
-                seen.add(dep)
-                todo.append(os.path.join(MODULE_UTILS, dep + ".py"))
-    return seen
+        for dotted in collection_imports(todo.pop()):
+            rel = module_file(dotted)
+            if rel and rel.startswith("module_utils/") and not rel.endswith("/__init__.py") and rel not in seen:
+                seen.add(rel)
+                todo.append(os.path.join(REPO, "plugins", rel))
+    return {os.path.basename(rel)[:-3] for rel in seen}
 
 
 def test_node_write_borrows_nothing_from_the_agent():
     assert sorted(m for m in closure("modules", "node_write") if m.startswith("agent")) == []
     assert "kube_node_write" in closure("modules", "node_write")
-    assert "kube_node_write" in closure("module_utils", "agent_kube")
+    assert "kube_node_write" in closure("module_utils/agent", "agent_kube")
 
 
 def test_node_write_is_a_thin_adapter():

@@ -1,4 +1,4 @@
-"""module_utils/kubeadm.py: `kubeadm certs check-expiration` and `kubeadm upgrade plan` read from
+"""module_utils/kube/kubeadm.py: `kubeadm certs check-expiration` and `kubeadm upgrade plan` read from
 their JSON (kubeadm 1.30+) and text (older) outputs, the k8s.certs_expiry check, kubeadm's version
 policy (policy.go) and gpufleet's skew rules, and the kubeadm_upgrade steps judged by what the
 cluster shows. Outputs: the transcript corpus tests/transcripts/kubeadm (one YAML per transcript,
@@ -19,10 +19,10 @@ from conftest import FIXTURES, REPO
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import kubeadm as k
-from ansible_collections.gpufleet.cluster.plugins.module_utils import kubeadm_policy as kp
-from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import ModuleFailure
-from ansible_collections.gpufleet.cluster.plugins.module_utils.runner import SubprocessRunner
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import kubeadm as k
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import kubeadm_policy as kp
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.framework import ModuleFailure
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.runner import SubprocessRunner
 from runners import ScriptedRunner
 
 sys.path.insert(0, os.path.join(REPO, "tests", "transcripts", "kubeadm"))

@@ -4,13 +4,13 @@ import calendar
 import re
 
 import pytest
-from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu import gather_gpu_facts
-from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu_checks import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu.gpu import gather_gpu_facts
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu.gpu_checks import (
     FAMILY,
     check_gpu_health,
     validate_options,
 )
-from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu.mig import (
     BUILTIN_MIG_CONFIGS,
     GI_SLICES,
     PROFILE_ATTRIBUTES,
@@ -24,8 +24,8 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import (
     profile_name,
     resolve_layout,
 )
-from ansible_collections.gpufleet.cluster.plugins.module_utils.nvml import NvmlAdapter
-from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import SysfsReader
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.nvml import NvmlAdapter
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.sysfs import SysfsReader
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.gpufleet_tier import node_validate_options
 from hypothesis import given, settings
 from hypothesis import strategies as st

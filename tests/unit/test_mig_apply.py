@@ -1,4 +1,4 @@
-"""The mig-parted file gpufleet writes (module_utils/mig.py parted_config), the reading of
+"""The mig-parted file gpufleet writes (module_utils/gpu/mig.py parted_config), the reading of
 ``nvidia-mig-parted assert`` (assert_state), their filters, and the stand-in nvidia-mig-parted
 (tests/standins/nvidia_mig_parted.py) against the file the filter renders (a real subprocess)."""
 
@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from transcripts import corpus
 
 from ansible_collections.gpufleet.cluster.plugins.filter.mig import mig_parted_assert, mig_parted_config
-from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu.mig import (
     ASSERT_DIFFERS,
     ASSERT_MISMATCH,
     BUILTIN_MIG_CONFIGS,

@@ -8,22 +8,22 @@ import pytest
 from conftest import FIXTURES
 from runners import ScriptedRunner
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import mlx5
-from ansible_collections.gpufleet.cluster.plugins.module_utils.mlx5 import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.rdma import mlx5
+from ansible_collections.gpufleet.cluster.plugins.module_utils.rdma.mlx5 import (
     check_mlx5_options,
     gather_mlx5_facts,
     is_ipv4_mapped,
     parse_rate,
     parse_state,
 )
-from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import root_error
-from ansible_collections.gpufleet.cluster.plugins.module_utils.ofed import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.framework import root_error
+from ansible_collections.gpufleet.cluster.plugins.module_utils.rdma.ofed import (
     loaded_matches_installed,
     parse_ofed_info,
     version_compare,
 )
-from ansible_collections.gpufleet.cluster.plugins.module_utils.runner import SubprocessRunner
-from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import SysfsReader
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.runner import SubprocessRunner
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.sysfs import SysfsReader
 
 NODES = os.path.join(FIXTURES, "nodes")
 OFED_INFO = os.path.join(FIXTURES, "ofed_info")

@@ -1,9 +1,10 @@
-"""module_utils.module_cache: this collection's module_utils imported from a private on-disk copy
+"""module_utils.core.module_cache: this collection's module_utils imported from a private on-disk copy
 (compiled once, .pyc kept) instead of the module's zip.
 
 Each case runs a fresh interpreter on a zip laid out as AnsiballZ lays out its payload (the
-collection's real module_utils below ansible_collections/gpufleet/cluster/plugins/module_utils/,
-empty package __init__ files, the zip first on sys.path), with XDG_CACHE_HOME in a temporary
+collection's real module_utils below ansible_collections/gpufleet/cluster/plugins/module_utils/ in
+their wings, with the wings' own __init__ files, empty package __init__ files above, the zip first
+on sys.path), with XDG_CACHE_HOME in a temporary
 directory. The real path through ansible-playbook is in
 tests/integration/test_node_validate_module.py.
 """
@@ -17,27 +18,29 @@ import zipfile
 
 import pytest
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import module_cache
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core import module_cache
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 UTILS = os.path.join(REPO, "plugins", "module_utils")
 PREFIX = "ansible_collections/gpufleet/cluster/plugins/module_utils/"
-SHIPPED = ("module_cache.py", "checks.py", "cpulist.py")
+# module_cache sits in a wing below module_utils: it copies every wing, not only its own
+SHIPPED = ("core/__init__.py", "core/module_cache.py", "core/checks.py", "tuning/__init__.py", "tuning/cpulist.py")
 
 # What the module does: activate() first, then import another module_utils; prints where it came from.
 PROBE = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
-from ansible_collections.gpufleet.cluster.plugins.module_utils import module_cache
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core import module_cache
 where = module_cache.activate()
-from ansible_collections.gpufleet.cluster.plugins.module_utils import checks, cpulist
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core import checks
+from ansible_collections.gpufleet.cluster.plugins.module_utils.tuning import cpulist
 print(json.dumps({"where": where, "checks": checks.__file__, "cpulist": cpulist.__file__,
                   "statuses": list(checks.STATUSES), "cpus": sorted(cpulist.parse_cpulist("0-2,5"))}))
 """
 
 
 def payload(tmp_path, name="payload.zip", extra=None):
-    """A zip shaped like an AnsiballZ payload with three of the collection's module_utils."""
+    """A zip shaped like an AnsiballZ payload with three of the collection's module_utils (two wings)."""
     path = tmp_path / name
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
         for package in ("ansible_collections/", "ansible_collections/gpufleet/", "ansible_collections/gpufleet/cluster/",
@@ -75,11 +78,14 @@ def test_first_run_copies_and_compiles_once_second_run_reuses(tmp_path):
     first = probe(zip_path, tmp_path / "cache")
     [copy] = key_dirs(tmp_path / "cache")
     assert first["where"] == copy
-    assert first["checks"] == os.path.join(copy, "checks.py") and first["cpulist"].startswith(copy)
     assert first["statuses"] == ["pass", "warn", "fail", "skip"] and first["cpus"] == [0, 1, 2, 5]
     assert os.stat(copy).st_mode & 0o777 == 0o700
-    assert sorted(os.listdir(copy)) == ["__init__.py", "__pycache__"] + sorted(SHIPPED)
-    pyc = os.path.join(copy, "__pycache__", "checks.%s.pyc" % sys.implementation.cache_tag)
+    assert sorted(os.listdir(copy)) == ["__init__.py", "core", "tuning"]
+    assert sorted(name for name in os.listdir(os.path.join(copy, "core")) if name.endswith(".py")) == [
+        "__init__.py", "checks.py", "module_cache.py"]
+    assert first["checks"] == os.path.join(copy, "core", "checks.py")  # the wing imported before activate too
+    assert first["cpulist"] == os.path.join(copy, "tuning", "cpulist.py")
+    pyc = os.path.join(copy, "core", "__pycache__", "checks.%s.pyc" % sys.implementation.cache_tag)
     written = os.stat(pyc).st_mtime_ns
 
     time.sleep(0.05)
@@ -104,7 +110,7 @@ def test_new_content_gets_a_new_directory_and_the_old_one_stays_until_unused(tmp
 def test_damaged_copy_is_replaced_from_the_payload(tmp_path):
     zip_path = payload(tmp_path)
     copy = probe(zip_path, tmp_path / "cache")["where"]
-    with open(os.path.join(copy, "checks.py"), "w") as handle:
+    with open(os.path.join(copy, "core", "checks.py"), "w") as handle:
         handle.write("STATUSES = ('tampered',)\n")
     again = probe(zip_path, tmp_path / "cache")
     assert again["where"] == copy and again["statuses"] == ["pass", "warn", "fail", "skip"]

@@ -8,7 +8,7 @@ from ansible.errors import AnsibleFilterError
 from conftest import FIXTURES
 
 from ansible_collections.gpufleet.cluster.plugins.filter.nccl import nccl_tests_checks, nccl_tests_parse
-from ansible_collections.gpufleet.cluster.plugins.module_utils.nccl import parse_nccl_tests, parse_row
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu.nccl import parse_nccl_tests, parse_row
 
 
 def fixture(name):

@@ -1,4 +1,4 @@
-"""node_capture (module_utils/capture.py, capture_walk.py, capture_sources.py): the allow-list follows
+"""node_capture (module_utils/capture/capture.py, capture_walk.py, capture_sources.py): the allow-list follows
 the readers, a capture replays to the same results on every fixture node, nothing identifying leaves the node,
 reads are bounded."""
 
@@ -14,16 +14,16 @@ import tempfile
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from ansible_collections.gpufleet.cluster.plugins.module_utils import capture, capture_walk
-from ansible_collections.gpufleet.cluster.plugins.module_utils.families import FAMILIES
-from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import ModuleFailure
-from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu import gather_gpu_facts
-from ansible_collections.gpufleet.cluster.plugins.module_utils.irq_affinity import hca_irqs
-from ansible_collections.gpufleet.cluster.plugins.module_utils.mlx5 import gather_mlx5_facts
-from ansible_collections.gpufleet.cluster.plugins.module_utils.nvml import NvmlAdapter
-from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import SysfsReader
-from ansible_collections.gpufleet.cluster.plugins.module_utils.topology import gather_topology_facts
-from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import validate_node
+from ansible_collections.gpufleet.cluster.plugins.module_utils.capture import capture, capture_walk
+from ansible_collections.gpufleet.cluster.plugins.module_utils.health.families import FAMILIES
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.framework import ModuleFailure
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu.gpu import gather_gpu_facts
+from ansible_collections.gpufleet.cluster.plugins.module_utils.tuning.irq_affinity import hca_irqs
+from ansible_collections.gpufleet.cluster.plugins.module_utils.rdma.mlx5 import gather_mlx5_facts
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.nvml import NvmlAdapter
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.sysfs import SysfsReader
+from ansible_collections.gpufleet.cluster.plugins.module_utils.rdma.topology import gather_topology_facts
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.validation import validate_node
 from nvml_scenarios import NODES, fake_with, load_fake, scenario_files
 from runners import ScriptedRunner
 

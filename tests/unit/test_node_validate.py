@@ -6,19 +6,20 @@ import calendar
 import os
 
 import pytest
-from ansible_collections.gpufleet.cluster.plugins.module_utils import perftest, sysfs
-from ansible_collections.gpufleet.cluster.plugins.module_utils.families import FAMILIES, GPU
-from ansible_collections.gpufleet.cluster.plugins.module_utils.mlx5 import gather_mlx5_facts
-from ansible_collections.gpufleet.cluster.plugins.module_utils.nvml import NvmlAdapter
-from ansible_collections.gpufleet.cluster.plugins.module_utils.rdma_checks import validate_rdma
-from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import SysfsReader
-from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.rdma import perftest
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core import sysfs
+from ansible_collections.gpufleet.cluster.plugins.module_utils.health.families import FAMILIES, GPU
+from ansible_collections.gpufleet.cluster.plugins.module_utils.rdma.mlx5 import gather_mlx5_facts
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.nvml import NvmlAdapter
+from ansible_collections.gpufleet.cluster.plugins.module_utils.rdma.rdma_checks import validate_rdma
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.sysfs import SysfsReader
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.validation import (
     check_params,
     family_readiness,
     node_argspec,
     node_plan,
 )
-from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.validation import (
     validate_node as framework_validate_node,
 )
 from nvml_scenarios import NODES, fake_with, node

@@ -4,7 +4,7 @@ import os
 import sys
 
 import pytest
-from ansible_collections.gpufleet.cluster.plugins.module_utils.nvml import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.nvml import (
     UNSUPPORTED,
     GpuLost,
     NvmlAdapter,

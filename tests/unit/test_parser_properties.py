@@ -26,9 +26,13 @@ from conftest import FIXTURES
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import (
-    containerd_config, cpulist, mlx5, nccl, ofed, perftest, remediation, role_stamps, versions)
-from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import CheckResults
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import containerd_config
+from ansible_collections.gpufleet.cluster.plugins.module_utils.tuning import cpulist
+from ansible_collections.gpufleet.cluster.plugins.module_utils.rdma import mlx5, ofed, perftest
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu import nccl
+from ansible_collections.gpufleet.cluster.plugins.module_utils.remediation import remediation
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core import role_stamps, versions
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.checks import CheckResults
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -6,9 +6,9 @@ import pytest
 from conftest import FIXTURES
 from runners import ScriptedRunner
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import perftest
-from ansible_collections.gpufleet.cluster.plugins.module_utils.runner import CommandResult
-from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import SysfsReader
+from ansible_collections.gpufleet.cluster.plugins.module_utils.rdma import perftest
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.runner import CommandResult
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.sysfs import SysfsReader
 
 PERFTEST = os.path.join(FIXTURES, "perftest")
 EXE = "/usr/bin/ib_write_bw"

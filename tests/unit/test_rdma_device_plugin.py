@@ -11,8 +11,8 @@ from ansible_collections.gpufleet.cluster.plugins.filter.rdma_device_plugin impo
     rdma_shared_device_config,
     rdma_unselectable_devices,
 )
-from ansible_collections.gpufleet.cluster.plugins.module_utils.mlx5 import gather_mlx5_facts
-from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import SysfsReader
+from ansible_collections.gpufleet.cluster.plugins.module_utils.rdma.mlx5 import gather_mlx5_facts
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.sysfs import SysfsReader
 
 
 def facts(node):

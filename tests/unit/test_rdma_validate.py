@@ -13,18 +13,18 @@ from runners import ScriptedRunner
 
 from ansible.module_utils.basic import FILE_COMMON_ARGUMENTS
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
-from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import exit_with_checks
-from ansible_collections.gpufleet.cluster.plugins.module_utils.families import FAMILIES, GPU, RDMA
-from ansible_collections.gpufleet.cluster.plugins.module_utils.mlx5 import gather_mlx5_facts
-from ansible_collections.gpufleet.cluster.plugins.module_utils.rdma_checks import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.checks import exit_with_checks
+from ansible_collections.gpufleet.cluster.plugins.module_utils.health.families import FAMILIES, GPU, RDMA
+from ansible_collections.gpufleet.cluster.plugins.module_utils.rdma.mlx5 import gather_mlx5_facts
+from ansible_collections.gpufleet.cluster.plugins.module_utils.rdma.rdma_checks import (
     DEFAULT_REQUIRED_MODULES,
     RDMA_OPTIONS,
     validate_rdma,
 )
-from ansible_collections.gpufleet.cluster.plugins.module_utils.rdma_checks import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.rdma.rdma_checks import (
     validate_options as check_rdma_options,
 )
-from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.validation import (
     module_argspec,
     node_module_argspec,
     record_checks_argspec,
@@ -35,7 +35,7 @@ RDMA_VALIDATE_ARGSPEC = RDMA_OPTIONS
 
 def rdma_validate_module_argspec():
     return module_argspec(RDMA)
-from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import SysfsReader
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.sysfs import SysfsReader
 
 NODES = os.path.join(FIXTURES, "nodes")
 SPEC_IDS = {"rdma.modules", "rdma.driver", "rdma.devices", "rdma.port.state", "rdma.port.phys_state",

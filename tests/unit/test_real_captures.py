@@ -16,14 +16,14 @@ from conftest import FIXTURES
 
 from ansible_collections.gpufleet.cluster.plugins.filter.nccl import FilterModule as NcclFilters
 from ansible_collections.gpufleet.cluster.plugins.filter.ofed import FilterModule as OfedFilters
-from ansible_collections.gpufleet.cluster.plugins.module_utils import capture
-from ansible_collections.gpufleet.cluster.plugins.module_utils.mlx5 import gather_mlx5_facts
-from ansible_collections.gpufleet.cluster.plugins.module_utils.nccl import nccl_checks, parse_nccl_tests
-from ansible_collections.gpufleet.cluster.plugins.module_utils.ofed import normalize_version, parse_ofed_info
-from ansible_collections.gpufleet.cluster.plugins.module_utils.perftest import headline, parse_output
-from ansible_collections.gpufleet.cluster.plugins.module_utils.rdma_checks import validate_rdma
-from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import SysfsReader
-from ansible_collections.gpufleet.cluster.plugins.module_utils.xid import parse_timestamp, parse_xid_lines
+from ansible_collections.gpufleet.cluster.plugins.module_utils.capture import capture
+from ansible_collections.gpufleet.cluster.plugins.module_utils.rdma.mlx5 import gather_mlx5_facts
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu.nccl import nccl_checks, parse_nccl_tests
+from ansible_collections.gpufleet.cluster.plugins.module_utils.rdma.ofed import normalize_version, parse_ofed_info
+from ansible_collections.gpufleet.cluster.plugins.module_utils.rdma.perftest import headline, parse_output
+from ansible_collections.gpufleet.cluster.plugins.module_utils.rdma.rdma_checks import validate_rdma
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.sysfs import SysfsReader
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu.xid import parse_timestamp, parse_xid_lines
 
 CAPTURES = os.path.join(FIXTURES, "real", "captures")
 # perftest prints MB/sec with MB = 2**20 bytes; 1 MB/sec = 8 * 2**20 / 1e9 Gb/s.

@@ -6,7 +6,7 @@ import calendar
 import os
 import time
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.xid import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu.xid import (
     XID_FATAL_DEFAULT,
     XID_IGNORE_DEFAULT,
     classify,

@@ -1,4 +1,4 @@
-"""module_utils/records.py: the strict primitives every record reader is built on."""
+"""module_utils/core/records.py: the strict primitives every record reader is built on."""
 
 import json
 
@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import records
-from ansible_collections.gpufleet.cluster.plugins.module_utils.records import RecordError
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core import records
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.records import RecordError
 
 
 @pytest.mark.parametrize("raw", ['{"a": NaN}', '{"a": Infinity}', '[-Infinity]', '{"a": 1, "a": 2}',

@@ -18,11 +18,11 @@ import time
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from ansible_collections.gpufleet.cluster.plugins.module_utils import (
-    agent, agent_events, agent_publish, agent_state, clock, records, state_files)
-from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_config import load_config
-from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_slurm import SlurmPublisher
-from ansible_collections.gpufleet.cluster.plugins.module_utils.nvml import NvmlAdapter
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent import agent, agent_events, agent_publish, agent_state
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core import clock, records, state_files
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_config import load_config
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_slurm import SlurmPublisher
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.nvml import NvmlAdapter
 from ansible_collections.gpufleet.cluster.plugins.filter.agent_status import agent_health_check
 from nvml_scenarios import NODES, fake_with
 from runners import ScriptedRunner

@@ -1,4 +1,4 @@
-"""Red-team attacks on the remediation circuit breaker (module_utils/breaker.py, module
+"""Red-team attacks on the remediation circuit breaker (module_utils/remediation/breaker.py, module
 remediation_breaker), written from its documentation only: docs/remediation.md ("Circuit breaker",
 "Records the breaker reads back"), docs/contracts.md ("Records read back", the Node and Lease rows of
 "Role facts, markers and task file names", "Fail-closed checks") and `ansible-doc remediation_breaker`.
@@ -26,9 +26,9 @@ from fake_kube_api.server import FakeKubeAPI
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import breaker
-from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_node import KubeClient
-from ansible_collections.gpufleet.cluster.plugins.module_utils.records import RecordError
+from ansible_collections.gpufleet.cluster.plugins.module_utils.remediation import breaker
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.kube_node import KubeClient
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.records import RecordError
 
 NS = "kube-system"
 GROUP = "gpu_a100"
@@ -1158,7 +1158,7 @@ def test_the_holder_count_bound_is_never_reached_before_the_byte_bound():
 
 def test_the_double_refuses_annotations_over_256_kib_like_the_api_server(api):
     """apimachinery ValidateAnnotations: keys and values together at most 262144 bytes, else 422."""
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_node import ApiStatusError
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.kube_node import ApiStatusError
 
     kube = client(api)
     key = "example.com/x"
@@ -1217,7 +1217,7 @@ def test_the_playbook_sends_one_controller_id_per_run():
     ("lease_namespace", ""),
 ])
 def test_the_policy_refuses_what_the_breaker_refuses(key, value):
-    from ansible_collections.gpufleet.cluster.plugins.module_utils import remediation
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.remediation import remediation
 
     with pytest.raises(remediation.PolicyError, match="gpufleet_remediation.%s" % key):
         remediation.policy({key: value})
@@ -1229,7 +1229,7 @@ def test_the_policy_refuses_what_the_breaker_refuses(key, value):
     ("lease_namespace", "gpufleet"),
 ])
 def test_the_policy_accepts_what_the_breaker_accepts(api, key, value):
-    from ansible_collections.gpufleet.cluster.plugins.module_utils import remediation
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.remediation import remediation
 
     effective = remediation.policy({key: value})
     make(api, max_parallel=effective["max_parallel"], group_size=4, max_attempts=effective["max_attempts"],

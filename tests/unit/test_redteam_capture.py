@@ -19,8 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import capture
-from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import ModuleFailure
+from ansible_collections.gpufleet.cluster.plugins.module_utils.capture import capture
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.framework import ModuleFailure
 from nvml_scenarios import NODES, fake_with
 from test_node_capture import (NOW, _fake, archive_bytes, as_text, assert_links_inside_root,
                                capture_to, everything, replay_adapter, small_gpu_tree, unpack)
@@ -572,7 +572,7 @@ def test_dgx_capture_with_inventory_names_replays(tmp_path):
 
 
 def replay_adapter_for(binding):
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.nvml import NvmlAdapter
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.core.nvml import NvmlAdapter
     return NvmlAdapter(binding)
 
 
@@ -717,7 +717,7 @@ def test_the_capturing_machines_real_host_names_are_replaced(tmp_path):
 def test_ofed_info_output_is_pseudonymised(tmp_path):
     """root '/' runs ofed_info -s; its output is recorded pseudonymised (docs: serial row, 'ofed_info
     output'), and where the executable lives is not written."""
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.runner import SubprocessRunner
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.core.runner import SubprocessRunner
     import socket
     script = tmp_path / "alice-bin" / "ofed_info"
     script.parent.mkdir()

@@ -26,8 +26,8 @@ from ansible_collections.gpufleet.cluster.plugins.filter.mig import (
     mig_parted_assert,
     mig_parted_config,
 )
-from ansible_collections.gpufleet.cluster.plugins.module_utils import dcgm
-from ansible_collections.gpufleet.cluster.plugins.module_utils.mig import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu import dcgm
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu.mig import (
     ProfileError,
     layout_errors,
     parse_profile,
@@ -672,10 +672,10 @@ LINE_FORMATS = {
 
 
 def _gpu_xid(lines, options=None):
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu import gather_gpu_facts
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu_checks import FAMILY, check_gpu_health
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.nvml import NvmlAdapter
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import SysfsReader
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu.gpu import gather_gpu_facts
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu.gpu_checks import FAMILY, check_gpu_health
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.core.nvml import NvmlAdapter
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.core.sysfs import SysfsReader
     from nvml_scenarios import fake_with, node
 
     reader = SysfsReader(node("dgx-h100"))

@@ -1,4 +1,4 @@
-"""Red-team attacks on the kubeadm path (modules kubeadm_upgrade and kubeadm_certs, module_utils/kubeadm.py as
+"""Red-team attacks on the kubeadm path (modules kubeadm_upgrade and kubeadm_certs, module_utils/kube/kubeadm.py as
 the rolling_upgrade role drives it), written from the documentation only: docs/upgrades.md ("Kubernetes: a kubeadm
 upgrade"), docs/contracts.md ("Kubernetes control-plane checks", k8s.certs_expiry), roles/rolling_upgrade/README.md,
 tests/transcripts/kubeadm/README.md and `ansible-doc` of both modules.
@@ -49,11 +49,11 @@ from conftest import REPO
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import kubeadm as k
-from ansible_collections.gpufleet.cluster.plugins.module_utils import kubeadm_output as ko
-from ansible_collections.gpufleet.cluster.plugins.module_utils import kubeadm_policy as kp
-from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import ModuleFailure
-from ansible_collections.gpufleet.cluster.plugins.module_utils.runner import CommandResult
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import kubeadm as k
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import kubeadm_output as ko
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import kubeadm_policy as kp
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.framework import ModuleFailure
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.runner import CommandResult
 from runners import ScriptedRunner
 
 sys.path.insert(0, os.path.join(REPO, "tests", "transcripts", "kubeadm"))

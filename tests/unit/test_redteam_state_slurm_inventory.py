@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import role_stamps
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core import role_stamps
 
 # ------------------------------------------------------------------------------------------------
 # (1) converged-role state
@@ -340,9 +340,9 @@ def test_a_state_file_larger_than_the_bound_is_read_no_further_and_named(tmp_pat
 # ------------------------------------------------------------------------------------------------
 from ansible.errors import AnsibleFilterError  # noqa: E402
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import remediation  # noqa: E402
-from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_config import AgentError  # noqa: E402
-from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_slurm import (  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.module_utils.remediation import remediation  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_config import AgentError  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_slurm import (  # noqa: E402
     ShowNodeError, parse_show_node, slurm_commands)
 from ansible_collections.gpufleet.cluster.plugins.filter import remediation as remediation_filters  # noqa: E402
 
@@ -842,9 +842,9 @@ def test_any_value_is_problems_never_an_exception(values):
 # ------------------------------------------------------------------------------------------------
 # (4) DRA: any failure on the DeviceTaintRule path falls back to the node taint
 # ------------------------------------------------------------------------------------------------
-from ansible_collections.gpufleet.cluster.plugins.module_utils import gate  # noqa: E402
-from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_kube import KubePublisher  # noqa: E402
-from ansible_collections.gpufleet.cluster.plugins.module_utils.kube_node import (  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.module_utils.health import gate  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_kube import KubePublisher  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.kube_node import (  # noqa: E402
     ApiStatusError, KubeClient, KubeError)
 from ansible_collections.gpufleet.cluster.plugins.modules import node_write  # noqa: E402
 from fake_kube_api.server import FakeKubeAPI  # noqa: E402

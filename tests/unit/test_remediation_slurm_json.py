@@ -1,5 +1,5 @@
 """The remediation reads Slurm like the agent (issue 40 item 1, "Machine-readable first"):
-`scontrol --version` picks the form of `scontrol show node` (module_utils/slurm.py show_node_argv,
+`scontrol --version` picks the form of `scontrol show node` (module_utils/slurm/slurm.py show_node_argv,
 the agent's decision: --json from Slurm 23.02, -o on 22.05 and older), the JSON answer is read by the
 strict reader (slurm.read_show_node_json), an unreadable answer fails the step naming the form.
 Answers are the transcripts of tests/transcripts/scontrol (their sources are named there)."""
@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.gpufleet.cluster.plugins.filter import remediation as filters
-from ansible_collections.gpufleet.cluster.plugins.module_utils import remediation
+from ansible_collections.gpufleet.cluster.plugins.module_utils.remediation import remediation
 from conftest import REPO
 
 sys.path.insert(0, os.path.join(REPO, "tests", "transcripts"))

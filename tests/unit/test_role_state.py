@@ -1,6 +1,6 @@
 """Converged-role skip (docs/performance.md): the digest of a role's inputs (lookup
 role_inputs_hash), the roles a play skips (filters converged_roles / converged_plan) and the
-verification of what a role manages on the node (module role_state, module_utils/role_stamps.py):
+verification of what a role manages on the node (module role_state, module_utils/core/role_stamps.py):
 fail closed, a role is skipped only when its snapshot was verified."""
 
 import json
@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from ansible.errors import AnsibleFilterError, AnsibleLookupError
 from ansible_collections.gpufleet.cluster.plugins.filter.role_state import converged_plan, converged_roles
-from ansible_collections.gpufleet.cluster.plugins.module_utils import role_stamps
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core import role_stamps
 from ansible_collections.gpufleet.cluster.plugins.lookup import role_inputs_hash
 from ansible_collections.gpufleet.cluster.plugins.lookup.role_inputs_hash import inputs_hash
 
@@ -171,7 +171,7 @@ def test_drift_is_named_even_when_the_inputs_changed_too():
         "kubernetes_prereqs": "inputs changed; drift: /etc/sysctl.d/99-kubernetes.conf missing"}
 
 
-# --- verification on the node (module_utils/role_stamps.py) ---------------------------------
+# --- verification on the node (module_utils/core/role_stamps.py) ---------------------------------
 
 # Real dpkg-query output (Debian 12, dpkg 1.21, this project's test machine: `dpkg-query -W -f
 # '${binary:Package}\t${db:Status-Abbrev}\t${Version}\n' bash libc6 nonexistentpkg`, rc 1 and
@@ -331,7 +331,7 @@ def test_a_stamp_without_a_snapshot_or_with_an_empty_one_is_drift(managed):
     ({"files": {}}, "roles.r.managed"),
 ])
 def test_a_damaged_stamp_is_unreadable_naming_the_file_and_field(tmp_path, managed, field):
-    """The one strict reader (parse_stamps over module_utils/records.py): a damaged stamp makes the
+    """The one strict reader (parse_stamps over module_utils/core/records.py): a damaged stamp makes the
     whole file unreadable, so nothing is verified and the problem names the file and the field."""
     state = tmp_path / "role-state.json"
     state.write_text(json.dumps({"roles": {"ok": {"inputs": "D", "managed": None},
@@ -485,7 +485,7 @@ def test_no_state_file_is_no_stamp_and_nothing_is_created(tmp_path):
 
 
 def test_record_needs_a_digest_per_role(tmp_path):
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import ModuleFailure
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.core.framework import ModuleFailure
     with pytest.raises(ModuleFailure, match="option stamps: r need an inputs digest"):
         role_stamps.role_state_work(FakeModule(action="record", path=str(tmp_path / "s.json"), stamps={"r": ""}))
 

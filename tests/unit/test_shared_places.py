@@ -1,25 +1,26 @@
 """What several callers need has one place below them (issue 43, item 3): no controller plugin or
-module borrows the node health agent's own files (its configuration schema, agent_config, aside:
-it is shared on purpose), health.json has one reader and one freshness rule for the agent and the
-filter, and a function name means one contract."""
+module borrows the node health agent's own files (its schemas aside: agent_config and health_record
+are shared on purpose, tests/unit/test_layering.py AGENT_SHARED), health.json has one reader and one
+freshness rule for the agent and the filter, and a function name means one contract."""
 
 import ast
 import os
 
 from ansible_collections.gpufleet.cluster.plugins.filter import agent_status
-from ansible_collections.gpufleet.cluster.plugins.module_utils import agent_cycle, agent_state, health_record
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent import agent_cycle, agent_state, health_record
 from conftest import REPO
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_layering import collection_imports
+from test_layering import AGENT_SHARED, collection_imports
 
 PLUGINS = os.path.join(REPO, "plugins")
-SHARED_AGENT_FILES = ("agent_config",)  # the agent's configuration schema, shared on purpose
+SHARED_AGENT_FILES = AGENT_SHARED  # the agent's schemas (configuration, health.json), shared on purpose
 
 
 def python_files(kind):
     folder = os.path.join(PLUGINS, kind)
-    return sorted(os.path.join(folder, name) for name in os.listdir(folder) if name.endswith(".py"))
+    return sorted(os.path.join(here, name) for here, _dirs, names in os.walk(folder)
+                  for name in names if name.endswith(".py"))
 
 
 def test_no_controller_plugin_or_module_imports_the_agents_files():
@@ -28,9 +29,10 @@ def test_no_controller_plugin_or_module_imports_the_agents_files():
         if not os.path.isdir(os.path.join(PLUGINS, kind)):
             continue
         for path in python_files(kind):
-            for dep_kind, dep in collection_imports(path):
-                if dep_kind == "module_utils" and dep.startswith("agent") and dep not in SHARED_AGENT_FILES:
-                    offenders.append("%s/%s imports %s" % (kind, os.path.basename(path), dep))
+            for dotted in collection_imports(path):
+                parts = dotted.split(".") + ["", ""]
+                if parts[:2] == ["module_utils", "agent"] and parts[2] not in SHARED_AGENT_FILES:
+                    offenders.append("%s/%s imports %s" % (kind, os.path.basename(path), dotted))
     assert offenders == []
 
 
@@ -59,7 +61,7 @@ def test_one_failing_checks_in_the_node_side_code():
     owners = [os.path.basename(path) for path in python_files("module_utils")
               if "failing_checks" in defined_functions(path)]
     assert owners == ["gate.py"]
-    assert "failing_after_hysteresis" in defined_functions(os.path.join(PLUGINS, "module_utils", "agent_hysteresis.py"))
+    assert "failing_after_hysteresis" in defined_functions(os.path.join(PLUGINS, "module_utils", "agent", "agent_hysteresis.py"))
 
 
 def test_the_breakers_defaults_are_owned_once():
@@ -68,7 +70,7 @@ def test_the_breakers_defaults_are_owned_once():
     import inspect
 
     import yaml
-    from ansible_collections.gpufleet.cluster.plugins.module_utils import breaker, remediation
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.remediation import breaker, remediation
     from ansible_collections.gpufleet.cluster.plugins.modules import remediation_breaker
 
     owned = breaker.POLICY_DEFAULTS

@@ -1,4 +1,4 @@
-"""module_utils/slurm.py: reading `scontrol show node` below both the agent and the remediation.
+"""module_utils/slurm/slurm.py: reading `scontrol show node` below both the agent and the remediation.
 
 The JSON form (`scontrol show node <n> --json`, Slurm 23.02 and later) is read first by a strict
 reader; the text form (`-o`) is the fallback for 22.05 and older (Debian 12's slurm-wlm 22.05.8
@@ -16,10 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import slurm
-from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_config import AgentError
-from ansible_collections.gpufleet.cluster.plugins.module_utils.agent_slurm import SlurmPublisher, slurm_commands
-from ansible_collections.gpufleet.cluster.plugins.module_utils.runner import SubprocessRunner
+from ansible_collections.gpufleet.cluster.plugins.module_utils.slurm import slurm
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_config import AgentError
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_slurm import SlurmPublisher, slurm_commands
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.runner import SubprocessRunner
 from conftest import REPO
 
 sys.path.insert(0, os.path.join(REPO, "tests", "transcripts"))
@@ -35,19 +35,19 @@ def transcript(case, version="25.11"):
 
 def test_remediation_reads_slurm_below_the_agent():
     """issue 43: remediation imported agent_slurm.parse_show_node (sideways into the agent's files)."""
-    path = os.path.join(REPO, "plugins", "module_utils", "remediation.py")
+    path = os.path.join(REPO, "plugins", "module_utils", "remediation", "remediation.py")
     with open(path) as handle:
         tree = ast.parse(handle.read())
     modules = [node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module]
     modules += ["%s.%s" % (node.module, alias.name) for node in ast.walk(tree)
                 if isinstance(node, ast.ImportFrom) and node.module for alias in node.names]
-    assert not [name for name in modules if ".module_utils.agent" in name], modules
-    assert any(name.endswith("module_utils.slurm") for name in modules)
-    slurm_path = os.path.join(REPO, "plugins", "module_utils", "slurm.py")
+    assert not [name for name in modules if ".module_utils.agent." in name], modules  # the agent wing
+    assert any(name.endswith("module_utils.slurm.slurm") for name in modules)
+    slurm_path = os.path.join(REPO, "plugins", "module_utils", "slurm", "slurm.py")
     with open(slurm_path) as handle:
         own = [node.module for node in ast.walk(ast.parse(handle.read())) if isinstance(node, ast.ImportFrom)]
     assert [name for name in own if name and "module_utils" in name] == [
-        "ansible_collections.gpufleet.cluster.plugins.module_utils"]  # records only
+        "ansible_collections.gpufleet.cluster.plugins.module_utils.core"]  # records only
 
 
 # --- which form -----------------------------------------------------------------------------------

@@ -1,11 +1,11 @@
-"""The one writer of gpufleet's state files (module_utils/state_files.py, module state_file): the
+"""The one writer of gpufleet's state files (module_utils/core/state_files.py, module state_file): the
 agent and the roles write through it; atomic, mode and owner set, markers shared by roles."""
 
 import os
 
 import pytest
-from ansible_collections.gpufleet.cluster.plugins.module_utils import state_files
-from ansible_collections.gpufleet.cluster.plugins.module_utils.framework import ModuleFailure
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core import state_files
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.framework import ModuleFailure
 
 
 class FakeModule(object):
@@ -89,7 +89,7 @@ def test_a_full_disk_keeps_the_old_content(tmp_path, monkeypatch):
 
 # -- the reader side: read_record, set_aside ---------------------------------------------------------
 def _parse(raw, record):
-    from ansible_collections.gpufleet.cluster.plugins.module_utils import records
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.core import records
 
     return records.mapping(records.load_json(raw, record), record, required=("seq",))
 

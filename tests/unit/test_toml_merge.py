@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.toml_merge import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.toml_merge import (
     TomlMergeError,
     merge,
     merge_checked,
@@ -209,7 +209,7 @@ def test_invalid_original_is_refused_untouched():
 
 
 def test_a_result_that_would_not_parse_is_refused(monkeypatch):
-    from ansible_collections.gpufleet.cluster.plugins.module_utils import toml_merge
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.core import toml_merge
 
     monkeypatch.setattr(toml_merge, "merge", lambda text, path, values: (text + "[a]\n", ["y"]))
     with pytest.raises(TomlMergeError, match=r"setting y in \[a\] would write invalid TOML"):
@@ -217,7 +217,7 @@ def test_a_result_that_would_not_parse_is_refused(monkeypatch):
 
 
 def test_a_result_of_another_meaning_is_refused_naming_the_key(monkeypatch):
-    from ansible_collections.gpufleet.cluster.plugins.module_utils import toml_merge
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.core import toml_merge
 
     monkeypatch.setattr(toml_merge, "merge", lambda text, path, values: ("[a]\nx = 1\ny = 2\n", ["y"]))
     with pytest.raises(TomlMergeError, match=r"at key a\.y \(setting y in \[a\]\)"):
@@ -225,7 +225,7 @@ def test_a_result_of_another_meaning_is_refused_naming_the_key(monkeypatch):
 
 
 def test_without_a_parser_the_check_is_skipped_with_a_note(monkeypatch):
-    from ansible_collections.gpufleet.cluster.plugins.module_utils import toml_merge
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.core import toml_merge
 
     monkeypatch.setattr(toml_merge, "toml_loads", lambda: None)
     text, changed, note = toml_merge.merge_checked("", ["a"], {"x": 1})

@@ -1,4 +1,4 @@
-"""GPU <-> RDMA topology from sysfs (module_utils/topology.py, module topology_facts) and the NCCL
+"""GPU <-> RDMA topology from sysfs (module_utils/rdma/topology.py, module topology_facts) and the NCCL
 filters built on it (plugins/filter/topology.py)."""
 
 import os
@@ -10,8 +10,8 @@ from ansible_collections.gpufleet.cluster.plugins.filter.topology import (
     nccl_ib_hca,
     nccl_topology_env,
 )
-from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import SysfsReader
-from ansible_collections.gpufleet.cluster.plugins.module_utils.topology import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.sysfs import SysfsReader
+from ansible_collections.gpufleet.cluster.plugins.module_utils.rdma.topology import (
     gather_topology_facts,
     link_class,
     pci_position,

@@ -1,12 +1,12 @@
-"""The tuning family of node_validate (module_utils/tuning_checks.py; docs/contracts.md, "Tuning family")."""
+"""The tuning family of node_validate (module_utils/tuning/tuning_checks.py; docs/contracts.md, "Tuning family")."""
 
 import os
 
 import pytest
-from ansible_collections.gpufleet.cluster.plugins.module_utils.families import FAMILIES, TUNING
-from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import SysfsReader
-from ansible_collections.gpufleet.cluster.plugins.module_utils.tuning_checks import validate_tuning
-from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import validate_node
+from ansible_collections.gpufleet.cluster.plugins.module_utils.health.families import FAMILIES, TUNING
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.sysfs import SysfsReader
+from ansible_collections.gpufleet.cluster.plugins.module_utils.tuning.tuning_checks import validate_tuning
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.validation import validate_node
 from runners import ScriptedRunner
 
 
@@ -157,6 +157,6 @@ def test_kubelet_policy_unreadable_fails_closed(tmp_path, files, problem):
 
 
 def test_kubelet_policy_bad_cpuset_option():
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.tuning_checks import validate_options
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.tuning.tuning_checks import validate_options
     assert validate_options({"kubelet_policy": {"reserved_system_cpus": "0-"}}, "tuning.") == [
         "option tuning.kubelet_policy.reserved_system_cpus: '0-' is not a cpuset list such as 0-1,56-57"]

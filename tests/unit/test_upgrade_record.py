@@ -1,4 +1,4 @@
-"""The one reader of rolling_upgrade's records (module_utils/upgrade_record.py, filter upgrade_record):
+"""The one reader of rolling_upgrade's records (module_utils/kube/upgrade_record.py, filter upgrade_record):
 what a run wrote reads back; anything else is unreadable, named, and never taken as "no record"."""
 
 import json
@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.gpufleet.cluster.plugins.filter.upgrade_record import upgrade_record
-from ansible_collections.gpufleet.cluster.plugins.module_utils import upgrade_record as reader
-from ansible_collections.gpufleet.cluster.plugins.module_utils.records import RecordError
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube import upgrade_record as reader
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.records import RecordError
 
 WRITTEN = {  # what roles/rolling_upgrade/tasks/state.yml writes (a held node, resumed)
     "state": "held", "run_id": "2026-11-29T0400Z", "components": ["driver", "kubernetes"],

@@ -1,19 +1,20 @@
-"""The validation framework (module_utils/validation.py, checks.py): common options declared once,
+"""The validation framework (module_utils/core/validation.py, checks.py): common options declared once,
 one family interface, one context, one JSON-safe exit path."""
 
 import json
 import math
 
 import pytest
-from ansible_collections.gpufleet.cluster.plugins.module_utils import gpu_checks, rdma_checks
-from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu import gpu_checks
+from ansible_collections.gpufleet.cluster.plugins.module_utils.rdma import rdma_checks
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.checks import (
     CheckResults,
     exit_with_checks,
     json_safe,
 )
-from ansible_collections.gpufleet.cluster.plugins.module_utils.families import FAMILIES, GPU, RDMA
-from ansible_collections.gpufleet.cluster.plugins.module_utils.sysfs import SysfsReader
-from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.health.families import FAMILIES, GPU, RDMA
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.sysfs import SysfsReader
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.validation import (
     COMMON_OPTIONS,
     Context,
     FamilyResult,

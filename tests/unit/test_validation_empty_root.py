@@ -2,8 +2,8 @@
 
 import pytest
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.families import FAMILIES, GPU, RDMA
-from ansible_collections.gpufleet.cluster.plugins.module_utils.validation import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.health.families import FAMILIES, GPU, RDMA
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.validation import (
     given_root,
     node_plan,
     single_errors,

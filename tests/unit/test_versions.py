@@ -1,10 +1,11 @@
-"""The one version parser/comparator (module_utils/versions.py) and its users: the same answer and the
+"""The one version parser/comparator (module_utils/core/versions.py) and its users: the same answer and the
 same error on bad input through compatibility, the OFED helpers and the driver prefix match."""
 
 import pytest
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import ofed, versions
-from ansible_collections.gpufleet.cluster.plugins.module_utils.families import GPU
+from ansible_collections.gpufleet.cluster.plugins.module_utils.rdma import ofed
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core import versions
+from ansible_collections.gpufleet.cluster.plugins.module_utils.health.families import GPU
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils import compatibility
 
 

@@ -4,7 +4,7 @@ import calendar
 import os
 
 import pytest
-from ansible_collections.gpufleet.cluster.plugins.module_utils.xid import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu.xid import (
     FATAL_BUCKETS,
     IGNORE_BUCKETS,
     MAX_LOG_BYTES,
@@ -322,7 +322,7 @@ def test_only_the_tail_of_a_huge_log_is_read(tmp_path, utc):
 
 
 def test_a_log_larger_than_the_cap_is_read_up_to_the_cap(tmp_path, monkeypatch):
-    from ansible_collections.gpufleet.cluster.plugins.module_utils import xid as xid_module
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu import xid as xid_module
 
     monkeypatch.setattr(xid_module, "MAX_LOG_BYTES", 2 * 1024 * 1024)
     log = tmp_path / "dmesg.txt"

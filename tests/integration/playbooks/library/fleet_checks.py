@@ -41,7 +41,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.checks import CheckResults, exit_with_checks
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.checks import CheckResults, exit_with_checks
 
 
 def main():

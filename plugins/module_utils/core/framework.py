@@ -1,0 +1,75 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The one shape of every gpufleet module (the idea of community.general's ModuleHelper, kept small).
+
+A module file holds its documentation, its ``ARGUMENT_SPEC`` (one expression: the spec in one
+place) and a thin ``main`` calling ``run_module(ARGUMENT_SPEC, work)``. ``work(module)`` lives in
+``module_utils`` (or is a few lines over it) and either returns the result for ``exit_json`` or
+ends the run through the one exit path of the validation modules, ``checks.exit_with_checks``.
+A problem is raised as ``ModuleFailure(msg, **context)`` and becomes ``fail_json`` with that
+context. Every module supports check mode.
+
+The ``root`` option is owned here: declared once (``ROOT_OPTION``), normalised once
+(``given_root``: unset or null is ``/``; an empty string is kept, and refused by
+``checked_root`` naming the option), checked once (``checked_root``).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import copy
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.sysfs import validate_root
+
+DEFAULT_ROOT = "/"
+# The root option of every module reading a node's files (validation and fact modules).
+ROOT_OPTION = {"type": "path", "default": DEFAULT_ROOT}
+
+
+def given_root(params):
+    """The root a run reads below: ``params["root"]``; unset or null is ``/`` (the option's
+    default). Any other value is kept as given: ``""`` is an error (``checked_root``), never ``/``."""
+    root = params.get("root")
+    return DEFAULT_ROOT if root is None else root
+
+
+def root_error(params):
+    """The error naming option root when ``given_root(params)`` cannot serve as a root, else None."""
+    return validate_root(given_root(params))
+
+
+def checked_root(params):
+    """``given_root(params)``, or ModuleFailure naming option root."""
+    error = root_error(params)
+    if error:
+        raise ModuleFailure(error)
+    return given_root(params)
+
+
+class ModuleFailure(Exception):
+    """A module's run cannot go on: ``msg`` (names the option or file) and ``context``, other
+    return keys of the failure (what was done, what was found)."""
+
+    def __init__(self, msg, **context):
+        super(ModuleFailure, self).__init__(msg)
+        self.msg = msg
+        self.context = context
+
+
+def run_module(spec, work, module_class=None, **module_options):
+    """Build the module (``spec`` copied, check mode supported, ``module_options`` such as
+    ``required_if``), run ``work(module)``; a returned dict goes to ``exit_json``, a
+    ``ModuleFailure`` to ``fail_json(msg=..., **context)``. ``module_class`` defaults to
+    AnsibleModule (a factory with the same signature may check the raw parameters first)."""
+    if module_class is None:
+        from ansible.module_utils.basic import AnsibleModule as module_class
+    module = module_class(argument_spec=copy.deepcopy(spec), supports_check_mode=True, **module_options)
+    try:
+        result = work(module)
+    except ModuleFailure as exc:
+        module.fail_json(msg=exc.msg, **exc.context)
+    if result is not None:
+        module.exit_json(**result)
+    return module

@@ -1,0 +1,343 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Tolerant reader of sysfs / procfs / devfs, rooted at an arbitrary directory.
+
+Every read is relative to ``root`` so that tests, the lab and offline inspection of a
+mounted node image can point modules at a fixture tree. A file that is missing, unreadable,
+answers EINVAL/EIO (as some sysfs attributes do) or holds a placeholder such as
+``N/A (no PMA)`` reads as ``None``: one bad field never takes down the whole host.
+Each file is read at most once per reader (results are memoised): every check of one run sees
+the same value of a file, so a file that changes while a run reads it cannot give two checks
+two different answers (nor one check two); a change is seen by the next run.
+
+Absent is not unreadable. ``read`` answers ``None`` in both cases, and ``problem(rel)`` tells
+them apart for the checks that must fail closed (docs/contracts.md#fail-closed-checks): a file
+that does not exist when it is looked up (ENOENT / ENOTDIR at ``stat``) or resolves outside the
+root is absent (``problem`` is None); a file that exists but cannot be read (EIO, EACCES, ENXIO,
+any other error), that vanishes between ``stat`` and ``open`` (or between a directory listing
+and the read, seen as such), is not a regular file, or is empty, has a problem: a string
+naming the file and the reason, e.g. ``/sys/class/infiniband/mlx5_0/ports/1/state: read failed:
+EIO (Input/output error)``. Placeholders (``N/A (no PMA)``) are answers, not problems.
+
+Field-by-field tolerance (see docs/contracts.md, "Reading sysfs"):
+
+- only regular files are read: a FIFO, socket or device node where an attribute should be
+  reads as ``None`` without being opened for reading (``os.stat`` first, then an
+  ``O_NONBLOCK`` open checked again with ``fstat`` so that a swap in between cannot block);
+- at most ``MAX_READ`` bytes of a file are read;
+- below a root other than ``/``, a path whose symlinks resolve outside the root (an
+  absolute link in a mounted image, ``../../..`` past the top) reads as missing;
+- names (``listdir``, link targets) of any bytes come back as valid UTF-8 text: undecodable
+  bytes are shown as ``\\xNN`` escapes, and the reader maps such a name back to the bytes on
+  disk when it is used in a later path;
+- ``read_int`` accepts ASCII digits only (``'²'`` is not a number) and at most 64-bit
+  values, so a 5,000-digit attribute reads as ``None`` instead of breaking serialisation.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import errno
+import os
+import re
+import stat
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.checks import safe_text  # noqa: F401 (re-exported)
+
+# Values sysfs prints when an attribute exists but has no meaningful content.
+PLACEHOLDERS = frozenset(["N/A (no PMA)", "N/A", "(null)"])
+# sysfs attributes are at most a page; 64 KiB leaves room for procfs tables.
+MAX_READ = 65536
+_INT_PATTERNS = {
+    10: re.compile(r"^[+-]?[0-9]{1,20}$"),
+    16: re.compile(r"^(?:0[xX])?[0-9a-fA-F]{1,16}$"),
+    0: re.compile(r"^(?:[+-]?[0-9]{1,20}|0[xX][0-9a-fA-F]{1,16})$"),
+}
+_INT64_MAX = 2 ** 64
+
+
+class ReadFailure(object):
+    """Why ``open_regular`` returned no bytes: ``reason`` (text) and ``absent`` (the file did not
+    exist when it was looked up). Falsy, like the ``None`` it replaces."""
+
+    def __init__(self, reason, absent=False):
+        self.reason = reason
+        self.absent = absent
+
+    def __bool__(self):
+        return False
+
+    __nonzero__ = __bool__
+
+    def __repr__(self):
+        return "ReadFailure(%r, absent=%r)" % (self.reason, self.absent)
+
+
+def _os_error(action, exc):
+    name = errno.errorcode.get(exc.errno, "errno %s" % exc.errno) if exc.errno else type(exc).__name__
+    return "%s failed: %s (%s)" % (action, name, exc.strerror or exc)
+
+
+def open_regular(path, max_bytes):
+    """Bytes (at most ``max_bytes``) of ``path`` if it is a readable regular file, else a
+    ReadFailure saying why (absent, not a regular file, the errno of stat/open/read).
+
+    Never blocks on a FIFO or device: non-regular files are not opened for reading."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return ReadFailure("not a regular file")
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            return ReadFailure("absent", absent=True)
+        return ReadFailure(_os_error("stat", exc))
+    except ValueError as exc:
+        return ReadFailure("invalid path (%s)" % exc, absent=True)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            return ReadFailure("vanished between lookup and open (ENOENT)")
+        return ReadFailure(_os_error("open", exc))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return ReadFailure("not a regular file")
+        return read_bounded(fd, max_bytes)
+    except OSError as exc:
+        return ReadFailure(_os_error("read", exc))
+    finally:
+        os.close(fd)
+
+
+def parse_int(text, base=10):
+    """Integer of ``text``'s first word in ``base`` (10, 16 or 0), ASCII digits only and at
+    most 64 bits; None otherwise."""
+    if not isinstance(text, str):
+        return None
+    words = text.split()
+    if not words:
+        return None
+    word = words[0]
+    pattern = _INT_PATTERNS.get(base)
+    if pattern is None or not pattern.match(word):
+        return None
+    try:
+        value = int(word, base)
+    except ValueError:
+        return None
+    return value if -_INT64_MAX < value < _INT64_MAX else None
+
+
+def read_bounded(fd, limit):
+    """At most ``limit`` bytes of the open file ``fd``, read in 64 KiB chunks (OSError as raised)."""
+    chunks, left = [], limit
+    while left > 0:
+        chunk = os.read(fd, min(left, 65536))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def is_index(name):
+    """Whether ``name`` is a small ASCII decimal index (``'3'``; not ``'²'``, ``'٣'``, ``'1_0'``)."""
+    return isinstance(name, str) and re.match(r"^[0-9]{1,9}$", name) is not None
+
+
+class _LinkLoop(Exception):
+    """More than 40 symbolic links in a row while resolving a path."""
+
+
+class SysfsReader(object):
+    """Read files below ``root`` with memoisation and field-level tolerance."""
+
+    def __init__(self, root="/"):
+        self.root = root  # normalised once by the caller (framework.given_root)
+        self._root_real = os.path.realpath(self.root)
+        self._cache = {}
+        self._problems = {}  # rel -> why a present file gave no value (see problem())
+        self._dir_cache = {}
+        self._raw = {}  # escaped name shown to callers -> name on disk
+        self._real = {}  # path -> its realpath (a run reads many files of one directory)
+
+    def path(self, rel):
+        """Absolute path of ``rel`` (e.g. ``sys/module/mlx5_core``) below root."""
+        rel = rel.lstrip("/")
+        if self._raw:
+            rel = "/".join(self._raw.get(part, part) for part in rel.split("/"))
+        return os.path.join(self.root, rel)
+
+    def _inside(self, full):
+        """Whether ``full`` resolves inside root (always true for root ``/``)."""
+        if self._root_real == os.sep:
+            return True
+        try:
+            real = self._realpath(full)
+        except (OSError, ValueError):
+            return False
+        return real == self._root_real or real.startswith(self._root_real + os.sep)
+
+    def _realpath(self, full):
+        """os.path.realpath(full), each path resolved once per reader: realpath(parent/name) is
+        realpath(parent)/name unless name is a symlink (then its target is resolved from
+        realpath(parent), the directory holding it) or a dot entry. A cycle reads hundreds of files
+        below a few dozen directories: one lstat per new path component, instead of one per
+        component of every path as os.path.realpath does. An absolute link target, or more than
+        40 links in a row (a loop), is left to os.path.realpath."""
+        try:
+            return self._resolve(full, 0)
+        except _LinkLoop:  # not cached: a link resolved through the loop is not where the loop ends
+            return os.path.realpath(full)
+
+    def _resolve(self, full, links):
+        real = self._real.get(full)
+        if real is not None:
+            return real
+        parent, name = os.path.split(full)
+        if not parent or parent == full:
+            real = os.path.realpath(full)
+        elif name in ("", "."):
+            real = self._resolve(parent, links)
+        elif name == "..":
+            real = os.path.dirname(self._resolve(parent, links))
+        else:
+            real = os.path.join(self._resolve(parent, links), name)
+            try:
+                is_link = stat.S_ISLNK(os.lstat(real).st_mode)
+            except OSError:  # missing: kept as it is, as os.path.realpath does
+                is_link = False
+            if is_link:
+                if links >= 40:
+                    raise _LinkLoop(full)
+                target = os.readlink(real)
+                if os.path.isabs(target):
+                    real = os.path.realpath(real)
+                else:
+                    real = self._resolve(os.path.join(os.path.dirname(real), target), links + 1)
+        self._real[full] = real
+        return real
+
+    def _display(self, name):
+        shown = safe_text(name)
+        if shown != name:
+            self._raw[shown] = name
+        return shown
+
+    def exists(self, rel):
+        full = self.path(rel)
+        try:
+            return os.path.exists(full) and self._inside(full)
+        except (OSError, ValueError):
+            return False
+
+    def isdir(self, rel):
+        full = self.path(rel)
+        try:
+            return os.path.isdir(full) and self._inside(full)
+        except (OSError, ValueError):
+            return False
+
+    def read(self, rel):
+        """Stripped text of a file, or None when absent/unreadable/placeholder (``problem``
+        tells unreadable from absent). An empty file reads as ``""``."""
+        if rel in self._cache:
+            return self._cache[rel]
+        value = None
+        full = self.path(rel)
+        raw = open_regular(full, MAX_READ) if self._inside(full) else ReadFailure("outside root", absent=True)
+        if isinstance(raw, bytes):
+            text = raw.decode("utf-8", "replace").strip().strip("\x00").strip()
+            if not text:
+                self._problems[rel] = "empty"
+            if text not in PLACEHOLDERS:
+                value = text
+        elif raw is None or not getattr(raw, "absent", False):
+            self._problems[rel] = getattr(raw, "reason", None) or "unreadable"
+        self._cache[rel] = value
+        return value
+
+    def problem(self, rel):
+        """``/<rel>: <reason>`` when the file exists but gave no usable value (read failed with
+        EIO, EACCES, ENXIO..., vanished after it was looked up, not a regular file, empty), None
+        when it was read or is absent. Reads the file (memoised) when it was not read yet."""
+        self.read(rel)
+        reason = self._problems.get(rel)
+        return None if reason is None else "/%s: %s" % (rel.lstrip("/"), reason)
+
+    def required_problem(self, rel):
+        """``problem(rel)``, or ``/<rel>: missing`` when the file is absent: for attributes the
+        kernel always provides below an entry that exists (a listed PCI function's vendor)."""
+        if self.read(rel) is None and rel not in self._problems:
+            return "/%s: missing" % rel.lstrip("/")
+        return self.problem(rel)
+
+    def read_lines(self, rel):
+        text = self.read(rel)
+        if text is None:
+            return []
+        return [line for line in text.splitlines() if line.strip()]
+
+    def read_int(self, rel, base=10):
+        """Integer content (base 0 accepts 0x prefixes), or None when not an integer.
+
+        ASCII digits only, at most 64 bits (see ``parse_int``)."""
+        return parse_int(self.read(rel), base)
+
+    def listdir(self, rel):
+        """Sorted entries of a directory (names as valid UTF-8 text), [] when missing or
+        unreadable."""
+        if rel in self._dir_cache:
+            return self._dir_cache[rel]
+        full = self.path(rel)
+        entries = []
+        try:
+            if self._inside(full):
+                entries = sorted(self._display(name) for name in os.listdir(full))
+        except (OSError, ValueError):
+            entries = []
+        self._dir_cache[rel] = entries
+        return entries
+
+    def link_name(self, rel):
+        """Basename of a symlink's target (``device/driver`` -> ``mlx5_core``), or None."""
+        try:
+            target = os.readlink(self.path(rel))
+        except (OSError, ValueError):
+            return None
+        return self._display(os.path.basename(target.rstrip("/"))) or None
+
+    def real_name(self, rel):
+        """Basename of the fully resolved path (PCI address behind ``device``), or None."""
+        full = self.path(rel)
+        try:
+            if not os.path.exists(full) or not self._inside(full):
+                return None
+            return self._display(os.path.basename(os.path.realpath(full))) or None
+        except (OSError, ValueError):
+            return None
+
+    def real_parts(self, rel):
+        """Components of the fully resolved path of ``rel`` relative to root
+        (``['sys', 'devices', 'pci0000:00', '0000:00:01.0', ...]``), or None when it is missing
+        or resolves outside root. Names come back as valid UTF-8 text (see ``listdir``)."""
+        full = self.path(rel)
+        try:
+            if not os.path.exists(full) or not self._inside(full):
+                return None
+            relative = os.path.relpath(os.path.realpath(full), self._root_real)
+        except (OSError, ValueError):
+            return None
+        if relative == os.curdir or relative.startswith(os.pardir):
+            return None
+        return [self._display(part) for part in relative.split(os.sep)]
+
+
+def validate_root(root):
+    """Return an error message when ``root`` cannot serve as a filesystem root, else None."""
+    if not root:
+        return "option root must not be empty"
+    if not os.path.isdir(root):
+        return "option root: %s is not a directory" % root
+    return None
