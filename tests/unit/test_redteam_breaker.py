@@ -1191,14 +1191,18 @@ def test_two_runs_from_one_host_are_not_both_admitted_to_one_node(api):
 
 
 def test_the_playbook_sends_one_controller_id_per_run():
-    """remediate.yml names the run's controller once (first play, localhost) with a random part, and
-    every breaker call of the run sends it."""
+    """remediate.yml names the run's controller once (first play, run_once and delegated to localhost with
+    its fact) with a random part, and every breaker call of the run sends it."""
     import yaml
 
     plays = yaml.safe_load(open(os.path.join(REPO, "playbooks", "remediate.yml")))
     named = [task for task in plays[0]["tasks"] if "__remediate_run_controller" in (task.get("ansible.builtin.set_fact")
                                                                                      or {})]
-    assert len(named) == 1 and plays[0]["hosts"] == "localhost"
+    # the first play runs on localhost:all (so that --limit narrows the inventory check, through the
+    # inventory_vars_parsed lookup); the id is still named once, on localhost, where the next play reads it
+    assert plays[0]["hosts"] == "{{ lookup('gpufleet.cluster.inventory_vars_parsed', 'localhost:all') }}"
+    assert len(named) == 1 and named[0].get("run_once") is True and named[0].get("delegate_to") == "localhost"
+    assert named[0].get("delegate_facts") is True and "loop" not in named[0] and "when" not in named[0]
     template = named[0]["ansible.builtin.set_fact"]["__remediate_run_controller"]
     assert template.startswith("ansible@{{ lookup('ansible.builtin.pipe', 'hostname') }}/") and "random" in template
     assert plays[1]["vars"]["__remediate_controller"] == "{{ hostvars['localhost']['__remediate_run_controller'] }}"
