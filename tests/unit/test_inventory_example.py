@@ -245,6 +245,8 @@ def test_readme_behaviour_table_leads_to_every_role_playbook_and_doc():
         assert os.path.exists(os.path.join(REPO, path)), path
     for path in re.findall(r"`((?:playbooks|plugins|roles|tests)/[^`<*]+)`", table):
         assert os.path.exists(os.path.join(REPO, path)), path
+    for path in re.findall(r"`(module_utils/[^`<*]+)`", table):  # relative to plugins/
+        assert os.path.exists(os.path.join(REPO, "plugins", path)), path
     for doc, sections in re.findall(r"(docs/[a-z-]+\.md)\)?((?: \"[^\"]+\",?)+)", table):
         with open(os.path.join(REPO, doc)) as handle:
             headings = [line.lstrip("#").strip() for line in handle if line.startswith("#")]
