@@ -15,8 +15,10 @@ a stand-in prints must have the shape of a line of a transcript of its tool (``u
 
 import functools
 import importlib.util
+import ipaddress
 import os
 import re
+import urllib.parse
 
 import yaml
 
@@ -86,8 +88,50 @@ SOURCE_FORMS = re.compile(
 PRIVATE_REFERENCES = re.compile(r"search index|file ids?\b", re.IGNORECASE)
 
 
+# Any ``scheme://host`` in a source: its host must be one a reader elsewhere can reach - not this machine
+# (``localhost``, loopback), a private, link-local or otherwise non-global address, nor a name of a local
+# network (``.local``, ``.internal``, ``.lan``, ...), a reserved example name (RFC 2606) or a name of one label.
+ANY_URL = re.compile(r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://[^\s)]*")
+LOCAL_SUFFIXES = ("localhost", "local", "internal", "lan", "home", "home.arpa", "intranet", "corp", "localdomain",
+                  "private", "example", "invalid", "test", "example.com", "example.net", "example.org")
+_TOP_LABEL = re.compile(r"[a-z]{2,63}|xn--[a-z0-9-]{1,59}")
+_HOST_NAME = re.compile(r"[a-z0-9-]+(?:\.[a-z0-9-]+)*")
+
+
+def host_problem(url):
+    """None when ``url``'s host is a public one (a global address, a name under a public top-level label)."""
+    try:
+        host = urllib.parse.urlsplit(url.rstrip(".,;:'\"")).hostname
+    except ValueError:
+        return "%r is not a URL a reader can open" % url
+    host = urllib.parse.unquote(host or "").rstrip(".").lower()
+    if not host:
+        return "%r names no host a reader can reach" % url
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        address = None
+    if address is not None:
+        if address.version == 6 and address.ipv4_mapped:
+            address = address.ipv4_mapped
+        if not address.is_global or address.is_multicast:
+            return "%r is on a private, loopback or link-local address: no reader can open it" % url
+        return None
+    if not _HOST_NAME.fullmatch(host):
+        return "%r has no public host name" % url
+    if any(host == suffix or host.endswith("." + suffix) for suffix in LOCAL_SUFFIXES):
+        return "%r is on a local network name: no reader can open it" % url
+    if "." not in host or not _TOP_LABEL.fullmatch(host.rsplit(".", 1)[1]):
+        return "%r has no public host name (one label, or a numeric top label)" % url
+    return None
+
+
 def source_problem(source):
     """None when ``source`` cites a public place of a documented kind, else why not."""
+    for url in ANY_URL.findall(source):
+        problem = host_problem(url)
+        if problem:
+            return "source cites a place no reader can open: %s" % problem
     if PRIVATE_REFERENCES.search(source):
         return "source cites a private search index (%r): name the public URL, owner/repo@ref:path or issue" % (
             PRIVATE_REFERENCES.search(source).group(0),)
@@ -98,16 +142,47 @@ def source_problem(source):
 
 
 def version_matches_directory(version, directory):
-    """A transcript's version is its directory's, or a release of it: ``v1.31.4`` under ``1.31``."""
-    bare = version[1:] if version.startswith("v") else version
-    return directory in (bare, version) or bare.startswith(directory + ".")
+    """A transcript's version is its directory's name (``v`` before it allowed), or a release of it: the
+    directory's name followed by dot-separated numbers and at most a pre-release (``v1.31.4`` under ``1.31``,
+    ``v1.36.0-rc.1`` under ``1.36``). Nothing else: no trailing dot, word, space or newline."""
+    if not isinstance(version, str) or not isinstance(directory, str) or not directory:
+        return False
+    if version in (directory, "v" + directory):
+        return True
+    if not re.fullmatch(r"[0-9]+(?:\.[0-9]+)*", directory):  # unstated, 4.x: only the name itself
+        return False
+    release = r"v?" + re.escape(directory) + r"(?:\.[0-9]+)*(?:-(?:alpha|beta|rc)\.?[0-9]+)?"
+    return re.fullmatch(release, version) is not None
 
 
 class TranscriptError(ValueError):
     """A transcript file that does not follow the format (names the file and why)."""
 
 
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # pylint: disable=too-many-ancestors
+    """A safe loader that refuses a mapping giving a key twice (a plain safe loader keeps the last value: a
+    second ``rc`` or ``source`` would silently replace the first)."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen = set()
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    duplicate = key in seen
+                    seen.add(key)
+                except TypeError:  # an unhashable key: the safe constructor refuses it itself
+                    continue
+                if duplicate:
+                    raise yaml.constructor.ConstructorError(
+                        "while constructing a mapping", node.start_mark,
+                        "found the key %r twice (a transcript gives each key once)" % (key,), key_node.start_mark)
+        return super().construct_mapping(node, deep=deep)
+
+
+_LOADER = _Loader
 
 
 def load(path, corpus=HERE):
