@@ -141,3 +141,22 @@ def test_the_installed_configuration_checks_clean(host):
     assert config["node_validate"]["gpu"]["expected_count"] == 8
     assert config["hysteresis"]["fail_after"] == 3
     assert config["interval"] == (10 if mode(host) == "daemon" else 600)
+
+
+MODULE_UTILS = "/opt/gpufleet/agent/ansible_collections/gpufleet/cluster/plugins/module_utils"
+
+
+def test_the_flat_layouts_files_are_gone_and_nothing_outside_touched(host):
+    # prepare.yml seeded an agent of the flat layout (files beside the wings of the same name, a
+    # stale file in a wing, symlinks out of the deploy directory, Python's cache).
+    for stale in ("agent_kube.py", "agent.py", "gpu.py", "gpu/old_gpu_helper.py", "linked_dir",
+                  "linked_file.py"):
+        assert not host.file(MODULE_UTILS + "/" + stale).exists, stale
+    for kept in ("agent/agent.py", "agent/agent_kube.py", "gpu/__init__.py", "gpu/gpu.py",
+                 "__pycache__/gpu.cpython-311.pyc"):
+        assert host.file(MODULE_UTILS + "/" + kept).is_file, kept
+    assert host.file("/srv/outside-deploy-dir").is_directory
+    assert host.file("/srv/outside-deploy-dir/keep.py").is_file
+    top = host.check_output("find %s -mindepth 1 -maxdepth 1 -printf '%%f\\n'" % MODULE_UTILS).split()
+    assert sorted(top) == ["__pycache__", "agent", "core", "gpu", "health", "kube", "rdma", "slurm",
+                           "tuning"], top
