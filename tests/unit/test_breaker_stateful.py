@@ -363,6 +363,28 @@ BreakerMachine.TestCase.settings = settings(max_examples=60, stateful_step_count
 test_breaker_invariants = BreakerMachine.TestCase
 
 
+def test_a_slot_given_back_is_never_one_an_interleaved_admission_of_the_same_controller_holds():
+    """Found by test_breaker_invariants ("an admission in force is not in the Lease"): run-a's acquire
+    takes a fresh slot, and another acquire of run-a lands between its Lease write and its Node write;
+    that one finds the slot run-a's, is admitted and counts the third attempt; the first one's Node
+    write conflicts, decides again, is exhausted, and gave the slot back: the admission in force was
+    no longer in the Lease. The slot is now kept (the Node counts an admission of run-a at this time)."""
+    machine = BreakerMachine()
+    machine.start()
+    machine.acquire_one("run-a", "gpu-0")
+    machine.acquire_one("run-a", "gpu-0")  # again, its own slot: 2 attempts
+    machine.holder_releases("gpu-0")
+    assert "gpu-0" not in machine.held
+    machine.acquire_while_another_controller_acquires(controller="run-a", node="gpu-0", other="run-a",
+                                                      other_node="gpu-0", at_node=True)
+    assert machine.held["gpu-0"][0] == "run-a"
+    machine.never_more_than_max_parallel()
+    machine.every_admission_is_counted_on_the_node()
+    live = breaker.live_holders(breaker.read_holders(machine.api.lease(NS, LEASE), NS, LEASE), machine.now[0])
+    assert live["gpu-0"]["by"] == "run-a"
+    assert breaker.read_attempts(machine.api.node("gpu-0"), "gpu-0") == [T0, T0, T0]
+
+
 def test_the_in_process_client_answers_as_the_double_does_over_http():
     """The client of the machine: the same routes and answers (a 409 on a stale resourceVersion,
     404 for a missing lease) as the double gives over HTTP (tests/unit/test_breaker.py)."""

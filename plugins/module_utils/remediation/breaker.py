@@ -693,11 +693,24 @@ class Breaker(object):
             return False
         return now in read_attempts(node_obj, node)
 
+    def _counted_at(self, node, now):
+        """Whether the Node as read now records an attempt at ``now`` (not when it cannot be read)."""
+        try:
+            return self._shows_attempt(self.client.get_node(node), node, now)
+        except (KubeError, RecordError):
+            return False
+
     def _not_counted(self, node, exc, already, now):
         """The attempt could not be recorded: refuse. A slot taken now is given back (only if still
-        ours); a slot held before (a failed remediation) is kept."""
+        ours, and no admission of this controller was counted on the Node at this time meanwhile); a
+        slot held before (a failed remediation) is kept."""
         if already:
             slot = "slot kept (held before)"
+        elif self._counted_at(node, now):
+            # an acquire of this same controller landed between our Lease write and our Node write: it
+            # found the slot ours and was admitted and counted at this time; the slot is its admission's
+            # (giving it back would leave an admission in force out of the holder set)
+            slot = "slot kept (an admission of %s at %s is counted on the node)" % (self.controller, utc_text(now))
         else:
             released = self.release(node, record=False, only_mine=True)
             slot = "slot released" if released.get("released") else "slot left to expire"
