@@ -603,6 +603,24 @@ def test_the_agent_reads_the_text_form_where_the_version_is_old_or_not_understoo
     assert _updates(runner) == [["scontrol", "update", "NodeName=%s" % NODE, "State=RESUME"]]
 
 
+def _damaged_answer_is_a_decision_or_unreadable(damaged, healthy):
+    try:
+        commands, why = agent(damaged, healthy)
+    except AgentError as exc:
+        assert NODE in str(exc)
+        return
+    if commands:
+        doc = json.loads(damaged)
+        node = doc["nodes"][0]
+        # the node asked about by NodeName or NodeHostName (as the agent reads the text form too);
+        # "errors" is read when present (read_show_node_json: absent is no error), "reason" absent is ""
+        assert len(doc["nodes"]) == 1 and NODE in (node["name"], node.get("hostname"))
+        assert doc.get("errors", []) == []
+        assert node.get("reason", "").startswith("gpufleet:")
+    else:
+        assert isinstance(why, str)
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.data())
 def test_a_real_answer_damaged_anywhere_is_a_decision_or_unreadable(data):
@@ -614,20 +632,20 @@ def test_a_real_answer_damaged_anywhere_is_a_decision_or_unreadable(data):
     char = data.draw(st.sampled_from(list('{}[]",:0 \\nN\x00')))
     damaged = {"drop": text[:where] + text[where + 1:], "double": text[:where] + text[where] + text[where:],
                "replace": text[:where] + char + text[where + 1:]}[how]
-    healthy = data.draw(st.booleans())
-    try:
-        commands, why = agent(damaged, healthy)
-    except AgentError as exc:
-        assert NODE in str(exc)
-        return
-    if commands:
-        doc = json.loads(damaged)
-        node = doc["nodes"][0]
-        # the node asked about by NodeName or NodeHostName (as the agent reads the text form too)
-        assert len(doc["nodes"]) == 1 and NODE in (node["name"], node.get("hostname")) and doc["errors"] == []
-        assert node["reason"].startswith("gpufleet:")
-    else:
-        assert isinstance(why, str)
+    _damaged_answer_is_a_decision_or_unreadable(damaged, data.draw(st.booleans()))
+
+
+@pytest.mark.parametrize("key", ['"rrors"', '"eerrors"', '"{rrors"'])
+def test_a_real_answer_whose_errors_key_is_damaged_is_read_as_without_errors(key):
+    """Found by the test above (a KeyError in the test itself, not the agent): the top-level "errors"
+    key damaged into another name is an answer without "errors", which the reader takes as no errors
+    (docs: "errors (when present) empty"); the agent resumes its own gpufleet drain."""
+    text = json.dumps(ours(real()))
+    assert text.count('"errors": []') == 1
+    damaged = text.replace('"errors": []', key + ': []')
+    for healthy in (True, False):
+        _damaged_answer_is_a_decision_or_unreadable(damaged, healthy)
+    assert agent(damaged, True)[0] == [["scontrol", "update", "NodeName=%s" % NODE, "State=RESUME"]]
 
 
 @pytest.mark.parametrize("reason", ['gpufleet: a\nb', 'gpufleet: "q" \\ \u00e9', "gpufleet: " + "x" * 500])
