@@ -63,7 +63,11 @@ def remediation_slurm_show_argv(version, node):
         raise AnsibleFilterError("remediation_slurm_show_argv: scontrol --version failed: %s" % (
             (version.get("stderr") or version.get("msg") or "rc %s" % version.get("rc")) if isinstance(version, dict)
             else "not a registered command result"))
-    return show_node_argv("scontrol", node, parse_version(version.get("stdout") or ""))
+    stdout = version.get("stdout") or ""
+    if not isinstance(stdout, str):
+        raise AnsibleFilterError("remediation_slurm_show_argv: the answer of scontrol --version is not text but %s"
+                                 % type(stdout).__name__)
+    return show_node_argv("scontrol", node, parse_version(stdout))
 
 
 def remediation_slurm_state(show, node):
@@ -75,8 +79,13 @@ def remediation_slurm_state(show, node):
             node, (show.get("stderr") or show.get("msg") or "rc %s" % show.get("rc")) if isinstance(show, dict)
             else "not a registered command result"))
     cmd = show.get("cmd")
+    json_form = isinstance(cmd, list) and bool(cmd) and is_json_argv(cmd)
+    stdout = show.get("stdout") or ""
+    if not isinstance(stdout, str):
+        raise AnsibleFilterError("remediation_slurm_state: the answer of scontrol show node %s %s is not text but %s"
+                                 % (node, "--json" if json_form else "-o", type(stdout).__name__))
     try:
-        return slurm_state(show.get("stdout") or "", node, isinstance(cmd, list) and bool(cmd) and is_json_argv(cmd))
+        return slurm_state(stdout, node, json_form)
     except PolicyError as exc:
         raise AnsibleFilterError("remediation_slurm_state: %s" % exc)
 

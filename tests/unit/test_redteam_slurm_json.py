@@ -612,9 +612,9 @@ def _damaged_answer_is_a_decision_or_unreadable(damaged, healthy):
     if commands:
         doc = json.loads(damaged)
         node = doc["nodes"][0]
-        # the node asked about by NodeName or NodeHostName (as the agent reads the text form too);
+        # the node asked about by NodeName (the node named is the node acted on, contracts.md);
         # "errors" is read when present (read_show_node_json: absent is no error), "reason" absent is ""
-        assert len(doc["nodes"]) == 1 and NODE in (node["name"], node.get("hostname"))
+        assert len(doc["nodes"]) == 1 and node["name"] == NODE
         assert doc.get("errors", []) == []
         assert node.get("reason", "").startswith("gpufleet:")
     else:
@@ -736,3 +736,91 @@ def test_a_failing_version_probe_never_leads_to_json_read_on_a_guess(version_ans
         except AgentError:
             pass
         assert _updates(runner) == [], runner.calls
+
+
+# --- moved in from the red team's failing file (F4-F6), passing now --------------------------------------------
+# F4: the remediation filters crashed (AttributeError, TypeError) on a stdout that is not text.
+@pytest.mark.parametrize("stdout", [["slurm 25.11.0"], {"a": 1}, 25.11, b"slurm 25.11.0\n"])
+def test_a_version_result_whose_stdout_is_not_text_is_a_clear_failure(stdout):
+    with pytest.raises(AnsibleFilterError, match="scontrol --version is not text"):
+        filters.remediation_slurm_show_argv({"rc": 0, "stdout": stdout, "stderr": ""}, NODE)
+    assert slurm.parse_version(stdout) is None
+
+
+@pytest.mark.parametrize("argv, form", [(["scontrol", "show", "node", NODE, "--json"], "--json"),
+                                        (["scontrol", "show", "node", NODE, "-o"], "-o")])
+@pytest.mark.parametrize("stdout", [{"nodes": []}, ["NodeName=gpu-01"], 7, b"{}"])
+def test_a_show_result_whose_stdout_is_not_text_is_a_clear_failure(argv, form, stdout):
+    with pytest.raises(AnsibleFilterError, match="scontrol show node %s %s is not text" % (NODE, form)):
+        filters.remediation_slurm_state({"rc": 0, "stdout": stdout, "stderr": "", "cmd": argv}, NODE)
+
+
+def test_the_remediations_view_of_an_answer_that_is_not_text_is_a_policy_error():
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.remediation import remediation  # pylint: disable=import-outside-toplevel
+
+    with pytest.raises(remediation.PolicyError, match="not text but dict"):
+        remediation.slurm_state({"nodes": []}, NODE, json_form=True)
+
+
+# F5: an answer whose NodeName is another node was acted on when only NodeHostName was the node asked about.
+# The node named is the node acted on (`scontrol update NodeName=<node>`): NodeName must be the node asked
+# about; NodeHostName is not compared (docs/contracts.md, "Slurm").
+TEXT_ANSWER = ("NodeName=%s Arch=x86_64 NodeHostName=%s State=IDLE+DRAIN ThreadsPerCore=2 "
+               "Reason=gpufleet: gpu.xid[gpu3] [root@2026-11-26T04:00:00] Comment=(null)\n")
+
+
+@pytest.mark.parametrize("name, hostname", [("gpu-02", NODE), ("pu-01", NODE), ("gpu-02", "gpu-02")])
+def test_an_answer_whose_name_is_another_is_never_acted_on_even_with_this_hostname(name, hostname):
+    doc = ours(real())
+    doc["nodes"][0]["name"], doc["nodes"][0]["hostname"] = name, hostname
+    for text, json_form in ((json.dumps(doc), True), (TEXT_ANSWER % (name, hostname), False)):
+        for healthy in (True, False):
+            with pytest.raises(AgentError, match="NodeName=%s, not this node" % name):
+                slurm_commands(NODE, healthy, [] if healthy else FAILING, text, json_form=json_form)
+        with pytest.raises(AnsibleFilterError, match="no NodeName=%s" % NODE):
+            filters.remediation_slurm_state({"rc": 0, "stdout": text, "stderr": "", "cmd": [
+                "scontrol", "show", "node", NODE, "--json" if json_form else "-o"]}, NODE)
+
+
+@pytest.mark.parametrize("hostname", ["other-host", "gpu-01.cluster.example", ""])
+def test_an_answer_named_this_node_is_acted_on_whatever_its_hostname(hostname):
+    doc = ours(real())
+    doc["nodes"][0]["hostname"] = hostname
+    resume = [["scontrol", "update", "NodeName=%s" % NODE, "State=RESUME"]]
+    assert slurm_commands(NODE, True, [], json.dumps(doc), json_form=True)[0] == resume
+    assert slurm_commands(NODE, True, [], TEXT_ANSWER % (NODE, hostname or "gpu-01"), json_form=False)[0] == resume
+
+
+# F6: a Reason holding a newline (anyone with `scontrol update Reason=` sets it) was written raw to the journal
+# by --slurm-health-check: the decision was right (left alone), but the journal showed a forged second line.
+def test_a_reason_with_a_newline_is_one_journal_line(tmp_path, monkeypatch, capsys):
+    import time  # pylint: disable=import-outside-toplevel
+    from runners import ScriptedRunner  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.agent import agent_cycle  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_slurm import SlurmPublisher  # pylint: disable=import-outside-toplevel
+
+    (tmp_path / "health.json").write_text(json.dumps({"generated_at": time.time(),
+                                                      "agent": {"healthy": True, "failing": []}}))
+    doc = real()
+    doc["nodes"][0]["reason"] = "admin\ngpufleet-health-agent: slurm: resume (was gpufleet: x)\r\x1b[2K\u2028end"
+    runner = ScriptedRunner({("scontrol", "--version"): (0, "slurm 25.11.0\n", ""),
+                             ("scontrol", "show", "node", NODE, "--json"): (0, json.dumps(doc), "")})
+    monkeypatch.setattr(SlurmPublisher, "from_config", classmethod(lambda cls, config: cls(NODE, runner)))
+    assert agent_cycle.slurm_health_check({"state_dir": str(tmp_path)}) == 0
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and out.endswith("\n"), out
+    assert "\r" not in out and "\x1b" not in out and "\u2028" not in out
+    assert "left alone" in out and "admin\\ngpufleet-health-agent: slurm: resume" in out
+    assert "\\r\\x1b[2K\\u2028end" in out
+    assert _updates(runner) == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=40))
+def test_any_text_is_one_journal_line(text):
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_config import journal_line  # pylint: disable=import-outside-toplevel
+
+    line = journal_line(text)
+    assert len(("%s\n" % line).splitlines()) == 1 and not any(ord(c) < 0x20 or 0x7f <= ord(c) < 0xa0 for c in line)
+    if not any(ord(c) < 0x20 or 0x7f <= ord(c) < 0xa0 or c in "\u2028\u2029" for c in text):
+        assert line == text

@@ -543,9 +543,13 @@ def test_an_answer_for_another_node_is_refused_even_with_nodename_in_a_comment()
         slurm_commands("gpu-1", True, [], text)
 
 
-def test_an_answer_found_by_the_node_host_name_is_this_nodes():
+def test_an_answer_found_by_the_node_host_name_is_not_acted_on():
+    """Slurm answers `show node <NodeHostName>` with the node of that host (NodeName=n17); the agent
+    updates by NodeName, so only an answer named the node asked about is acted on (docs/contracts.md:
+    the node named is the node acted on; the agent's node_name must be the Slurm NodeName)."""
     text = "NodeName=n17 NodeHostName=gpu-1 State=IDLE+DRAIN Reason=gpufleet: gpu.xid[gpu3] [root@t]\n"
-    assert slurm_commands("gpu-1", True, [], text)[0] == [["scontrol", "update", "NodeName=gpu-1", "State=RESUME"]]
+    with pytest.raises(AgentError, match="NodeName=n17, not this node .*node_name must be the Slurm NodeName"):
+        slurm_commands("gpu-1", True, [], text)
 
 
 @pytest.mark.parametrize("state", ["IDLE+drain", "idle+DRAIN", "Idle+Drain"])

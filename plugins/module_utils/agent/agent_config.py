@@ -39,9 +39,31 @@ IMMEDIATE_CHECKS = (
 )
 
 
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def journal_line(line):
+    """``line`` as one journal line: control characters (C0, DEL, C1) and the Unicode line and
+    paragraph separators escaped (``\\n``, ``\\r``, ``\\t``, ``\\xNN``, ``\\uNNNN``), so that text
+    from outside (a Slurm Reason, an API message, a traceback) never starts a line of its own."""
+    out = []
+    for char in "%s" % (line,):
+        code = ord(char)
+        if char in _ESCAPES:
+            out.append(_ESCAPES[char])
+        elif code < 0x20 or 0x7f <= code < 0xa0:
+            out.append("\\x%02x" % code)
+        elif char in "\u2028\u2029\u0085":
+            out.append("\\u%04x" % code)
+        else:
+            out.append(char)
+    return "".join(out)
+
+
 def say(line):
-    """One journal line: the agent runs under systemd, whose journal takes its standard output."""
-    sys.stdout.write("%s\n" % line)
+    """One journal line: the agent runs under systemd, whose journal takes its standard output
+    (``journal_line``: control characters escaped)."""
+    sys.stdout.write("%s\n" % journal_line(line))
     sys.stdout.flush()
 
 

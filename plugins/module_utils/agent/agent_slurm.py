@@ -52,9 +52,12 @@ def slurm_commands(node, healthy, failing, show_output, scontrol="scontrol", jso
         raise AgentError("scontrol show node %s %s: no node %s in the answer %r"
                          % (node, form, "named %s" % node if json_form else "(no NodeName)",
                             (show_output or "")[:200]))
-    if node not in (fields["NodeName"], fields.get("NodeHostName")):
-        raise AgentError("scontrol show node %s: the answer is for NodeName=%s, not this node"
-                         % (node, fields["NodeName"]))
+    # the node named is the node acted on (`scontrol update NodeName=<node>`): NodeName must be the node
+    # asked about; NodeHostName is not compared (it may differ: an FQDN or address), nor accepted instead
+    if fields["NodeName"] != node:
+        raise AgentError("scontrol show node %s %s: the answer is for NodeName=%s, not this node (NodeHostName=%s; "
+                         "the agent's node_name must be the Slurm NodeName)"
+                         % (node, form, fields["NodeName"], fields.get("NodeHostName", "")))
     state = fields.get("State", "")
     reason = fields.get("Reason", "")
     hold, held = node_hold(state, reason, SLURM_REASON_PREFIX)

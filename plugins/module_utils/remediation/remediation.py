@@ -267,6 +267,13 @@ _SLURM_BUSY = ("ALLOCATED", "MIXED", "COMPLETING")
 _SLURM_CLOSED = ("DRAIN", "FAIL")
 
 
+def _excerpt(show_output, limit=200):
+    """The start of an answer for a message (an answer that is not text: its type's name)."""
+    if isinstance(show_output, str) or show_output is None:
+        return (show_output or "")[:limit]
+    return "<not text but %s>" % type(show_output).__name__
+
+
 def slurm_state(show_output, node, json_form=False):
     """The remediation's view of ``scontrol show node <node> --json`` (``json_form``: Slurm 23.02 and
     later, slurm.show_node_argv decides as for the agent) or ``... -o``: {form (``--json`` or ``-o``,
@@ -286,10 +293,10 @@ def slurm_state(show_output, node, json_form=False):
         fields = read_show_node(show_output, node, json_form)
     except ShowNodeError as exc:
         raise PolicyError("scontrol show node %s %s: the answer is unreadable (%s): %r"
-                          % (node, form, exc, (show_output or "")[:200]))
+                          % (node, form, exc, _excerpt(show_output)))
     if fields.get("NodeName") != node or "State" not in fields:
         raise PolicyError("scontrol show node %s %s: no NodeName=%s and State in the answer %r"
-                          % (node, form, node, (show_output or "")[:200]))
+                          % (node, form, node, _excerpt(show_output)))
     state = fields["State"]  # as Slurm prints it (upper case): another case is not understood
     base, flags, _unknown = parse_state(state)
     reason = fields.get("Reason", "")  # raw: SLURM_REASON and its space at position 0, never normalised

@@ -162,7 +162,9 @@ _VERSION = re.compile(r"\A(\S+) ([0-9]{1,3})\.([0-9]{1,3})\.([0-9]{1,4})(\S*)\n?
 def parse_version(text):
     """(major, minor, micro) of ``scontrol --version``'s answer; None when the answer is not one
     line of that form (the caller then reads the text form, which every Slurm version prints)."""
-    match = _VERSION.match((text or "").strip() + "\n")
+    if not isinstance(text, str):
+        return None
+    match = _VERSION.match(text.strip() + "\n")
     if not match:
         return None
     return tuple(int(match.group(index)) for index in (2, 3, 4))
