@@ -5,12 +5,12 @@ __init__ files included), and its defaults are the agent's."""
 import ast
 import os
 
+import test_layering as layering
 import yaml
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent import agent
 from conftest import REPO
 
 ROLE = os.path.join(REPO, "roles", "node_health_agent")
-PREFIX = "ansible_collections.gpufleet.cluster.plugins."
 
 
 def module_file(parts):
@@ -26,19 +26,13 @@ def module_file(parts):
 
 def imports(rel):
     """Collection files (relative to plugins/) that plugins/<rel> imports, at any depth: the module
-    of ``from X import y`` (X, or X.y when y is a module) and the __init__.py of every package on the way."""
-    with open(os.path.join(REPO, "plugins", rel)) as handle:
-        tree = ast.parse(handle.read())
+    of ``from X import y`` (X, or X.y when y is a module) and the __init__.py of every package on the way.
+    The names are test_layering's scan: relative imports resolved, importlib.import_module / __import__
+    of a string included (a dynamic import of anything else test_layering refuses)."""
     found = set()
-    for node in ast.walk(tree):
-        targets = []
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(PREFIX):
-            parts = node.module[len(PREFIX):].split(".")
-            targets = [parts] + [parts + [alias.name] for alias in node.names]
-        elif isinstance(node, ast.Import):
-            targets = [alias.name[len(PREFIX):].split(".") for alias in node.names if alias.name.startswith(PREFIX)]
-        for parts in targets:
-            found.update(f for f in (module_file(parts[:depth]) for depth in range(2, len(parts) + 1)) if f)
+    for dotted in layering.collection_imports(os.path.join(REPO, "plugins", rel)):
+        parts = dotted.split(".")
+        found.update(f for f in (module_file(parts[:depth]) for depth in range(2, len(parts) + 1)) if f)
     return found
 
 
@@ -70,6 +64,27 @@ def test_the_closure_sees_wing_packages_and_from_package_imports():
     found = imports("module_utils/agent/agent_state.py")
     assert {"module_utils/core/__init__.py", "module_utils/core/records.py"} <= found
     assert not any(f.count("/") < 2 for f in found)  # never module_utils/<name>.py: nothing is flat
+
+
+def test_the_closure_follows_relative_and_string_imports(tmp_path, monkeypatch):
+    """A relative import or an importlib.import_module of a string in an agent file is in the closure."""
+    plugins = tmp_path / "plugins"
+    agent_wing = plugins / "module_utils" / "agent"
+    agent_wing.mkdir(parents=True)
+    for wing in ("core", "slurm"):
+        (plugins / "module_utils" / wing).mkdir()
+        (plugins / "module_utils" / wing / "__init__.py").write_text('"""Wing."""\n')
+    (plugins / "module_utils" / "core" / "records.py").write_text("X = 1\n")
+    (plugins / "module_utils" / "slurm" / "slurm_node.py").write_text("X = 1\n")
+    (agent_wing / "__init__.py").write_text('"""Wing."""\n')
+    (agent_wing / "agent.py").write_text(
+        "import importlib\nfrom ..core import records\n"
+        "SLURM = importlib.import_module('ansible_collections.gpufleet.cluster.plugins.module_utils.slurm.slurm_node')\n")
+    monkeypatch.setattr(layering, "PLUGINS", str(plugins))
+    monkeypatch.setattr("test_agent_role.REPO", str(tmp_path))
+    assert closure(["module_utils/agent/agent.py"]) == {
+        "module_utils/agent/agent.py", "module_utils/core/__init__.py", "module_utils/core/records.py",
+        "module_utils/slurm/__init__.py", "module_utils/slurm/slurm_node.py"}
 
 
 def test_the_agent_imports_no_ansible_outside_lazy_paths():

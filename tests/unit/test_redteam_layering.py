@@ -24,6 +24,7 @@ AGENT_KUBE = P + "module_utils.agent.agent_kube"
 
 CHECKS = (
     layering.test_every_python_file_has_exactly_one_place,
+    layering.test_no_symlinks_and_nothing_but_python_and_documented_data,
     layering.test_imports_point_down_or_stay_in_their_wing,
     layering.test_each_wing_states_its_job_and_what_it_may_import,
     layering.test_module_utils_have_no_import_circle,
@@ -43,12 +44,13 @@ _SCANNED = {}
 
 
 def scan_once(path):
-    """test_layering.collection_imports, remembered per file content (the copies share most files)."""
+    """test_layering.collection_imports, remembered per file (place below plugins/, content; the copies
+    share most files, and a relative import depends on the place)."""
     with open(path, "rb") as handle:
-        content = handle.read()
-    if content not in _SCANNED:
-        _SCANNED[content] = _SCAN(path)
-    return list(_SCANNED[content])
+        key = (os.path.relpath(path, layering.PLUGINS), handle.read())
+    if key not in _SCANNED:
+        _SCANNED[key] = _SCAN(path)
+    return list(_SCANNED[key])
 
 
 def refusals(monkeypatch, plugins):
@@ -206,6 +208,96 @@ def test_module_utils_importing_a_controller_plugin(monkeypatch, tree):
     rel = "module_utils/agent/agent.py"
     append(tree, rel, "from %splugin_utils import gpufleet_tier" % P)
     assert_refused(monkeypatch, tree, rel)
+
+
+def test_relative_import_of_an_agent_file(monkeypatch, tree):
+    """'its imports ... point only into its own wing or to a lower rank': a relative import is an import."""
+    rel = "module_utils/remediation/remediation.py"
+    append(tree, rel, "from ..agent import agent_kube")
+    assert_refused(monkeypatch, tree, rel)
+
+
+def test_relative_import_upward_from_core(monkeypatch, tree):
+    rel = "module_utils/core/records.py"
+    append(tree, rel, "from ..gpu.gpu import *  # noqa")
+    assert_refused(monkeypatch, tree, rel)
+
+
+@pytest.mark.parametrize("line", [
+    "import importlib\n_kube = importlib.import_module(%r)" % AGENT_KUBE,
+    "_kube = __import__(%r, fromlist=['x'])" % AGENT_KUBE,
+])
+def test_string_import_of_an_agent_file(monkeypatch, tree, line):
+    rel = "module_utils/remediation/remediation.py"
+    append(tree, rel, line)
+    assert_refused(monkeypatch, tree, rel)
+
+
+def test_python_module_with_a_pyw_suffix(monkeypatch, tree):
+    """'checks every Python file under plugins/': ansible-core finds a collection module as
+    plugins/modules/<name>.* (loader.py: glob(<name> + '.*'), only MODULE_IGNORE_EXTS left out) and
+    runs it as a new-style Python module by its 'from ansible.module_utils' import: a .pyw module
+    runs (checked: ansible localhost -m <ns>.<coll>.sneaky on a scratch collection answered SUCCESS)."""
+    rel = "modules/sneaky.pyw"
+    write(tree, rel, "#!/usr/bin/python\nfrom ansible.module_utils.basic import AnsibleModule\n"
+                     "from %s import write_device_taints" % AGENT_KUBE)
+    assert_refused(monkeypatch, tree, rel)
+
+
+def test_a_file_symlinked_into_a_second_wing(monkeypatch, tree):
+    """'each belongs to exactly one wing': the agent's publisher linked into health is in two."""
+    os.symlink("../agent/agent_kube.py", str(tree / "module_utils/health/node_publish.py"))
+    append(tree, FILTER, "from %smodule_utils.health import node_publish" % P)
+    assert_refused(monkeypatch, tree, "module_utils/health/node_publish.py")
+
+
+def test_a_directory_symlinked_into_a_wing(monkeypatch, tree):
+    os.symlink("../agent", str(tree / "module_utils/health/borrowed"))
+    append(tree, FILTER, "from %smodule_utils.health.borrowed import agent_kube" % P)
+    assert_refused(monkeypatch, tree, FILTER)
+
+
+def test_rdma_importing_kube(monkeypatch, tree):
+    """rdma/__init__.py: 'It imports the core and gpu wings.' (contracts.md: 'It imports core and gpu.')"""
+    rel = "module_utils/rdma/ofed.py"
+    append(tree, rel, "from %smodule_utils.kube import kube_node" % P)
+    assert_refused(monkeypatch, tree, rel)
+
+
+def test_doc_fragment_importing_module_utils(monkeypatch, tree):
+    """contracts.md: 'doc_fragments import nothing.'"""
+    rel = "doc_fragments/" + first_py("doc_fragments")
+    append(tree, rel, "from %smodule_utils.core import records" % P)
+    assert_refused(monkeypatch, tree, rel)
+
+
+def test_filter_importing_a_module(monkeypatch, tree):
+    """contracts.md: 'action, callback, filter and lookup plugins import plugin_utils and module_utils'."""
+    append(tree, FILTER, "from %smodules import %s" % (P, first_py("modules")[:-3]))
+    assert_refused(monkeypatch, tree, FILTER)
+
+
+@pytest.mark.parametrize("line", [
+    "from importlib import import_module as _load\n_kube = _load(%r)" % AGENT_KUBE,
+    "import importlib\n_kube = importlib.import_module('..agent.agent_kube', package=__package__)",
+    "from ansible_collections.gpufleet.cluster import plugins as _plugins",
+])
+def test_other_string_and_package_imports_of_an_agent_file(monkeypatch, tree, line):
+    rel = "module_utils/remediation/remediation.py"
+    append(tree, rel, line)
+    assert_refused(monkeypatch, tree, rel)
+
+
+def test_a_dynamic_import_of_no_string_constant(monkeypatch, tree):
+    """A name the scan cannot read is refused unless test_layering.DYNAMIC_IMPORTS says why it is safe."""
+    rel = "module_utils/remediation/remediation.py"
+    append(tree, rel, "import importlib\n_NAME = 'ansible_collections' + '.x'\n_mod = importlib.import_module(_NAME)")
+    assert_refused(monkeypatch, tree, rel)
+
+
+def test_a_text_file_hidden_in_a_wing(monkeypatch, tree):
+    write(tree, "module_utils/health/notes.txt", "not code")
+    assert_refused(monkeypatch, tree, "module_utils/health/notes.txt")
 
 
 # ---- the promises on the real tree, with a scanner of this file ----------------------------
@@ -373,3 +465,21 @@ def test_module_utils_has_no_init_and_each_wing_has_one():
     assert not os.path.exists(os.path.join(PLUGINS, "module_utils", "__init__.py"))
     for wing in layering.MODULE_UTILS_WINGS:
         assert os.path.isfile(os.path.join(PLUGINS, "module_utils", wing, "__init__.py")), wing
+
+
+def test_readme_table_modules_filters_roles_exist_and_are_documented():
+    """README: 'Module, filter and role names lead to their documentation (ansible-doc ...)': a
+    module file, a role directory, a filter's documentation (plugins/filter/<name>.yml)."""
+    names = set()
+    for row in readme_table_rows():
+        for kind, listing in re.findall(r"\b(modules?|filters?|roles?) ((?:`[a-z0-9_]+`(?:, | and )?)+)", row):
+            for name in re.findall(r"`([a-z0-9_]+)`", listing):
+                names.add((kind.rstrip("s"), name))
+        for kind, name in re.findall(r"\b(lookup|callback) `([a-z0-9_]+)`", row):
+            names.add((kind, name))
+    assert len(names) > 30
+    where = {"module": "plugins/modules/%s.py", "filter": "plugins/filter/%s.yml", "role": "roles/%s/README.md",
+             "lookup": "plugins/lookup/%s.py", "callback": "plugins/callback/%s.py"}
+    missing = [(k, n) for k, n in sorted(names) if not os.path.isfile(os.path.join(REPO, where[k] % n))]
+    assert missing == []
+
