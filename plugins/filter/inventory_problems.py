@@ -12,7 +12,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleError, AnsibleFilterError
 
-from ansible_collections.gpufleet.cluster.plugins.plugin_utils import compatibility, inventory_check
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils import compatibility, inventory_check, run_selection
 
 
 def run_time_names(hostvars):
@@ -90,9 +90,9 @@ def selected_phases(phases, run_tags=None, skip_tags=None, node_roles=None, kube
         if value is not None and not isinstance(value, (list, tuple, set, frozenset)):
             raise AnsibleFilterError("selected_phases: %s must be a list (ansible_run_tags / ansible_skip_tags), "
                                      "got %r" % (name, value))
-    return inventory_check.tag_selection(phases, node_roles=node_roles, kubernetes_roles=kubernetes_roles,
-                                         run_tags=None if run_tags is None else list(run_tags),
-                                         skip_tags=None if skip_tags is None else list(skip_tags))
+    return run_selection.tag_selection(phases, node_roles=node_roles, kubernetes_roles=kubernetes_roles,
+                                       run_tags=None if run_tags is None else list(run_tags),
+                                       skip_tags=None if skip_tags is None else list(skip_tags))
 
 
 def target_problem(matched, targets, pattern, variable=None, limit=None, groups=None):

@@ -35,9 +35,8 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.remediation.remed
 from ansible_collections.gpufleet.cluster.plugins.module_utils.remediation.remediation import policy as remediation_policy
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils import compatibility, gpufleet_tier
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.gpufleet_tier import TIER
-# the phases and roles of site.yml and what --tags leaves of them (run_selection.py; importable from here)
-from ansible_collections.gpufleet.cluster.plugins.plugin_utils.run_selection import (  # noqa: F401
-    KUBERNETES_ROLES, NODE_ROLES, PHASE_TAGS, PHASES, ROLE_PART_TAGS, ROLE_PARTS, tag_selection)
+# the phases and roles of site.yml (run_selection.py, which also tells what --tags leaves of them)
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils.run_selection import KUBERNETES_ROLES, NODE_ROLES, PHASES
 
 # gpufleet_* variables of the playbooks and inventories that are not tier values (the tier is
 # TIER in gpufleet_tier.py). tests/unit/test_inventory_check.py keeps this list complete.

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.gpufleet.cluster.plugins.filter import inventory_problems as filters
-from ansible_collections.gpufleet.cluster.plugins.plugin_utils import inventory_check
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils import inventory_check, run_selection
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.gpufleet_tier import TIER
 
 SHA = "sha256:" + "ab" * 32
@@ -357,23 +357,23 @@ ALL = ["node", "kubernetes", "validate", "report"]
     (["all"], ["all"], []),
 ])
 def test_tags_select_the_phases(run, skip, phases):
-    assert inventory_check.tag_selection(list(ALL), run_tags=run, skip_tags=skip)["phases"] == phases
+    assert run_selection.tag_selection(list(ALL), run_tags=run, skip_tags=skip)["phases"] == phases
 
 
 def test_tags_select_the_roles():
-    chosen = inventory_check.tag_selection(list(ALL), run_tags=["nvidia_driver"])
+    chosen = run_selection.tag_selection(list(ALL), run_tags=["nvidia_driver"])
     assert chosen["node_roles"] == ["nvidia_driver"] and chosen["kubernetes_roles"] == []
-    chosen = inventory_check.tag_selection(list(ALL), run_tags=["node"], skip_tags=["rdma_stack"])
+    chosen = run_selection.tag_selection(list(ALL), run_tags=["node"], skip_tags=["rdma_stack"])
     assert "rdma_stack" not in chosen["node_roles"] and "nvidia_driver" in chosen["node_roles"]
     # the inventory's own lists come first; unknown names are kept for the check to name
-    chosen = inventory_check.tag_selection(["node", "deploy"], node_roles=["preflight", "nvidia"])
+    chosen = run_selection.tag_selection(["node", "deploy"], node_roles=["preflight", "nvidia"])
     assert chosen["phases"] == ["node", "deploy"] and chosen["node_roles"] == ["preflight", "nvidia"]
 
 
 def test_etcd_snapshot_tag_selects_the_control_plane():
     # --tags etcd_snapshot runs the etcd snapshot task of kubernetes.yml's control-plane play (its
     # `when`: kubernetes_control_plane selected), so the check needs kube_control_plane (issue 42)
-    chosen = inventory_check.tag_selection(list(ALL), run_tags=["etcd_snapshot"])
+    chosen = run_selection.tag_selection(list(ALL), run_tags=["etcd_snapshot"])
     assert chosen == {"phases": ["kubernetes"], "node_roles": [], "kubernetes_roles": ["kubernetes_control_plane"],
                       # the role kubernetes_control_plane itself does not run, only the etcd_snapshot role's task
                       "skipped_roles": list(inventory_check.NODE_ROLES) + list(inventory_check.KUBERNETES_ROLES)}
@@ -382,7 +382,7 @@ def test_etcd_snapshot_tag_selects_the_control_plane():
     problems = inventory_check.inventory_problems(hostvars, groups, **chosen)
     assert any(p.startswith("group kube_control_plane is empty") for p in problems), problems
     # gpufleet_kubernetes_roles without the control plane: the snapshot task does not run either
-    chosen = inventory_check.tag_selection(list(ALL), run_tags=["etcd_snapshot"], kubernetes_roles=["kubernetes_cni"])
+    chosen = run_selection.tag_selection(list(ALL), run_tags=["etcd_snapshot"], kubernetes_roles=["kubernetes_cni"])
     assert chosen["phases"] == [] and chosen["kubernetes_roles"] == []
 
 
@@ -436,7 +436,7 @@ def test_a_role_variable_is_checked_exactly_when_its_role_can_run(run, skip, pha
     # the driver's value is refused when the node phase runs nvidia_driver, or when the entry point has no
     # node phase at all (another playbook, e.g. rolling_upgrade.yml, may run the role); never otherwise
     hostvars, groups = inventory({"gpu1": {"nvidia_driver_kernel_modules": "opn"}})
-    chosen = inventory_check.tag_selection(list(phases), node_roles=node_roles, run_tags=run, skip_tags=skip)
+    chosen = run_selection.tag_selection(list(phases), node_roles=node_roles, run_tags=run, skip_tags=skip)
     assert set(chosen["skipped_roles"]) <= set(inventory_check.NODE_ROLES) | set(inventory_check.KUBERNETES_ROLES) \
         | {"etcd_snapshot"}
     assert not set(chosen["skipped_roles"]) & set(chosen["node_roles"] if "node" in chosen["phases"] else [])
@@ -474,7 +474,7 @@ def test_every_tag_of_a_phase_selects_it(path, phase):
     # that task needs (--tags etcd_snapshot once left the kubernetes phase out, issue 42)
     for tags in _play_tags(path):
         for tag in sorted(tags - {"always"}):
-            chosen = inventory_check.tag_selection(list(ALL), run_tags=[tag])
+            chosen = run_selection.tag_selection(list(ALL), run_tags=[tag])
             # (a tag that is a phase of its own selects that one: validate.yml's report play, --tags report)
             assert phase in chosen["phases"] or tag in chosen["phases"], (path, tag, sorted(tags), chosen)
 
@@ -497,7 +497,7 @@ def test_tags_validate_needs_no_kube_group():
 
 def test_mlnx_ofed_checksum_only_when_rdma_stack_runs():
     hostvars, groups = inventory({"gpu2": {"rdma_stack_source": "mlnx_ofed"}})
-    chosen = inventory_check.tag_selection(list(ALL), run_tags=["nvidia_driver"])
+    chosen = run_selection.tag_selection(list(ALL), run_tags=["nvidia_driver"])
     assert inventory_check.inventory_problems(hostvars, groups, **chosen) == []
 
 

@@ -14,7 +14,7 @@ import pytest
 import yaml
 from conftest import REPO
 
-from ansible_collections.gpufleet.cluster.plugins.plugin_utils import inventory_check
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils import inventory_check, run_selection
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.gpufleet_tier import tier_node_validate_options
 
 ENTRY_POINTS = ("site.yml", "validate.yml", "rolling_upgrade.yml", "fabric_test.yml", "fleet_status.yml", "capture.yml",
@@ -62,7 +62,7 @@ def test_example_inventory_has_no_problem(example):
     assert inventory_check.inventory_problems(example.hostvars, example.groups) == []
     assert inventory_check.inventory_problems(example.hostvars, example.groups, phases=["validate", "report"],
                                               hosts=example.groups["all"]) == []
-    chosen = inventory_check.tag_selection(list(inventory_check.PHASES), run_tags=["validate"])
+    chosen = run_selection.tag_selection(list(inventory_check.PHASES), run_tags=["validate"])
     assert inventory_check.inventory_problems(example.hostvars, example.groups, **chosen) == []
 
 

@@ -24,6 +24,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.core.runner impor
 
 # --- module work (kubeadm_certs, kubeadm_upgrade) ------------------------------------------------
 
+
 def _output(result):
     return "\n".join(part for part in (result.stdout, result.stderr) if part)
 

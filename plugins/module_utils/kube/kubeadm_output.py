@@ -57,6 +57,7 @@ _CA_HEADER = ("CERTIFICATE AUTHORITY", "EXPIRES", "RESIDUAL TIME", "EXTERNALLY M
 class KubeadmOutputError(ValueError):
     """kubeadm printed something this parser cannot read (the message says what and where)."""
 
+
 # A Kubernetes version as the components report it (``gitVersion`` of /version, a Node's
 # ``kubeletVersion``, ``kubeadm version -o short``): Semantic Versioning 2.0, ``vMAJOR.MINOR.PATCH``
 # with an optional ``-pre.release`` and ``+build`` (k8s.io/apimachinery/pkg/util/version
@@ -337,6 +338,7 @@ def parse_certs_json(text):
     except RecordError as exc:
         raise KubeadmOutputError(str(exc))
     return parsed
+
 
 _CLUSTER = re.compile(r"\[upgrade/versions\] Cluster version:\s*(\S+)")
 _KUBEADM = re.compile(r"\[upgrade/versions\] kubeadm version:\s*(\S+)")
