@@ -64,7 +64,7 @@ TIER = {
         "site.yml after validation and by node.yml) and have validate.yml check what it publishes "
         "(agent.health); false: not installed, an agent installed before is stopped and disabled"),
     "gpufleet_kubernetes_version": (
-        "1.36.4", "Kubernetes version X.Y.Z (or X.Y: newest patch) of the cluster: apt repository and pin "
+        "1.36.5", "Kubernetes version X.Y.Z (or X.Y: newest patch) of the cluster: apt repository and pin "
         "of kubelet/kubeadm/kubectl, kubeadm's kubernetesVersion"),
     "gpufleet_control_plane_ha": (
         "none", "highly available API endpoint of the control plane, written before kubeadm init: none (the "
@@ -96,6 +96,14 @@ TIER = {
         "failing check class (isolate, drain, reset, reboot), the circuit breaker (group, max_parallel, "
         "max_attempts, window_hours) and the burn-in before a node is admitted; unset: off, a failing node "
         "is only isolated"),
+    "gpufleet_burnin": (
+        None, "burn-in of a GPU node before the health gate admits it (docs/node-lifecycle.md, Admission): a "
+        "mapping over the defaults of module_utils/gpu/burnin.py, the keys of gpufleet_remediation.burn_in: "
+        "enabled (true), dcgm_level (dcgmi diag -r 1..4, 2), dcgm_tests, dcgm_parameters, timeout (1800 s), "
+        "nccl_command, nccl_min_busbw_gbps; unset: those defaults (on); enabled false per group opts out"),
+    "gpufleet_burnin_force": (
+        False, "burn in the node even when its admission record is valid, passed, with today's driver and "
+        "level and no repair since"),
 }
 
 # Which node_validate option each node expectation feeds (family, option).

@@ -25,6 +25,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.slurm.slurm impor
 from ansible_collections.gpufleet.cluster.plugins.module_utils.remediation import breaker
 from ansible_collections.gpufleet.cluster.plugins.module_utils.health.gate import failing_checks
 from ansible_collections.gpufleet.cluster.plugins.module_utils.core import records
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu import burnin
 
 ACTIONS = ("isolate", "drain", "reset", "reboot")  # weakest first
 VARIABLE = "gpufleet_remediation"
@@ -49,8 +50,7 @@ DEFAULT_POLICY = dict(breaker.POLICY_DEFAULTS, **{
     "reboot_timeout": 1800,    # a node that does not come back within it stays isolated
     "slurm_drain_timeout": 3600,  # on a node of the group slurm_nodes: the running jobs get this long to end
     "slurm_poll_interval": 30,    # seconds between two `scontrol show node` while waiting
-    "burn_in": {"enabled": True, "dcgm_level": 2, "dcgm_tests": [], "dcgm_parameters": "", "timeout": 1800,
-                "nccl_command": [], "nccl_min_busbw_gbps": None},
+    "burn_in": burnin.DEFAULTS,  # the burn-in settings' one place (module_utils/gpu/burnin.py)
 })
 
 
@@ -130,22 +130,10 @@ def policy(value=None):
                           % (VARIABLE, merged["slurm_poll_interval"], VARIABLE, merged["slurm_drain_timeout"]))
     if not isinstance(merged["group"], str) or not merged["group"].strip():
         raise PolicyError("%s.group must name the breaker's group" % VARIABLE)
-    burn_in = merged["burn_in"]
-    if not isinstance(burn_in, dict):
-        raise PolicyError("%s.burn_in must be a mapping, got %s" % (VARIABLE, type(burn_in).__name__))
-    unknown = sorted(set(burn_in) - set(DEFAULT_POLICY["burn_in"]))
-    if unknown:
-        raise PolicyError("%s.burn_in: unknown key(s) %s (known: %s)" % (
-            VARIABLE, ", ".join(map(str, unknown)), ", ".join(sorted(DEFAULT_POLICY["burn_in"]))))
-    if burn_in["dcgm_level"] not in (1, 2, 3, 4):
-        raise PolicyError("%s.burn_in.dcgm_level must be 1, 2, 3 or 4, got %r" % (VARIABLE, burn_in["dcgm_level"]))
-    _positive(burn_in["timeout"], "burn_in.timeout", integer=False)
-    for key in ("dcgm_tests", "nccl_command"):
-        if not isinstance(burn_in[key], list) or not all(isinstance(item, str) and item for item in burn_in[key]):
-            raise PolicyError("%s.burn_in.%s must be a list of strings" % (VARIABLE, key))
-    minimum = burn_in["nccl_min_busbw_gbps"]
-    if minimum is not None:
-        _positive(minimum, "burn_in.nccl_min_busbw_gbps", integer=False)
+    try:
+        merged["burn_in"] = burnin.settings(merged["burn_in"], VARIABLE + ".burn_in")
+    except burnin.SettingsError as exc:
+        raise PolicyError(str(exc))
     return merged
 
 

@@ -1,0 +1,178 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Admission: a GPU node enters service only after a burn-in (docs/node-lifecycle.md, "Admission").
+
+The admission record (Node annotation ``gpufleet.io/admission``; on a host without the API the node's
+``/var/lib/gpufleet/admission.json``) says when the node was burnt in, at which level, with which
+result, DCGM version and driver. ``read_record`` is its one reader (strict, on core/records.py):
+unreadable means not admitted, so the node is burnt in again (never "admitted"). ``decide`` says
+whether this run burns the node in: a new node (no record), a failed or unreadable record, a node
+repaired (a ``reset``/``reboot`` step done in its remediation history, read by the breaker's one
+reader) since, another driver, a lower level than its group's now, or ``force``. ``build_record``
+makes the record from module gpu_burnin's result, ``admission_check`` the report's ``node.admission``.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import calendar
+import json
+import time
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core import records
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.records import RecordError
+from ansible_collections.gpufleet.cluster.plugins.module_utils.remediation import breaker
+
+ANNOTATION = "gpufleet.io/admission"
+STATE_FILE = "/var/lib/gpufleet/admission.json"
+CHECK_ID = "node.admission"
+MAX_BYTES = 16 * 1024  # a record of ours is well under 4 KiB
+MAX_CHECKS = 32        # failing checks kept in a record
+MAX_CHECK_TEXT = 300
+KEYS = ("when", "level", "tests", "result", "dcgm_version", "driver", "checks", "trigger")
+REQUIRED = ("when", "level", "result", "dcgm_version", "driver", "checks")
+RESULTS = ("pass", "fail")
+TRIGGERS = ("new", "failed", "unreadable", "repaired", "driver", "level", "force")
+REPAIR_STEPS = ("reset", "reboot")
+
+
+def read_record(raw, record):
+    """The admission record of ``raw`` (the annotation's or the file's text). RecordError naming
+    ``record`` for anything else: larger than MAX_BYTES, not strict JSON, an unknown or missing key,
+    ``when`` not a plausible epoch (2020..2100), ``level`` not 1..4, ``result`` not pass/fail, a
+    text field over its bound, ``checks`` not a list of at most MAX_CHECKS strings."""
+    value = records.load_json(raw, record, max_bytes=MAX_BYTES, max_depth=3)
+    records.mapping(value, record, required=REQUIRED, allowed=KEYS)
+    records.timestamp(value["when"], record, "when")
+    records.integer(value["level"], record, "level", 1, 4)
+    records.string(value["result"], record, "result", choices=RESULTS)
+    records.string(value["dcgm_version"], record, "dcgm_version", max_length=64)
+    records.string(value["driver"], record, "driver", max_length=64)
+    for index, item in enumerate(records.listing(value["checks"], record, "checks", max_items=MAX_CHECKS)):
+        records.string(item, record, "checks[%d]" % index, max_length=MAX_CHECK_TEXT)
+    for index, item in enumerate(records.listing(value.get("tests", []), record, "tests", max_items=64)):
+        records.string(item, record, "tests[%d]" % index, max_length=128, allow_empty=False)
+    if "trigger" in value:
+        records.string(value["trigger"], record, "trigger", choices=TRIGGERS)
+    return value
+
+
+def repaired_at(annotations, node):
+    """Epoch of the last repair (a ``reset`` or ``reboot`` step done) in the Node's remediation
+    history, None when there is none. RecordError (the breaker's reader) when it cannot be read."""
+    steps = breaker.read_history({"metadata": {"annotations": annotations}}, node)
+    times = [float(calendar.timegm(time.strptime(step["at"], "%Y-%m-%dT%H:%M:%SZ"))) for step in steps
+             if step["step"] in REPAIR_STEPS and step["status"] == "done"]
+    return max(times) if times else None
+
+
+def decide(sources, settings, node="node", driver=None, force=False, annotations=None):
+    """Whether this run burns the node in: ``{burn_in, trigger, reason, record, source}``.
+
+    ``sources``: (name, raw text or None) in order of authority (the Node annotation, then the
+    node's state file); the first present one is the record. ``settings``: the checked burn-in
+    settings (gpu/burnin.py). ``driver``: the node's driver version now (None: unknown, not
+    compared). ``annotations``: the Node's, for its remediation history (None: no Node)."""
+    if not settings["enabled"]:
+        return {"burn_in": False, "off": True, "trigger": None, "record": None, "source": None,
+                "reason": "burn-in off for this node (gpufleet_burnin.enabled: false)"}
+    source, raw = next(((name, text) for name, text in sources if text is not None), (None, None))
+
+    def burn(trigger, reason, record=None):
+        return {"burn_in": True, "trigger": trigger, "reason": reason, "record": record, "source": source}
+
+    if source is None:
+        return burn("new", "new node: no admission record")
+    try:
+        record = read_record(raw, source)
+    except RecordError as exc:
+        return burn("unreadable", "%s: not admitted, burnt in again" % exc)
+    if force:
+        return burn("force", "gpufleet_burnin_force", record)
+    if record["result"] != "pass":
+        return burn("failed", "the last burn-in failed (%s)" % (", ".join(record["checks"][:3]) or "no check named"),
+                    record)
+    if annotations is not None:
+        try:
+            repaired = repaired_at(annotations, node)
+        except RecordError as exc:
+            return burn("repaired", "%s: a repair cannot be ruled out" % exc, record)
+        if repaired is not None and repaired >= record["when"]:
+            return burn("repaired", "repaired (remediation %s) after its admission"
+                        % time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(repaired)), record)
+    if driver and record["driver"] and str(driver) != record["driver"]:
+        return burn("driver", "driver %s now, %s at admission" % (driver, record["driver"]), record)
+    if record["level"] < settings["dcgm_level"] and not settings["dcgm_tests"]:
+        return burn("level", "admitted at level %d, the group asks for %d" % (record["level"], settings["dcgm_level"]),
+                    record)
+    return {"burn_in": False, "trigger": None, "record": record, "source": source,
+            "reason": "admitted %s (level %d, DCGM %s, driver %s)" % (
+                time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(record["when"])), record["level"],
+                record["dcgm_version"] or "unknown", record["driver"] or "unknown")}
+
+
+def _text(value, limit):
+    text = value if isinstance(value, str) else ("" if value is None else str(value))
+    return text[:limit]
+
+
+def build_record(result, settings, trigger, now, driver=None):
+    """The admission record (a dict read_record accepts) of module gpu_burnin's registered
+    ``result``: result ``pass`` only when the module ran (not failed, not skipped, not check mode)
+    and reported healthy; ``checks`` the failing ``<id>:<target>`` (or the module's error)."""
+    records.timestamp(now, "this controller's clock", "now")
+    if not isinstance(result, dict):
+        result = {}
+    checks = [c for c in (result.get("checks") or []) if isinstance(c, dict)]
+    failing = ["%s:%s" % (_text(c.get("id"), 100), _text(c.get("target"), 150)) for c in checks
+               if c.get("status") == "fail"]
+    ran = any(c.get("id") == "burnin.dcgm.run" and c.get("status") == "pass" for c in checks)
+    passed = bool(result.get("healthy")) and not result.get("failed") and not result.get("skipped") and ran
+    if not passed and not failing:
+        failing = ["burnin.dcgm.run:node"]
+    dcgm = result.get("dcgm") if isinstance(result.get("dcgm"), dict) else {}
+    run = next((c for c in checks if c.get("id") == "burnin.dcgm.run"), {})
+    observed = run.get("observed") if isinstance(run.get("observed"), dict) else {}
+    record = {"when": float(int(now)), "level": int(settings["dcgm_level"]), "tests": list(settings["dcgm_tests"]),
+              "result": "pass" if passed else "fail",
+              "dcgm_version": _text(dcgm.get("version") or observed.get("version"), 64),
+              "driver": _text(observed.get("driver") or driver, 64),
+              "checks": [item[:MAX_CHECK_TEXT] for item in failing[:MAX_CHECKS]]}
+    if trigger in TRIGGERS:
+        record["trigger"] = trigger
+    return record
+
+
+def record_text(record):
+    """The record as written (annotation or file): compact JSON that read_record reads back."""
+    text = json.dumps(record, sort_keys=True, separators=(",", ":"))
+    read_record(text, "admission record to write")  # never write what cannot be read back
+    return text
+
+
+def admission_check(decision, record=None):
+    """The report's ``node.admission`` check (target ``node``, observed the record's fields): pass
+    admitted (a valid record that passed and needs no new burn-in, or this run's burn-in passed);
+    fail (not admitted: the burn-in failed, naming the failing tests, or it is due and did not run);
+    skip (burn-in off for the node)."""
+    if decision.get("off"):
+        return {"id": CHECK_ID, "target": "node", "status": "skip", "message": decision.get("reason", "")}
+    if record is None and decision.get("burn_in"):
+        return {"id": CHECK_ID, "target": "node", "status": "fail", "observed": None,
+                "message": "not admitted: burn-in due (%s), not run" % decision.get("reason", "")}
+    record = record if record is not None else decision.get("record")
+    observed = dict((key, record[key]) for key in KEYS if key in record)
+    when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(record["when"]))
+    if record["result"] != "pass":
+        return {"id": CHECK_ID, "target": "node", "status": "fail", "observed": observed,
+                "message": ("not admitted: burn-in (level %d) failed %s: %s" % (
+                    record["level"], when, ", ".join(record["checks"])))[:1000]}
+    if not decision.get("burn_in"):
+        return {"id": CHECK_ID, "target": "node", "status": "pass", "observed": observed,
+                "message": decision.get("reason", "")}
+    return {"id": CHECK_ID, "target": "node", "status": "pass", "observed": observed,
+            "message": "admitted: burnt in %s (%s), level %d, DCGM %s, driver %s" % (
+                when, decision.get("reason"), record["level"], record["dcgm_version"] or "unknown",
+                record["driver"] or "unknown")}
