@@ -27,6 +27,11 @@ DEFAULT_INTERVAL = 60  # seconds between two cycles (role node_health_agent writ
 DEFAULT_PUBLISH_TIMEOUT = 20  # seconds each publisher may take per cycle (all run at once)
 SLURM_REASON_PREFIX = "gpufleet:"
 DEFAULT_EVENTS = {"kmsg": "/dev/kmsg", "nvml": True, "min_gap": 1}  # the resident agent's wake-up sources
+# The resident agent's fast signals (agent_signals): rtnetlink link announcements, kernel uevents,
+# the fast probe's period (0: off) and the fabric manager's systemd unit (empty: not watched).
+DEFAULT_SIGNALS = {"netlink": True, "uevent": True, "fast_probe_interval": 1,
+                   "fabricmanager_unit": "nvidia-fabricmanager.service"}
+FM_CHECK = "agent.fabricmanager"  # the agent's own check: the fabric manager unit runs (agent_signals)
 
 # Checks whose failure cannot clear by itself: the node turns unhealthy on the first failing
 # cycle (docs/contracts.md, "Node health agent"). A GPU fallen off the bus (gpu.count, gpu.xid
@@ -72,8 +77,8 @@ class AgentError(Exception):
 
 
 def known_check_ids():
-    """Every check id node_validate can return (gpu, rdma, tuning families), and host.validation
-    (a cycle whose checks crashed)."""
+    """Every check id node_validate can return (gpu, rdma, tuning families), host.validation
+    (a cycle whose checks crashed) and agent.fabricmanager (the agent's own)."""
     from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu import gpu_checks
     from ansible_collections.gpufleet.cluster.plugins.module_utils.rdma import rdma_checks
     from ansible_collections.gpufleet.cluster.plugins.module_utils.tuning import tuning_checks
@@ -83,7 +88,7 @@ def known_check_ids():
                   rdma_checks.NODE_CHECKS_LAST):
         ids.extend(name for name, _rule in table)
     ids.extend(tuning_checks.CHECK_IDS)
-    ids.append("host.validation")
+    ids.extend(("host.validation", FM_CHECK))
     return ids
 
 
@@ -186,6 +191,36 @@ def events_settings(config):
         errors.append("events.min_gap must be a number of seconds in [0, 3600], got %r" % (gap,))
     else:
         settings["min_gap"] = float(gap)
+    return (None if errors else settings), errors
+
+
+def signals_settings(config):
+    """({netlink: bool, uevent: bool, fast_probe_interval: seconds (0: off), fabricmanager_unit:
+    unit name or None}, [errors]) of the resident agent's fast signals (``signals``; missing keys
+    take DEFAULT_SIGNALS); each error names the setting."""
+    raw = config.get("signals")
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        return None, ["signals must be a dict {%s}, got %s" % (", ".join(sorted(DEFAULT_SIGNALS)), type(raw).__name__)]
+    errors = ["signals: unknown setting %r (known: %s)" % (key, ", ".join(sorted(DEFAULT_SIGNALS)))
+              for key in sorted(set(raw) - set(DEFAULT_SIGNALS))]
+    settings = dict(DEFAULT_SIGNALS, **dict((k, v) for k, v in raw.items() if k in DEFAULT_SIGNALS))
+    for name in ("netlink", "uevent"):
+        if not isinstance(settings[name], bool):
+            errors.append("signals.%s must be true or false, got %r" % (name, settings[name]))
+    every = settings["fast_probe_interval"]
+    if isinstance(every, bool) or not isinstance(every, (int, float)) or not (every == 0 or 0.1 <= every <= 3600):
+        errors.append("signals.fast_probe_interval must be 0 (off) or seconds in [0.1, 3600], got %r" % (every,))
+    else:
+        settings["fast_probe_interval"] = float(every)
+    unit = settings["fabricmanager_unit"]
+    if unit in (None, ""):
+        settings["fabricmanager_unit"] = None
+    elif not (isinstance(unit, str) and len(unit) <= 256 and unit.endswith(".service")
+              and "/" not in unit and unit not in (".service",) and not unit.startswith(".")):
+        errors.append("signals.fabricmanager_unit must be a systemd service name (nvidia-fabricmanager.service) "
+                      "or empty (not watched), got %r" % (unit,))
     return (None if errors else settings), errors
 
 
@@ -294,6 +329,7 @@ def config_errors(config):
     if not isinstance(python_path, list) or not all(isinstance(item, str) for item in python_path):
         errors.append("python_path must be a list of directories, got %r" % (python_path,))
     errors.extend(events_settings(config)[1])
+    errors.extend(signals_settings(config)[1])
     interval = config.get("interval", DEFAULT_INTERVAL)
     if isinstance(interval, bool) or not isinstance(interval, (int, float)) or not interval > 0:
         errors.append("interval must be a number of seconds > 0, got %r" % (interval,))

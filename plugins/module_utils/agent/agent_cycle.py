@@ -27,9 +27,11 @@ import time
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_config import (
     AGENT_NAME, DEFAULT_STATE_DIR, AgentError, add_python_path,
-    hysteresis_settings, load_config, node_params, publish_timeout, say)
+    hysteresis_settings, load_config, node_params, publish_timeout, say, signals_settings)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_hysteresis import failing_after_hysteresis, step
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_publish import MetricsPublisher, run_publishers
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_signals import (
+    fabricmanager_check, merge_targeted, previous_checks, targeted_params)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_state import read_health, read_state
 from ansible_collections.gpufleet.cluster.plugins.module_utils.core.checks import FAIL, json_safe
 from ansible_collections.gpufleet.cluster.plugins.module_utils.core.clock import FRESH, describe, freshness
@@ -93,17 +95,34 @@ class Agent(object):
     def state_path(self):
         return os.path.join(self.state_dir, "agent-state.json")
 
-    def cycle(self):
-        """Run one cycle; returns 0 (every problem is a journal line)."""
+    def _previous(self, started):
+        """The last result and its checks, the base of a targeted cycle; None: a full cycle runs."""
+        result, _problem = read_health(self.health_path, self.log, started)
+        return result if result is not None and previous_checks(result) is not None else None
+
+    def cycle(self, only=None):
+        """Run one cycle; returns 0 (every problem is a journal line). ``only`` (a signal's plan,
+        agent_signals.plan): a targeted cycle that measures only the checks the signal concerns
+        and keeps the others of the last result (a full cycle when there is none)."""
         started = self.clock()
         mono = time.monotonic()
         cpu = time.process_time()
+        previous = self._previous(started) if only else None
+        if previous is None:
+            only = None
         try:
             settings, errors = hysteresis_settings(self.config)
             if errors:
                 raise AgentError("bad hysteresis settings, last good result kept: " + "; ".join(errors))
             params = node_params(self.config)
-            payload = self.check_engine(params, runner=self.runner, nvml=self.nvml, now=started)
+            run = params
+            if only:
+                run = targeted_params(params, only)
+            if only is None or only.get("gpu") or only.get("rdma"):
+                payload = self.check_engine(run, runner=self.runner, nvml=self.nvml, now=started)
+            else:
+                payload = {"checks": []}
+            payload = self._fabricmanager(payload, params, only)
         except AgentError as exc:  # the configuration is wrong: nothing can be decided from it
             self.log("%s: %s" % (AGENT_NAME, exc))
             self.status = "last cycle failed (journal), last good result kept"
@@ -113,10 +132,13 @@ class Agent(object):
 
             self.log("%s: the checks crashed: %r\n%s" % (AGENT_NAME, exc, traceback.format_exc()))
             payload = crashed_payload(exc)
+        ran = None
+        if only:
+            payload, ran = merge_targeted(previous, payload, only)
         fail_on = "warn" if params["fail_on"] == "warn" else "fail"
         state = read_state(self.state_path, self.log, started)
         checks = payload["checks"]
-        state, events = step(state, checks, settings, fail_on=fail_on, now=started)
+        state, events = step(state, checks, settings, fail_on=fail_on, now=started, ran=ran)
         for event in events:
             self.log("%s: %s" % (AGENT_NAME, event))
         failing = failing_after_hysteresis(state, checks)
@@ -129,6 +151,9 @@ class Agent(object):
         })
         if self.events is not None:
             result["agent"]["events"] = self.events
+        if only:
+            result["agent"]["signal"] = {"checks": dict((k, only[k]) for k in ("gpu", "rdma", "fabricmanager")),
+                                         "why": only.get("why") or []}
         state["failing"] = failing
         written = self._write_local(state, result)
         publishers = [("kubernetes", self.kube), ("slurm", self.slurm)]
@@ -139,6 +164,18 @@ class Agent(object):
             state["cycle"], "healthy" if state["healthy"] else "unhealthy: " + summary_message(failing, 200),
             result["agent"]["cpu_ms"], "" if written else "; health.json not written (journal)")
         return 0
+
+    def _fabricmanager(self, payload, params, only):
+        """The agent's own check agent.fabricmanager (agent_signals.fabricmanager_check) added to a
+        full cycle and to a targeted one for the fabric manager."""
+        if only is not None and not only.get("fabricmanager"):
+            return payload
+        settings, _errors = signals_settings(self.config)
+        unit = (settings or {}).get("fabricmanager_unit")
+        check = fabricmanager_check(params["root"] if isinstance(params.get("root"), str) else "/", unit)
+        if check is not None:
+            payload = dict(payload, checks=list(payload["checks"]) + [check])
+        return payload
 
     def _write_local(self, state, result):
         """agent-state.json and health.json; a failure is journalled, never stops the cycle."""
@@ -170,11 +207,12 @@ def build_agent(config):
     return Agent(config, kube=kube, slurm=slurm)
 
 
-def run_once(path, events=None):
+def run_once(path, events=None, only=None):
     """One cycle, the same in both modes: the configuration read, the publishers built (a rotated
     client certificate or token is picked up), ``Agent.cycle``. Returns the cycle's status line;
     never raises (each problem is a journal line). ``events``: the resident agent's event sources
-    (agent_events.EventSources.counters), written to health.json as ``agent.events``."""
+    (agent_events.EventSources.counters), written to health.json as ``agent.events``. ``only``: a
+    targeted cycle for a signal (Agent.cycle)."""
     try:
         config = load_config(path)
     except AgentError as exc:
@@ -186,7 +224,7 @@ def run_once(path, events=None):
         say("%s: publishers not started: %s; the checks run and are written locally" % (AGENT_NAME, exc))
         agent = Agent(config)
     agent.events = events
-    agent.cycle()
+    agent.cycle(only)
     return agent.status
 
 

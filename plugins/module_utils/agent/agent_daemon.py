@@ -100,10 +100,19 @@ class Loop(object):
     ``events`` (agent_events.EventSources, optional): ``wait(seconds, fds)`` also returns when a
     source is readable; what is readable is drained at once (bounded), and when a line or event
     matters one cycle runs now for all of them (a storm is one cycle), at least ``min_gap`` s after
-    the previous event-triggered cycle's start. The periodic schedule is unchanged by event-triggered cycles."""
+    the previous event-triggered cycle's start. The periodic schedule is unchanged by event-triggered cycles.
 
-    def __init__(self, run_cycle, interval, wait, clock=time.monotonic, notify=sd_notify, log=None, events=None):
+    ``signals`` (agent_signals.SignalSources, optional) with ``run_targeted(plan)``: the loop also
+    wakes for the fast probe (``signals.due()``) and the netlink/uevent sockets; the signals found
+    run one targeted cycle (only the checks they concern, agent_signals.plan), under the same
+    ``min_gap`` as the events."""
+
+    def __init__(self, run_cycle, interval, wait, clock=time.monotonic, notify=sd_notify, log=None, events=None,
+                 signals=None, run_targeted=None):
         self.run_cycle = run_cycle
+        self.signals = signals  # agent_signals.SignalSources: netlink, uevents, the fast probe
+        self.run_targeted = run_targeted  # run_targeted(plan): a cycle of the checks a signal concerns
+        self.targeted = 0  # targeted cycles run
         self.interval = float(interval)
         self.wait = wait
         self.clock = clock
@@ -117,13 +126,16 @@ class Loop(object):
         self.max_cycles = None
         self.event_started = None  # monotonic start of the last event-triggered cycle
 
-    def _cycle(self):
+    def _cycle(self, plan=None):
         self.started = self.clock()
         if self.events is not None:
-            self.events.drain()  # what is readable now is covered by this cycle
+            if plan is None:
+                self.events.drain()  # what is readable now is covered by this cycle
             self.events.pause()  # NVML let go: the cycle initialises and shuts it down alone
+        if self.signals is not None:
+            self.signals.pause()
         try:
-            status = self.run_cycle()
+            status = self.run_targeted(plan) if plan is not None else self.run_cycle()
         except Exception as exc:  # run_once reports its own problems; anything else lands here
             import traceback
 
@@ -132,6 +144,8 @@ class Loop(object):
         finally:
             if self.events is not None:
                 self.events.resume()
+            if self.signals is not None:
+                self.signals.resume()
         self.cycles += 1
         status = " ".join(str(status).split())  # one line: systemd reads KEY=VALUE lines
         self.notify("%sWATCHDOG=1\nSTATUS=%s" % ("READY=1\n" if self.cycles == 1 else "", status))
@@ -140,32 +154,68 @@ class Loop(object):
             if problem:
                 self.log("%s: %s" % (AGENT_NAME, problem))
 
+    def _gap(self):
+        """Seconds still to wait before an event-triggered or targeted cycle (``min_gap``)."""
+        min_gap = self.events.min_gap if self.events is not None else getattr(self.signals, "min_gap", 1.0)
+        return (self.event_started + min_gap - self.clock()) if self.event_started is not None else 0
+
     def _sleep_until(self, slot):
-        """Wait for the slot, running a cycle for each event that matters; True to stop."""
+        """Wait for the slot, running a cycle for each event that matters (a targeted one for a
+        signal); True to stop."""
         while True:
             now = self.clock()
-            fds = self.events.fds() if self.events is not None else ()
+            fds = list(self.events.fds()) if self.events is not None else []
+            until = slot
+            if self.signals is not None:
+                fds += self.signals.fds()
+                until = min(slot, self.signals.due())
             if now >= slot:
                 return False
-            if self.wait(slot - now, fds) if fds else self.wait(slot - now):
+            if self.wait(max(0.0, until - now), fds) if fds else self.wait(max(0.0, until - now)):
                 return True
-            if not fds or self.clock() >= slot:
+            if self.clock() >= slot or (not fds and self.signals is None):
                 continue
-            lines = self.events.drain()
-            if not lines:
-                continue
-            gap = (self.event_started + self.events.min_gap - self.clock()) if self.event_started is not None else 0
-            if gap > 0:  # lines arriving meanwhile stay in the kernel's buffer: drained below
-                if self.wait(gap):
-                    return True
-                lines += self.events.drain()
-            more = " (+%d more)" % (len(lines) - 1) if len(lines) > 1 else ""
-            self.log("%s: %d event(s), cycle now: %s%s" % (AGENT_NAME, len(lines), lines[0][:200], more))
-            self.triggered += 1
-            self.event_started = self.clock()
-            self._cycle()
+            lines = self.events.drain() if self.events is not None else []
+            if lines:
+                gap = self._gap()
+                if gap > 0:  # lines arriving meanwhile stay in the kernel's buffer: drained below
+                    if self.wait(gap):
+                        return True
+                    lines += self.events.drain()
+                more = " (+%d more)" % (len(lines) - 1) if len(lines) > 1 else ""
+                self.log("%s: %d event(s), cycle now: %s%s" % (AGENT_NAME, len(lines), lines[0][:200], more))
+                self.triggered += 1
+                self.event_started = self.clock()
+                self._cycle()
+            elif self.signals is not None and self._signalled():
+                return True
             if self.max_cycles is not None and self.cycles >= self.max_cycles:
                 return True
+
+    def _signalled(self):
+        """Signals readable or due now: one targeted cycle for all of them; True to stop."""
+        from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_signals import plan
+
+        found = self.signals.poll()
+        if not found:
+            return False
+        gap = self._gap()
+        if gap > 0:  # announcements arriving meanwhile wait in their sockets: read below
+            if self.wait(gap):
+                return True
+            found += self.signals.poll()
+        what = plan(found)
+        if what is None:
+            return False
+        more = " (+%d more)" % (len(what["why"]) - 1) if len(what["why"]) > 1 else ""
+        self.log("%s: signal, checks of %s now: %s%s" % (
+            AGENT_NAME, ", ".join(k if k != "rdma" else "rdma %s" % (what[k] if what[k] == "all" else " ".join(what[k]))
+                                  for k in ("gpu", "rdma", "fabricmanager") if what[k]),
+            what["why"][0][:200], more))
+        self.targeted += 1
+        self.event_started = self.clock()
+        self._cycle(what)
+        return False
 
     def run(self, max_cycles=None):
         """Cycles until ``wait`` says stop (or ``max_cycles``); returns the number of cycles run."""
@@ -233,20 +283,64 @@ def event_sources(path, interval, log=say):
     return sources
 
 
+def signal_sources(path, log=say, binding_loader=None, sockets=None):
+    """The fast signals the configuration asks for (agent_signals.SignalSources), or None: all
+    off, or a configuration that cannot be read (each cycle reports it)."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_config import (
+        add_python_path, events_settings, hysteresis_settings, node_params, signals_settings)
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_events import load_binding
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_signals import SignalSources
+
+    try:
+        config = load_config(path)
+        root = node_params(config)["root"]
+    except AgentError:
+        return None
+    settings, errors = signals_settings(config)
+    if errors:
+        log("%s: signals: %s; no fast signals" % (AGENT_NAME, "; ".join(errors)))
+        return None
+    if not (settings["netlink"] or settings["uevent"] or settings["fast_probe_interval"]):
+        return None
+    add_python_path(config)
+    hysteresis = hysteresis_settings(config)[0] or {"fail_after": 3, "per_check": {}}
+    # a bad reading persisting is signalled until a check with fail_after N has failed N times
+    repeat = max([hysteresis["fail_after"]] + [v.get("fail_after", 1) for v in hysteresis["per_check"].values()]) - 1
+    gpu = (node_params(config).get("gpu") or {})
+    sources = SignalSources(settings, root if isinstance(root, str) else "/", repeat=max(1, repeat),
+                            binding_loader=None if gpu.get("enabled") is False else (binding_loader or load_binding),
+                            sockets=sockets)
+    events = events_settings(config)[0] or {}
+    sources.min_gap = events.get("min_gap", 1.0)
+    for name in ("netlink", "uevent", "probe"):
+        log("%s: signals: %s: %s" % (AGENT_NAME, name, sources.status[name]))
+    return sources
+
+
 def resident(path, interval=None, max_cycles=None):
     """``--loop``: the resident agent until SIGTERM (systemd's stop) or SIGINT; returns 0."""
     signals = StopSignals()
-    events = None
+    events = fast = None
     try:
         every = loop_interval(path, interval)
         say("%s: resident, a cycle every %g s (%s)" % (AGENT_NAME, every, path))
         events = event_sources(path, every)
-        loop = Loop(lambda: run_once(path, events=events.counters() if events is not None else None), every,
-                    signals.wait, events=events)
+        fast = signal_sources(path)
+
+        def counters():
+            found = events.counters() if events is not None else None
+            if fast is not None:
+                found = dict(found or {}, **fast.counters())
+            return found
+
+        loop = Loop(lambda: run_once(path, events=counters()), every, signals.wait, events=events, signals=fast,
+                    run_targeted=lambda what: run_once(path, events=counters(), only=what))
         loop.run(max_cycles)
     finally:
         signals.close()
         if events is not None:
             events.close()
+        if fast is not None:
+            fast.close()
     say("%s: stopped after %d cycle(s)" % (AGENT_NAME, loop.cycles))
     return 0

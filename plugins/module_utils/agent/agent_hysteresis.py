@@ -35,14 +35,16 @@ def check_key(check):
     return "%s|%s" % (check["id"], check["target"])
 
 
-def step(state, checks, settings, fail_on="fail", now=None):
+def step(state, checks, settings, fail_on="fail", now=None, ran=None):
     """One cycle of hysteresis: (new state, events).
 
     ``state``: ``{"checks": {"id|target": {failing, fails, passes, flaps, raw, since, message}},
     "healthy": bool, "cycle": int}`` (empty for the first cycle; ``lost_history`` after a damaged
     one: agent_state.read_state). A check counts as failing in a cycle when its status fails under
     ``fail_on``. A flap is a change of the raw outcome between two cycles. The node is healthy
-    when no check is failing. Events are journal lines. ``now`` is only recorded (``since``)."""
+    when no check is failing. Events are journal lines. ``now`` is only recorded (``since``).
+    ``ran`` (a targeted cycle: agent_signals): the ``id|target`` keys measured in this cycle; the
+    other checks keep their entries as they are (not counted: they were not measured)."""
     now = time.time() if now is None else now
     bad = failing_statuses(fail_on)
     old = (state or {}).get("checks") or {}
@@ -50,6 +52,9 @@ def step(state, checks, settings, fail_on="fail", now=None):
     new, events = {}, []
     for check in checks:
         key = check_key(check)
+        if ran is not None and key not in ran and key in old:
+            new[key] = old[key]
+            continue
         raw = check["status"] in bad
         entry = dict(old.get(key) or {"failing": lost, "fails": 0, "passes": 0, "flaps": 0, "raw": raw,
                                       "since": now})
