@@ -87,6 +87,10 @@ description:
     (green at or above it, four reds by the share reached below it, NaN/inf as invalid and below),
     or relative to the best pair when no minimum is given, with a legend and per-host counts of
     low pairs; 64 hosts stay readable (small cells, rotated headers, scrolling tables)."
+  - "Runs writing one O(dir) at once (the slices of an AWX sliced job) are merged one after the other
+    under a lock (C(fcntl.flock) on C(runs/.lock)), each file written whole and renamed into place:
+    the picture after K slices holds every slice's hosts, check by check as one run would
+    (C(docs/awx.md)). A host in two overlapping runs keeps the checks of the run that wrote last."
   - Nothing is written when no task returned checks or a bandwidth matrix.
 requirements:
   - Enabled in C(callbacks_enabled) (the C(ansible.cfg) of this collection does).
@@ -135,8 +139,10 @@ options:
         key: summary
   keep_runs:
     description:
-      - How many run directories (C(runs/<time>-<playbook>/)) are kept; older ones are deleted, and
-        hosts whose last run is gone leave the fleet picture. At least 1.
+      - How many runs are kept (their directories C(runs/<time>-<playbook>/)); older ones are deleted,
+        and hosts whose last run is gone leave the fleet picture. At least 1.
+      - The runs of one job (O(job), the slices of an AWX sliced job) count as one and are kept or
+        deleted together.
     type: int
     default: 20
     env:
@@ -155,6 +161,19 @@ options:
     ini:
       - section: fleet_report
         key: merge
+  job:
+    description:
+      - The job this run belongs to (C(run.job) in the JSON). Runs of one job, such as the slices of
+        an AWX sliced job writing one report directory, are kept or deleted together (O(keep_runs)),
+        so one slice never pushes another slice's hosts out of the fleet picture.
+      - Unset, the extra variable C(awx_workflow_job_id) when present (AWX gives every slice of a
+        sliced job the id of the workflow job it made of them), else none (a job of its own).
+    type: str
+    env:
+      - name: GPUFLEET_REPORT_JOB
+    ini:
+      - section: fleet_report
+        key: job
   contracts_url:
     description:
       - Address of C(docs/contracts.md) the HTML page links check ids to (C(<url>#<check id>)), for
@@ -195,7 +214,8 @@ from ansible_collections.gpufleet.cluster.plugins.plugin_utils.fleet_report_html
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.fleet_report_store import ReportStore, run_id
 
 DEFAULTS = {"dir": "./reports", "html": True, "junit": True, "summary": True, "summary_limit": 40,
-            "keep_runs": 20, "merge": True, "contracts_url": None}
+            "keep_runs": 20, "merge": True, "contracts_url": None, "job": None}
+AWX_JOB_VARIABLE = "awx_workflow_job_id"  # awx/main/models/unified_jobs.py awx_meta_vars(): shared by the slices
 
 
 def _utc_now():
@@ -241,6 +261,17 @@ def _group_hosts(play, group):
         return []
 
 
+def _awx_job(play):
+    """The extra variable ``awx_workflow_job_id`` of the run as text, None when absent."""
+    try:
+        value = play.get_variable_manager().extra_vars.get(AWX_JOB_VARIABLE)
+    except Exception:  # pylint: disable=broad-except
+        return None
+    if value is None or isinstance(value, (bool, dict, list)):
+        return None
+    return str(value).strip() or None
+
+
 def _delegate(result, task):
     """The host a task result ran on when delegated to another host, else None."""
     data = getattr(result, "result", None)
@@ -267,6 +298,7 @@ class CallbackModule(CallbackBase):
         self.written = []
         self.started_at = _utc_now()
         self.inventory = None
+        self.awx_job = None
         self._task_starts = {}
         self._gpu_hosts = []
         # the play being run over its serial batches: {uuid, name, hosts, batched, stopped_by}
@@ -318,6 +350,7 @@ class CallbackModule(CallbackBase):
         if self.inventory is None:
             self.inventory = _inventory_sources(play)
             self._gpu_hosts = _group_hosts(play, GPU_GROUP)
+            self.awx_job = _awx_job(play)
         batch = _play_hosts(play)
         uuid = getattr(play, "_uuid", None) or id(play)
         if self._serial is None or self._serial["uuid"] != uuid:
@@ -345,10 +378,14 @@ class CallbackModule(CallbackBase):
             limit = context.CLIARGS.get("subset")
         except Exception:  # pylint: disable=broad-except
             limit = None
-        return {"id": run_id(self.started_at, self.report.playbook), "playbook": self.report.playbook,
+        meta = {"id": run_id(self.started_at, self.report.playbook), "playbook": self.report.playbook,
                 "inventory": self.inventory, "limit": limit or None, "started_at": self.started_at,
                 "generated_at": generated_at, "gpufleet_version": info["version"],
                 "ansible_version": ansible_version}
+        job = self._option("job") or self.awx_job
+        if job:
+            meta["job"] = str(job)
+        return meta
 
     def v2_playbook_on_task_start(self, task, is_conditional):
         if is_validation_action(getattr(task, "action", None)):

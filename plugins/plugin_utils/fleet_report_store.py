@@ -120,48 +120,83 @@ def _run_names(runs_dir):
             and not os.path.islink(os.path.join(runs_dir, n))]
 
 
+def _job_text(value):
+    """A job id as stored (a non-empty string), else None."""
+    if value is None or isinstance(value, (bool, dict, list)):
+        return None
+    value = text(value).strip()
+    return value or None
+
+
 def read_sequence(runs_dir):
-    """``{"last": N, "runs": {name: N}}`` of ``runs/.sequence``; rebuilt from the runs' own
-    fleet-report.json (``run.sequence``) when the file is missing or unreadable."""
+    """``{"last": N, "runs": {name: N}, "jobs": {name: job}}`` of ``runs/.sequence``; rebuilt from
+    the runs' own fleet-report.json (``run.sequence``, ``run.job``) when the file is missing or
+    unreadable."""
     try:
         with open(os.path.join(runs_dir, SEQUENCE_NAME), encoding="utf-8") as handle:
             index = json.load(handle)
         runs = dict((str(k), int(v)) for k, v in index["runs"].items() if isinstance(v, int) and not isinstance(v, bool))
         last = int(index.get("last") or 0)
-        return {"last": max([last] + list(runs.values())), "runs": runs}
+        jobs = dict((str(k), _job_text(v)) for k, v in (index.get("jobs") or {}).items()
+                    if str(k) in runs and _job_text(v) is not None)
+        return {"last": max([last] + list(runs.values())), "runs": runs, "jobs": jobs}
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         pass
-    runs = {}
+    runs, jobs = {}, {}
     for name in _run_names(runs_dir):
         try:
             with open(os.path.join(runs_dir, name, JSON_NAME), encoding="utf-8") as handle:
-                number = json.load(handle).get("run", {}).get("sequence")
+                meta = json.load(handle).get("run", {})
+            number, job = meta.get("sequence"), _job_text(meta.get("job"))
         except (OSError, ValueError, AttributeError):
             continue
         if isinstance(number, int) and not isinstance(number, bool):
             runs[name] = number
-    return {"last": max(runs.values()) if runs else 0, "runs": runs}
+            if job is not None:
+                jobs[name] = job
+    return {"last": max(runs.values()) if runs else 0, "runs": runs, "jobs": jobs}
 
 
 def write_sequence(runs_dir, index):
+    """``runs/.sequence`` (``jobs`` only when a run has one: the file of runs without jobs is as before)."""
+    index = dict(index)
+    if not index.get("jobs"):
+        index.pop("jobs", None)
     write_file(runs_dir, SEQUENCE_NAME, json.dumps(index, sort_keys=True) + "\n")
 
 
-def prune(runs_dir, keep, sequence=None, newest=None):
-    """Delete the oldest run directories beyond ``keep``; returns the names kept, oldest first.
+def prune(runs_dir, keep, sequence=None, newest=None, jobs=None):
+    """Delete the run directories of the oldest jobs beyond ``keep`` jobs; returns the names kept,
+    oldest first.
 
+    A job is the runs of one ``jobs`` value (name -> job id); a run without one is a job of its own.
     Order: the write sequence (``sequence``: name -> number); directories without a number come
-    first, by name. ``newest`` (the run just written) is never deleted."""
+    first, by name; a job is as new as its newest run. The job of ``newest`` (the run just written)
+    is never deleted."""
     sequence = sequence or {}
+    jobs = jobs if jobs is not None else {}
     names = sorted(_run_names(runs_dir), key=lambda n: (n in sequence, sequence.get(n, 0), n))
     if newest in names:
         names.remove(newest)
         names.append(newest)
-    keep = max(int(keep), 1)
-    for name in names[:-keep]:
+
+    def unit(name):
+        job = jobs.get(name)
+        return ("job", job) if job is not None else ("run", name)
+
+    newest_of = {}  # job -> position of its newest run
+    for position, name in enumerate(names):
+        newest_of[unit(name)] = position
+    kept_units = set(sorted(newest_of, key=newest_of.get)[-max(int(keep), 1):])
+    kept = []
+    for name in names:
+        if unit(name) in kept_units:
+            kept.append(name)
+            continue
         shutil.rmtree(os.path.join(runs_dir, name), ignore_errors=True)
         sequence.pop(name, None)
-    return names[-keep:]
+        jobs.pop(name, None)
+    return kept
 
 
 def read_state(path):
@@ -326,6 +361,9 @@ class ReportStore(object):
             run_document["run"]["sequence"] = number
             sequence["last"] = number
             sequence["runs"][name] = number
+            job = _job_text(run_document["run"].get("job"))
+            if job is not None:
+                sequence["jobs"][name] = job
             write_sequence(runs_dir, sequence)
             for entry in run_document["hosts"].values():
                 entry.update({"last_run": name, "last_seen": run_document["generated_at"]})
@@ -335,7 +373,7 @@ class ReportStore(object):
             if render_junit is not None:  # dir/junit.xml is this run's: what CI reads after the run
                 run_junit = write_file(directory, JUNIT_NAME, render_junit(run_document))
             point_latest(runs_dir, name)
-            kept = prune(runs_dir, self.keep_runs, sequence["runs"], newest=name)
+            kept = prune(runs_dir, self.keep_runs, sequence["runs"], newest=name, jobs=sequence["jobs"])
             write_sequence(runs_dir, sequence)
             previous = None
             if self.merge_runs:
