@@ -54,6 +54,8 @@ def admission_decision(annotations, settings=None, node="node", driver=None, for
     decision = admission.decide(sources, checked, node=node, driver=driver or None, force=bool(force),
                                 annotations=(annotations or {}) if kubernetes else None)
     decision["settings"] = checked
+    # the record as written: an admitted node's record read from its state file is carried onto the Node
+    decision["text"] = admission.record_text(decision["record"]) if decision["record"] else None
     decision["check"] = admission.admission_check(decision)
     return decision
 
