@@ -10,43 +10,21 @@ import tarfile
 
 import pytest
 import yaml
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BIN = os.path.join(REPO, ".venv", "bin")
-PYTHON = os.path.join(BIN, "python")
-NODES = os.path.join(REPO, "tests", "fixtures", "nodes")
-NVML = os.path.join(REPO, "tests", "fixtures", "nvml")
+from installed_collection import BIN, LOCAL, build_and_install, clean_env, simulated_gpu
 
 pytestmark = pytest.mark.skipif(not os.path.exists(os.path.join(BIN, "ansible-galaxy")),
                                 reason="run `make setup` first")
 
 
-def _env(collections):
-    env = {key: value for key, value in os.environ.items()
-           if not key.startswith(("ANSIBLE_", "GPUFLEET_")) and key not in ("PYTHONPATH",)}
-    env.update(ANSIBLE_COLLECTIONS_PATH=str(collections), ANSIBLE_NOCOLOR="1",
-               PATH=BIN + os.pathsep + env.get("PATH", ""))
-    return env
-
-
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
     base = tmp_path_factory.mktemp("collection")
-    subprocess.run([os.path.join(BIN, "ansible-galaxy"), "collection", "build", "--output-path", str(base), REPO],
-                   check=True, capture_output=True, text=True, timeout=300, cwd=REPO)
-    tarballs = [name for name in os.listdir(str(base)) if name.endswith(".tar.gz")]
-    assert tarballs == ["gpufleet-cluster-0.1.0.tar.gz"], tarballs
-    tarball = base / tarballs[0]
-    collections = base / "collections"
-    proc = subprocess.run([os.path.join(BIN, "ansible-galaxy"), "collection", "install", "--no-deps",
-                           "-p", str(collections), str(tarball)],
-                          check=False, capture_output=True, text=True, timeout=300, cwd=str(base),
-                          env=_env(collections))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    tarball, collections = build_and_install(base)
+    assert os.path.basename(tarball) == "gpufleet-cluster-0.1.0.tar.gz", tarball
     # the only gpufleet.cluster Ansible sees is the installed one (not the checkout's .collections)
     proc = subprocess.run([os.path.join(BIN, "ansible-galaxy"), "collection", "list", "gpufleet.cluster"],
                           check=False, capture_output=True, text=True, timeout=120, cwd=str(base),
-                          env=_env(collections))
+                          env=clean_env(collections))
     assert proc.stdout.count("gpufleet.cluster") == 1 and str(collections) in proc.stdout, proc.stdout
     return tarball, collections
 
@@ -77,25 +55,17 @@ def _site(tmp_path):
     """An admin's directory outside the checkout: inventory of two simulated DGX H100 nodes."""
     site = tmp_path / "site"
     site.mkdir()
-    node = {"gpufleet_validate_root": os.path.join(NODES, "dgx-h100"), "gpufleet_validate_gpu": {"xid_source": "none"}}
-    hosts = {
-        "node-ok": dict(node, gpufleet_validate_environment={
-            "PYTHONPATH": os.path.join(REPO, "tests", "fake_nvml"),
-            "GPUFLEET_FAKE_NVML_SCENARIO": os.path.join(NVML, "h100-healthy.json")}),
-        "node-ecc": dict(node, gpufleet_validate_environment={
-            "PYTHONPATH": os.path.join(REPO, "tests", "fake_nvml"),
-            "GPUFLEET_FAKE_NVML_SCENARIO": os.path.join(NVML, "h100-ecc-volatile-uncorrectable.json")}),
-    }
-    inventory = {"all": {"vars": {"ansible_connection": "local", "ansible_python_interpreter": PYTHON,
+    hosts = {"node-ok": simulated_gpu(), "node-ecc": simulated_gpu("h100-ecc-volatile-uncorrectable.json")}
+    inventory = {"all": {"vars": dict(LOCAL, **{
                                   "gpufleet_validate_fail_on": "never", "gpufleet_gpu_count": 8,
-                                  "gpufleet_driver_branch": "580", "gpufleet_expected_hcas": 9},
+                                  "gpufleet_driver_branch": "580", "gpufleet_expected_hcas": 9}),
                          "hosts": hosts}}
     (site / "hosts.yml").write_text(yaml.safe_dump(inventory))
     return site
 
 
 def _playbook(site, collections, *argv, **extra_env):
-    env = _env(collections)
+    env = clean_env(collections)
     env.update(extra_env)
     return subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", "hosts.yml"] + list(argv),
                           cwd=str(site), env=env, capture_output=True, text=True, timeout=600, check=False)

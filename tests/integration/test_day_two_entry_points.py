@@ -35,22 +35,14 @@ import sys
 
 import pytest
 import yaml
+from installed_collection import BIN, LOCAL, NVML, PYTHON, REPO, clean_env, simulated_gpu
 from playbook_env import HAS_K8S_CLIENT
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BIN = os.path.join(REPO, ".venv", "bin")
-PYTHON = os.path.join(BIN, "python")
-NODES = os.path.join(REPO, "tests", "fixtures", "nodes")
-NVML = os.path.join(REPO, "tests", "fixtures", "nvml")
 
 pytestmark = pytest.mark.skipif(not os.path.exists(os.path.join(BIN, "ansible-playbook")),
                                 reason="run `make setup` first")
 
-LOCAL = {"ansible_connection": "local", "ansible_python_interpreter": PYTHON}
-GPU = {"gpufleet_validate_root": os.path.join(NODES, "dgx-h100"), "gpufleet_validate_gpu": {"xid_source": "none"},
-       "gpufleet_validate_environment": {"PYTHONPATH": os.path.join(REPO, "tests", "fake_nvml"),
-                                         "GPUFLEET_FAKE_NVML_SCENARIO": os.path.join(NVML, "h100-healthy.json")},
-       "gpufleet_status_file": "/nonexistent/gpufleet/health.json"}
+GPU = dict(simulated_gpu(), gpufleet_status_file="/nonexistent/gpufleet/health.json")
 
 
 def _inventory(gpu1=None):
@@ -156,11 +148,9 @@ def runs(tmp_path_factory):
                 gpufleet_remediate_environment=dict(GPU["gpufleet_validate_environment"],
                                                     GPUFLEET_FAKE_NVML_SCENARIO=os.path.join(
                                                         NVML, "h100-gpu-is-lost.json")))}}}}}))
-    env = {key: value for key, value in os.environ.items()
-           if not key.startswith(("ANSIBLE_", "GPUFLEET_")) and key != "PYTHONPATH"}
-    env.update(ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, ".collections"), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_CALLBACKS_ENABLED="gpufleet.cluster.fleet_report", ANSIBLE_HOST_KEY_CHECKING="False",
-               ANSIBLE_SSH_ARGS="-o ConnectTimeout=5", PATH=BIN + os.pathsep + env.get("PATH", ""))
+    env = clean_env(os.path.join(REPO, ".collections"))
+    env.update(ANSIBLE_CALLBACKS_ENABLED="gpufleet.cluster.fleet_report", ANSIBLE_HOST_KEY_CHECKING="False",
+               ANSIBLE_SSH_ARGS="-o ConnectTimeout=5")
     procs = {}
     for name, (inventory, *argv) in RUNS.items():
         if not (site / inventory).exists():

@@ -24,12 +24,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 import yaml
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BIN = os.path.join(REPO, ".venv", "bin")
-PYTHON = os.path.join(BIN, "python")
-NODES = os.path.join(REPO, "tests", "fixtures", "nodes")
-NVML = os.path.join(REPO, "tests", "fixtures", "nvml")
+from installed_collection import BIN, LOCAL, NODES, build_and_install, clean_env, simulated_gpu
 
 pytestmark = pytest.mark.skipif(not os.path.exists(os.path.join(BIN, "ansible-playbook")),
                                 reason="run `make setup` first")
@@ -47,13 +42,7 @@ pipelining = True
 ssh_args = -o ConnectTimeout=5
 """
 
-LOCAL = {"ansible_connection": "local", "ansible_python_interpreter": PYTHON}
-
-
-def _gpu(scenario="h100-healthy.json"):
-    return {"gpufleet_validate_root": os.path.join(NODES, "dgx-h100"), "gpufleet_validate_gpu": {"xid_source": "none"},
-            "gpufleet_validate_environment": {"PYTHONPATH": os.path.join(REPO, "tests", "fake_nvml"),
-                                              "GPUFLEET_FAKE_NVML_SCENARIO": os.path.join(NVML, scenario)}}
+_gpu = simulated_gpu
 
 
 def _inventory(gpu1=None, gpu2=None, far1=None, spare=True):
@@ -153,14 +142,6 @@ def _copy_example(collection, site, name):
     return dest
 
 
-def _env(collections):
-    env = {key: value for key, value in os.environ.items()
-           if not key.startswith(("ANSIBLE_", "GPUFLEET_")) and key != "PYTHONPATH"}
-    env.update(ANSIBLE_COLLECTIONS_PATH=str(collections), ANSIBLE_NOCOLOR="1",
-               PATH=BIN + os.pathsep + env.get("PATH", ""))
-    return env
-
-
 def _make_read_only(path):
     for root, _dirs, files in os.walk(str(path)):
         for f in files:
@@ -178,14 +159,8 @@ def build_world(tmp_path_factory, runs):
     """Build and install the collection (read-only), write the inventories, run `runs` from their own
     directories; a dict for the tests (runs: name -> (rc, output, cwd))."""
     base = tmp_path_factory.mktemp("redteam_day_two")
-    subprocess.run([os.path.join(BIN, "ansible-galaxy"), "collection", "build", "--output-path", str(base), REPO],
-                   check=True, capture_output=True, text=True, timeout=300, cwd=REPO)
-    tarball = [n for n in os.listdir(str(base)) if n.endswith(".tar.gz")][0]
+    _tarball, collections = build_and_install(base)
     collections = base / "collections"
-    proc = subprocess.run([os.path.join(BIN, "ansible-galaxy"), "collection", "install", "--no-deps", "-p",
-                           str(collections), str(base / tarball)], capture_output=True, text=True, timeout=300,
-                          cwd=str(base), env=_env(collections), check=False)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
     collection = collections / "ansible_collections" / "gpufleet" / "cluster"
     _make_read_only(collections)  # a read-only collection path (a shared install, an EE image)
 
@@ -218,7 +193,7 @@ def build_world(tmp_path_factory, runs):
     (hv_broken / "hosts.yml").write_text(yaml.safe_dump(_gpu_only()))
     (hv_broken / "host_vars" / "gpu1.yml").write_text("gpufleet_gpu_count: 8\ngpufleet_driver_branch: \"580\n")
 
-    env = _env(collections)
+    env = clean_env(collections)
     pending = list(runs.items())
     running, out, started = {}, {}, {}
     while pending or running:
