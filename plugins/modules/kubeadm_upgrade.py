@@ -15,7 +15,7 @@ version_added: 0.1.0
 description:
   - "The steps role rolling_upgrade runs for component C(kubernetes):"
   - "Versions: the target (O(version)) is a release, exactly X.Y.Z (C(v) optional); anything else (C(1.37),
-    C(v1.36.0-rc.1), C(1.36.5+k3s1), C(v1.37.1.2)) fails naming the variable. A component's version is read
+    C(v1.36.0-rc.1), C(1.36.3+k3s1), C(v1.37.1.2)) fails naming the variable. A component's version is read
     as reported (Semantic Versioning, C(vX.Y.Z[-pre][+build])) and is the target only when it is exactly the
     release C(vX.Y.Z): a release candidate, a development build or a distribution's build (C(+k3s1)) is not."
   - C(preflight) reads the API server's version (C(kubectl version -o json) with O(kubeconfig)) and, with

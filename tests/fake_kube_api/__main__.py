@@ -1,7 +1,7 @@
 """Serve the API double as a process (molecule scenarios run it as a systemd service):
 
     PYTHONPATH=<repo>/.collections:<repo>/tests python3 -m fake_kube_api \\
-        --port 6443 --server-version 1.37.1 --kubeconfig /etc/kubernetes/admin.conf --node cp-1
+        --port 6443 --server-version 1.37.2 --kubeconfig /etc/kubernetes/admin.conf --node cp-1
 
 Plain http on --host (default 127.0.0.1), bearer token --token; --kubeconfig writes a kubeconfig
 for it (mode 0600); every --node is added as a Ready node (a DaemonSet's status counts the nodes

@@ -8,7 +8,7 @@ to cordon, drain, taint and release a node, and nothing else:
   cluster of the configured version serves: coordination.k8s.io/v1 (leases) and, from 1.34,
   resource.k8s.io/v1 (DRA: deviceclasses, resourceclaims, resourceclaimtemplates, resourceslices;
   devicetaintrules from 1.37, when device taints went GA). /version answers the configured server
-  version (`FakeKubeAPI(server_version="1.37.1")`; default: the tier's gpufleet_kubernetes_version)
+  version (`FakeKubeAPI(server_version="1.37.2")`; default: the tier's gpufleet_kubernetes_version)
   in the shape of a 1.33+ server (emulation and minimum compatibility versions included)
 - resource.k8s.io/v1 objects put in with `add_dra()`: list (cluster-wide, or one namespace for
   resourceclaims) and get; a group or resource the configured version does not serve is 404

@@ -6,6 +6,7 @@ kubeadm)."""
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -83,6 +84,15 @@ def test_device_plugin_and_gfd_get_the_mig_strategy(rendered):
         (daemonset,) = [d for d in documents(os.path.join(str(rendered), "manifests", name)) if d["kind"] == "DaemonSet"]
         env = {e["name"]: e.get("value") for e in daemonset["spec"]["template"]["spec"]["containers"][0]["env"]}
         assert env["MIG_STRATEGY"] == "none", name
+
+
+def _default_image(variable):
+    """The image of a kubernetes_addons default (``'<image>' | gpufleet.cluster.mirror_image(...)``):
+    the pin of docs/versions.md, read from the one place it is written."""
+    with open(os.path.join(REPO, "roles", "kubernetes_addons", "defaults", "main.yml")) as handle:
+        text = yaml.safe_load(handle)[variable]
+    (image,) = re.findall(r"'([^']+)' \| gpufleet\.cluster\.mirror_image", text)
+    return image
 
 
 def _by_kind(docs):
@@ -207,14 +217,38 @@ def test_dra_driver_kubelet_plugin(rendered):
     rules = kinds[("ClusterRole", binding["roleRef"]["name"])]["rules"]
     assert {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"],
             "verbs": ["get", "list", "watch", "create", "update", "delete"]} in rules
+    # chart 0.5 (rbac-kubeletplugin.yaml): the plugin patches its node
+    assert _grants(rules, "", "nodes", ["get", "list", "watch", "update", "patch"])
     (container,) = pod["containers"]
-    assert container["image"] == "registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu:v0.4.1"
+    assert container["image"] == _default_image("kubernetes_addons_nvidia_dra_driver_image")
+    assert container["image"].endswith(":v0.5.0")
     assert pod["initContainers"][0]["image"] == container["image"]
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["NVIDIA_DRIVER_ROOT"] == "/" and env["IMAGE_NAME"] == container["image"]
+    # chart 0.5 (kubeletplugin.yaml): the pull policy of the MPS control daemons the plugin creates
+    assert env["IMAGE_PULL_POLICY"] == "IfNotPresent"
     assert {"key": TIER["gpufleet_gate_taint_key"][0], "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
     terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert terms == [{"matchExpressions": [{"key": "gpufleet.io/gpu.count", "operator": "Exists"}]}]
+
+
+def test_multus_4_3_reads_dra_claims(rendered):
+    """Multus 4.3 (multus-cni PR 1492, deployments/multus-daemonset-thick.yml): the daemon reads
+    resource.k8s.io/v1 ResourceClaims and ResourceSlices (read only), the CRD has the short name
+    nad, the daemon gets 30 s to shut down gracefully (PR 1525); image: the pin."""
+    docs = _by_kind(documents(os.path.join(str(rendered), "manifests", "multus.yaml")))
+    rules = docs[("ClusterRole", "multus")]["rules"]
+    for resource in ("resourceclaims", "resourceclaims/status", "resourceslices"):
+        assert _grants(rules, "resource.k8s.io", resource, ["get", "list"]), resource
+        assert not _grants(rules, "resource.k8s.io", resource, ["update"]), resource
+    crd = docs[("CustomResourceDefinition", "network-attachment-definitions.k8s.cni.cncf.io")]
+    assert crd["spec"]["names"]["shortNames"] == ["nad", "net-attach-def"]
+    (daemonset,) = [d for (kind, _name), d in docs.items() if kind == "DaemonSet"]
+    pod = daemonset["spec"]["template"]["spec"]
+    assert pod["terminationGracePeriodSeconds"] == 30
+    images = {c["image"] for c in pod["containers"] + pod.get("initContainers", [])}
+    assert images == {_default_image("kubernetes_addons_multus_image")}
+    assert images.pop().endswith(":v4.3.1-thick")
 
 
 def test_rdma_device_plugin_config_generated_from_facts(rendered):
@@ -276,16 +310,16 @@ def test_package_repository_per_minor(rendered):
         repositories = json.load(handle)
     base = "https://pkgs.k8s.io/core:/stable:"
     assert repositories == {
-        "1.36.4": {"url": base + "/v1.36/deb/", "pin": "1.36.4-*", "minor": "1.36"},
-        "1.37.1": {"url": base + "/v1.37/deb/", "pin": "1.37.1-*", "minor": "1.37"},
+        "1.36.5": {"url": base + "/v1.36/deb/", "pin": "1.36.5-*", "minor": "1.36"},
+        "1.37.2": {"url": base + "/v1.37/deb/", "pin": "1.37.2-*", "minor": "1.37"},
         "1.37": {"url": base + "/v1.37/deb/", "pin": "1.37.*", "minor": "1.37"},
         "v1.33.5": {"url": base + "/v1.33/deb/", "pin": "1.33.5-*", "minor": "1.33"},
     }
 
 
-# the example inventory selects 1.37 (gpufleet_kubernetes_version "1.37.1"); the tier default is 1.36;
+# the example inventory selects 1.37 (gpufleet_kubernetes_version "1.37.2"); the tier default is 1.36;
 # kubeadm 1.37 refuses v1beta3 (docs/versions.md), so every supported minor renders v1beta4
-@pytest.mark.parametrize("version,api", [("1.37.1", "kubeadm.k8s.io/v1beta4"),
+@pytest.mark.parametrize("version,api", [("1.37.2", "kubeadm.k8s.io/v1beta4"),
                                          (TIER["gpufleet_kubernetes_version"][0], "kubeadm.k8s.io/v1beta4"),
                                          ("1.30.5", "kubeadm.k8s.io/v1beta3")])
 def test_kubeadm_config(rendered, version, api):

@@ -63,7 +63,7 @@ class KubeadmOutputError(ValueError):
 # with an optional ``-pre.release`` and ``+build`` (k8s.io/apimachinery/pkg/util/version
 # ParseSemantic, which kubeadm's policy.go uses). A release has neither: ``v1.37.1``. A release
 # candidate or development build (``v1.36.0-rc.1``, ``v1.9.0-alpha.1.487+550c3cab4fe267``,
-# kubernetes/kubernetes issue #53259) and a distribution's build (``v1.36.5+k3s1``) are not it.
+# kubernetes/kubernetes issue #53259) and a distribution's build (``v1.36.3+k3s1``) are not it.
 _IDENT = r"(?:0|[1-9][0-9]*|[0-9]*[A-Za-z-][0-9A-Za-z-]*)"
 _NUMBER = r"(0|[1-9][0-9]{0,8})"
 _SEMVER = re.compile(r"^v?%s\.%s\.%s(?:-(%s(?:\.%s)*))?(?:\+([0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*))?$"
@@ -119,7 +119,7 @@ class KubeVersion(object):
 
 def parse_kube_version(value, what="version"):
     """The ``KubeVersion`` of a version as Kubernetes reports it (``v1.37.1``, ``v1.36.0-rc.1``,
-    ``v1.36.5+k3s1``; ``v`` optional); ValueError naming ``what`` for anything else (``1.37``,
+    ``v1.36.3+k3s1``; ``v`` optional); ValueError naming ``what`` for anything else (``1.37``,
     ``v1.37.1.2``; a package version ``1.29.2-1.1`` reads as a pre-release, never a release)."""
     text = value.strip() if isinstance(value, str) else None
     match = _SEMVER.match(text) if text else None
@@ -132,7 +132,7 @@ def parse_kube_version(value, what="version"):
 def kube_version(value, what="version"):
     """``(major, minor, patch)`` of a target: exactly ``X.Y.Z`` (``v`` optional), a release.
     ValueError naming ``what`` otherwise: ``1.29`` (no patch), ``v1.36.0-rc.1`` (a release
-    candidate), ``1.36.5+k3s1`` (a distribution's build), ``v1.37.1.2``, a package version."""
+    candidate), ``1.36.3+k3s1`` (a distribution's build), ``v1.37.1.2``, a package version."""
     try:
         parsed = parse_kube_version(value, what)
     except ValueError:
