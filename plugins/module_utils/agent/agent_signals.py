@@ -97,7 +97,10 @@ def rdma_devices_of(root, ifname):
         return []
     try:
         path = os.path.realpath(os.path.join(root, "sys", "class", "net", ifname))
-        return sorted(os.listdir(os.path.join(os.path.dirname(os.path.dirname(path)), "infiniband")))
+        parent = os.path.dirname(path)
+        if not os.path.isdir(path) or os.path.basename(parent) != "net" or "/devices/" not in path:
+            return []
+        return sorted(os.listdir(os.path.join(os.path.dirname(parent), "infiniband")))
     except OSError:
         return []
 
@@ -227,6 +230,7 @@ class FastProbe(object):
         self.nvml_error = None
         self.last = None
         self.bad_left = {}
+        self.base_rate = {}
         self.runs = 0
         self.cpu = 0.0  # CPU seconds spent probing (health.json agent.events.probe_us)
         self.discover()
@@ -301,6 +305,9 @@ class FastProbe(object):
         self.handles = None
 
     def _gpu_query(self, handle):
+        """(value, bad) of one GPU: its volatile uncorrected ECC count, else (ECC not supported)
+        its temperature read; an error (GPU_IS_LOST, RESET_REQUIRED, anything a binding raises)
+        is bad."""
         nvml = self.nvml
         if isinstance(handle, Exception):
             return ("error", str(handle)), True
@@ -308,14 +315,14 @@ class FastProbe(object):
             count = nvml.nvmlDeviceGetTotalEccErrors(handle, nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
                                                      nvml.NVML_VOLATILE_ECC)
             return ("ecc", int(count)), False
-        except nvml.NVMLError as exc:
+        except Exception as exc:  # the binding's NVMLError, or anything else it raises: never the probe's end
             if getattr(exc, "value", None) != NOT_SUPPORTED:
-                return ("error", str(exc)), True
+                return ("error", "%s" % (exc,)), True
         try:
             nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU)
             return ("ok", None), False
-        except nvml.NVMLError as exc:
-            return ("error", str(exc)), getattr(exc, "value", None) != NOT_SUPPORTED
+        except Exception as exc:
+            return ("error", "%s" % (exc,)), getattr(exc, "value", None) != NOT_SUPPORTED
 
     def _pci(self, address):
         base = self._sys("bus", "pci", "devices", address)
@@ -346,8 +353,12 @@ class FastProbe(object):
             state = _text(read_small(os.path.join(port, "state"), 64))
             phys = _text(read_small(os.path.join(port, "phys_state"), 64))
             rate = _text(read_small(os.path.join(port, "rate"), 64))
-            seen["port %s/%s" % (device, os.path.basename(port))] = (
-                "rdma:" + device, (state, phys, rate), state is None or not state.endswith("ACTIVE"))
+            key = "port %s/%s" % (device, os.path.basename(port))
+            # a port's rate has no "max" in sysfs: the rate first seen is its own (a retrain to
+            # fewer lanes or a lower speed reads below it)
+            base = self.base_rate.setdefault(key, rate)
+            seen[key] = ("rdma:" + device, (state, phys, rate),
+                         state is None or not state.endswith("ACTIVE") or rate != base)
         if self.nvml is not None and self.handles is not None:
             if self.nvml_error:
                 seen["nvml"] = ("gpu", self.nvml_error, True)
@@ -493,7 +504,10 @@ class SignalSources(object):
         """[(scope, why)]: announcements readable now, and the probe when it is due."""
         signals = self._announcements()
         if self.probe is not None and self.clock() >= self.next:
-            signals.extend(self.probe.poll())
+            try:
+                signals.extend(self.probe.poll())
+            except Exception as exc:  # never the agent's end: said in health.json, the periodic cycle goes on
+                self.status["probe"] = "probe failed: %r; %s" % (exc, self.status["probe"].split("; ")[-1])
             now = self.clock()
             self.next += self.interval
             if self.next <= now:  # a long cycle: the next probe one interval from now, no burst
