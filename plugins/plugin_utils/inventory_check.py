@@ -31,6 +31,7 @@ import re
 
 import yaml
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu import burnin
 from ansible_collections.gpufleet.cluster.plugins.module_utils.remediation.remediation import PolicyError
 from ansible_collections.gpufleet.cluster.plugins.module_utils.remediation.remediation import policy as remediation_policy
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils import compatibility, gpufleet_tier
@@ -74,6 +75,8 @@ SITE_VARIABLES = {
     "gpufleet_remediate_serial": "nodes playbooks/remediate.yml handles at once",
     "gpufleet_remediate_environment": "environment of the validation module in playbooks/remediate.yml",
     "gpufleet_remediate_allow_plain_http": "playbooks/remediate.yml: credentials to a plain http:// API server (test double)",
+    "gpufleet_burnin_environment": "environment of the admission burn-in (module gpu_burnin)",
+    "gpufleet_admission_state_file": "the node's admission record without the API (default /var/lib/gpufleet/admission.json)",
 }
 
 # Variables a release renamed: still setting the old name is a problem (the roles refuse it too).
@@ -293,6 +296,15 @@ def tier_problems(variables):
         except Exception as exc:  # pylint: disable=broad-except  # a shape the policy's checker did not expect
             out.append("gpufleet_remediation is not a valid remediation policy (docs/remediation.md): %s: %s, got %r"
                        % (type(exc).__name__, exc, remediation))
+    burn_in = val("gpufleet_burnin")
+    if burn_in is not None:
+        try:
+            burnin.settings(burn_in, "gpufleet_burnin")
+        except burnin.SettingsError as exc:
+            out.append(str(exc))
+    force = val("gpufleet_burnin_force")
+    if force is not None and str(force).lower() not in ("true", "false", "yes", "no"):  # -e gives text
+        out.append("gpufleet_burnin_force must be true or false, got %r" % (force,))
     allocation = val("gpufleet_gpu_allocation")
     if allocation is not None and allocation not in ("device_plugin", "dra"):
         out.append("gpufleet_gpu_allocation must be device_plugin or dra, got %r" % (allocation,))

@@ -138,7 +138,7 @@ def build_record(result, settings, trigger, now, driver=None):
     record = {"when": float(int(now)), "level": int(settings["dcgm_level"]), "tests": list(settings["dcgm_tests"]),
               "result": "pass" if passed else "fail",
               "dcgm_version": _text(dcgm.get("version") or observed.get("version"), 64),
-              "driver": _text(observed.get("driver") or driver, 64),
+              "driver": _text(driver or observed.get("driver"), 64),  # the driver the next decision compares
               "checks": [item[:MAX_CHECK_TEXT] for item in failing[:MAX_CHECKS]]}
     if trigger in TRIGGERS:
         record["trigger"] = trigger
