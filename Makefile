@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-$(shell sha256sum requirements.txt | cut -c1-12)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: setup validate lab lab-down bench test lint sanity unit integration fuzz molecule docker image clean
+.PHONY: setup validate lab lab-down bench test lint sanity unit integration fuzz molecule docker image ee clean
 
 setup: $(STAMP)
 
@@ -58,6 +58,10 @@ docker:
 
 image: docker
 	bash scripts/build-test-image.sh
+
+## The execution environment image, built here with ansible-builder (docs/awx.md); prints its name.
+ee: setup docker
+	bash scripts/ee-build.sh
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis reports

@@ -32,6 +32,14 @@ export GPUFLEET_CGROUP_MODE
 # The create and destroy playbooks of .config/molecule/ (its config.yml reads this).
 export GPUFLEET_MOLECULE_DIR="$root/.config/molecule"
 echo "molecule: image $GPUFLEET_TEST_IMAGE ready after $(( $(date +%s) - t0 )) s"
+# The execution environment image (scripts/ee-build.sh, reused while its inputs are unchanged), built
+# beside the scenarios: tests/integration/test_execution_environment.py waits on its lock instead of
+# building it inside pytest. Detached from this shell's jobs (the `wait -n` below counts scenarios).
+if [[ "${GPUFLEET_SKIP_EE:-0}" != "1" ]]; then
+  mkdir -p "$root/.cache/ee"
+  ( bash scripts/ee-build.sh >"$root/.cache/ee/molecule-prep.log" 2>&1 & )
+  echo "molecule: execution environment image building in the background (log: .cache/ee/molecule-prep.log)"
+fi
 
 # Two scenarios running at once must not share a container name.
 dupes="$(grep -h '^  - name:' roles/*/molecule/*/molecule.yml molecule/*/molecule.yml | sort | uniq -d)"
