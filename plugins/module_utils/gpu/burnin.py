@@ -15,6 +15,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import copy
+import math
 
 DEFAULTS = {"enabled": True, "dcgm_level": 2, "dcgm_tests": [], "dcgm_parameters": "", "timeout": 1800,
             "nccl_command": [], "nccl_min_busbw_gbps": None}
@@ -25,8 +26,7 @@ class SettingsError(ValueError):
 
 
 def _positive(value, name):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or value != value \
-            or value in (float("inf"),):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
         raise SettingsError("%s must be a number > 0, got %r" % (name, value))
 
 
