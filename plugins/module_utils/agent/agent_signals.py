@@ -270,6 +270,12 @@ class FastProbe(object):
                 continue
             self.ports.extend((device, os.path.join(base, device, "ports", port)) for port in ports)
         self.fabric = bool(self.unit) and unit_installed(self.root, self.unit)
+        self.pci_paths = dict((address, (os.path.join(pci, address, "config"),
+                                         os.path.join(pci, address, "current_link_width"),
+                                         None if address in self.gpus else os.path.join(pci, address, "current_link_speed")))
+                              for address in self.gpus + self.hcas)
+        self.port_paths = [("port %s/%s" % (device, os.path.basename(port)), "rdma:" + device,
+                            os.path.join(port, "state"), os.path.join(port, "rate")) for device, port in self.ports]
         self.last = None  # a new baseline
 
     def hold_nvml(self):
@@ -325,23 +331,23 @@ class FastProbe(object):
             return ("error", "%s" % (exc,)), getattr(exc, "value", None) != NOT_SUPPORTED
 
     def _pci(self, address):
-        base = self._sys("bus", "pci", "devices", address)
-        config = read_small(os.path.join(base, "config"), 2)
-        if config is not None and config[:2] == b"\xff\xff":
+        config, width_path, speed_path = self.pci_paths[address]
+        raw = read_small(config, 2)
+        if raw is not None and raw[:2] == b"\xff\xff":
             return ("vendor 0xffff",), True
-        width = _int(read_small(os.path.join(base, "current_link_width"), 16))
-        if width is None and not os.path.isdir(base):
+        width = _int(read_small(width_path, 16))
+        if width is None and not os.path.isdir(os.path.dirname(width_path)):
             return ("gone",), True
-        speed = _text(read_small(os.path.join(base, "current_link_speed"), 64))
         max_width, max_speed = self.max_link.get(address, (None, None))
         narrow = width is not None and max_width is not None and width < max_width
-        if address in self.gpus:  # a GPU lowers its link speed when idle (power saving): width only
+        if speed_path is None:  # a GPU lowers its link speed when idle (power saving): width only
             return ("x%s" % width,), narrow
+        speed = _text(read_small(speed_path, 64))
         slow = speed is not None and max_speed is not None and speed != max_speed
         return ("x%s" % width, speed), narrow or slow
 
     def observe(self):
-        """{key: (scope, value, bad)} now."""
+        """{key: (scope, value, bad)} now (paths joined once, at discovery: the probe runs every second)."""
         seen = {}
         for address in self.gpus:
             value, bad = self._pci(address)
@@ -349,16 +355,14 @@ class FastProbe(object):
         for address in self.hcas:
             value, bad = self._pci(address)
             seen["pci " + address] = ("rdma", value, bad)
-        for device, port in self.ports:
-            state = _text(read_small(os.path.join(port, "state"), 64))
-            phys = _text(read_small(os.path.join(port, "phys_state"), 64))
-            rate = _text(read_small(os.path.join(port, "rate"), 64))
-            key = "port %s/%s" % (device, os.path.basename(port))
+        for key, scope, state_path, rate_path in self.port_paths:
+            # state and rate: phys_state changes with state (the periodic cycle reads it)
+            state = _text(read_small(state_path, 64))
+            rate = _text(read_small(rate_path, 64))
             # a port's rate has no "max" in sysfs: the rate first seen is its own (a retrain to
             # fewer lanes or a lower speed reads below it)
             base = self.base_rate.setdefault(key, rate)
-            seen[key] = ("rdma:" + device, (state, phys, rate),
-                         state is None or not state.endswith("ACTIVE") or rate != base)
+            seen[key] = (scope, (state, rate), state is None or not state.endswith("ACTIVE") or rate != base)
         if self.nvml is not None and self.handles is not None:
             if self.nvml_error:
                 seen["nvml"] = ("gpu", self.nvml_error, True)
