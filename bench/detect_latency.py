@@ -1,32 +1,46 @@
 #!/usr/bin/env python3
 """From a fault to isolation: latency of the resident node health agent (daemon mode) with its
-event sources (issue 31; docs/contracts.md, "Node health agent", events).
+event sources (issue 31) and its fast signals (issue 46; docs/contracts.md, "Node health agent",
+events and signals), every fault class, with the fast signals off (today's periodic-only path for
+what announces nothing) and on, side by side.
 
-In one process: the agent's Loop (agent_daemon.Loop, run_once per cycle, agent_events.EventSources)
-in a thread over a copy of the DGX H100 fixture tree, the fake NVML double (tests/fake_nvml,
-h100-healthy), the in-process Kubernetes API double (tests/fake_kube_api: PATCH times recorded as
-they arrive) and a Slurm stand-in (an ``scontrol`` shell script that logs the time of each
-``update``). The kernel log is a FIFO written in the /dev/kmsg record format. Faults, in turn:
+In one process: the agent's Loop (agent_daemon.Loop, run_once per cycle, agent_events.EventSources,
+agent_daemon.signal_sources) in a thread over a copy of the DGX H100 fixture tree (plus an installed
+``nvidia-fabricmanager.service`` and its cgroup ``cgroup.events``), the fake NVML double
+(tests/fake_nvml, h100-healthy), the in-process Kubernetes API double (tests/fake_kube_api: PATCH
+times recorded as they arrive) and a Slurm stand-in (an ``scontrol`` shell script that logs the time
+of each ``update``). Stand-ins, not kernel sources: the kernel log is a FIFO written in the
+/dev/kmsg record format; the netlink (NETLINK_ROUTE, RTMGRP_LINK) and uevent sockets are
+``socketpair(AF_UNIX, SOCK_DGRAM)`` ends fed with messages in the kernel's layout
+(agent_netlink.build_link_message / build_uevent); sysfs and cgroup files are fixture files the
+bench rewrites; NVML is the fake double. Faults, in turn:
 
-* ``xid``: a fatal XID line (Xid 79) written to the kmsg FIFO and to the tree's var/log/kern.log
-  (the cycle's XID source, as the journal would hold it);
+* ``xid``: a fatal XID line (Xid 79) written to the kmsg FIFO and to the tree's var/log/kern.log;
 * ``off-bus``: a "GPU has fallen off the bus" line, the same way;
 * ``nvml-event``: an NVML critical-XID event (fake ``inject_event``) and the kern.log line;
-* ``gpu-lost``: GPU 0 answers NVML_ERROR_GPU_IS_LOST from the next NVML call, with no event: seen by
-  the next periodic cycle (this one measures the interval, not the events).
+* ``gpu-lost``: silent GPU loss: GPU 0 answers NVML_ERROR_GPU_IS_LOST to every query, with no event
+  and no kernel line (gpu.lost, immediate);
+* ``port-down``: mlx5_0 port 1 ``state`` DOWN / ``phys_state`` Disabled in sysfs, and an RTM_NEWLINK
+  of its netdev ibp26s0 with operstate down (rdma.port.state, fail_after 3);
+* ``link-down``: link downgrade: mlx5_1 port 1 ``rate`` retrains from 400 to 100 Gb/sec
+  (rdma.port.rate below min_rate_gbps 200, fail_after 3);
+* ``ecc-jump``: counter jump: GPU 2's volatile uncorrected ECC count goes from 0 to 1
+  (gpu.ecc.volatile_uncorrectable, immediate);
+* ``fm-stop``: the fabric manager stops: its cgroup says ``populated 0`` (agent.fabricmanager,
+  fail_after 3).
 
-Measured from the write (or injection) to (a) health.json ``agent.healthy`` false (polled every
-2 ms), (b) the GpufleetHealthy=False PATCH received by the API double, (c) the drain command
-issued (the stand-in's clock). After each fault the fault is removed and the node recovers (a
-periodic cycle) before the next. Printed: p50 / p99 / max per fault kind and over all, and the
-agent's CPU seconds per hour with no fault, twice: the whole process over --idle seconds at the
-bench's interval (API double and polling included: an upper bound), and the figure of record, the
-agent's own threads alone (a fresh loop at the default 60 s interval, both event sources on, each
-thread's CPU from /proc/self/task/<tid>/schedstat) plus a cycle a minute (health.json's
-agent.cpu_ms).
+Measured from the write (or injection) to (d) the check failing in health.json's checks (the
+first failing observation), (a) health.json ``agent.healthy`` false (after hysteresis; both polled
+every 2 ms), (b) the GpufleetHealthy=False PATCH received by the API double, (c) the drain command
+issued (the stand-in's clock). After each fault the fault is removed and the node recovers before
+the next. Printed per mode: p50 / p99 / max per fault kind; and the agent's CPU seconds per hour
+with no fault: the figure of record is the agent's own threads alone (a fresh loop at the default
+60 s interval, event sources and fast signals on, probe every 1 s, each thread's CPU from
+/proc/self/task/<tid>/schedstat) plus a cycle a minute (health.json's agent.cpu_ms); and the
+fast probe's CPU per probe on the DGX tree with the fake NVML.
 
-    nice -n 10 .venv/bin/python bench/detect_latency.py [--faults 20] [--interval 2] [--idle 20]
-    .venv/bin/python bench/detect_latency.py --smoke   # 4 faults, short idle: that it runs (bench/smoke.py)
+    nice -n 10 .venv/bin/python bench/detect_latency.py [--faults 5] [--interval 2] [--idle 20] [--mode both]
+    .venv/bin/python bench/detect_latency.py --smoke   # one fault per kind, signals on: that it runs (bench/smoke.py)
 """
 
 import argparse
@@ -34,6 +48,7 @@ import json
 import os
 import select
 import shutil
+import socket
 import statistics
 import sys
 import tempfile
@@ -45,13 +60,22 @@ sys.path[:0] = [os.path.join(REPO, ".collections"), os.path.join(REPO, "tests", 
 
 import pynvml  # noqa: E402  (the fake double: tests/fake_nvml first on the path)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent import agent_daemon, agent_events  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent import agent_netlink, agent_signals  # noqa: E402
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_cycle import run_once  # noqa: E402
 from fake_kube_api.server import FakeKubeAPI  # noqa: E402
 
 NODE = os.path.join(REPO, "tests", "fixtures", "nodes", "dgx-h100")
 SCENARIO = os.path.join(REPO, "tests", "fixtures", "nvml", "h100-healthy.json")
 NAME = "dgx-h100"
-KINDS = ("xid", "off-bus", "nvml-event", "gpu-lost")
+KINDS = ("xid", "off-bus", "nvml-event", "gpu-lost", "port-down", "link-down", "ecc-jump", "fm-stop")
+EVENT_KINDS = KINDS[:3]  # announced by the kernel log or NVML events, with or without fast signals
+SMOKE_KINDS = ("xid", "gpu-lost", "port-down")  # --smoke: that each path runs (bench/smoke.py's time budget)
+CHECK = {"xid": "gpu.xid", "off-bus": "gpu.xid", "nvml-event": "gpu.xid", "gpu-lost": "gpu.lost",
+         "port-down": "rdma.port.state", "link-down": "rdma.port.rate", "ecc-jump": "gpu.ecc.volatile_uncorrectable",
+         "fm-stop": "agent.fabricmanager"}
+UNIT = "nvidia-fabricmanager.service"
+PORT = ("mlx5_0", "ibp26s0")
+RATE = "mlx5_1"
 XID_LINE = "NVRM: Xid (PCI:0000:1b:00): 79, pid=0, name=?, GPU has fallen off the bus."
 OFF_BUS_LINE = "NVRM: GPU 0000:1b:00.0: GPU has fallen off the bus."
 SCONTROL = """#!/bin/sh
@@ -91,24 +115,55 @@ class Waiter(object):
         os.write(self.write, b"x")
 
 
+class FdCloser(object):
+    def __init__(self, fd):
+        self.fd = fd
+
+    def close(self):
+        os.close(self.fd)
+
+
 def kern_line(message):
     return "%s kernel: %s\n" % (time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()), message)
 
 
 def setup(work, interval):
+    """The node tree (copied once per ``work``: runs share it, each fault is cleared), a fresh state
+    directory, the scontrol stand-in and the kmsg FIFO."""
     root = os.path.join(work, "node")
-    shutil.copytree(NODE, root, symlinks=True)
+    fresh = not os.path.isdir(root)
+    if fresh:
+        shutil.copytree(NODE, root, symlinks=True)
     os.makedirs(os.path.join(root, "var", "log"), exist_ok=True)
     open(os.path.join(root, "var", "log", "kern.log"), "w").close()
-    state = os.path.join(work, "state")
-    os.makedirs(state)
+    state = tempfile.mkdtemp(prefix="state-", dir=work)
     scontrol = os.path.join(work, "scontrol")
     with open(scontrol, "w") as out:
         out.write(SCONTROL)
     os.chmod(scontrol, 0o755)
-    fifo = os.path.join(work, "kmsg")
+    fifo = os.path.join(state, "kmsg")
     os.mkfifo(fifo)
+    if fresh:
+        os.makedirs(os.path.join(root, "lib", "systemd", "system"))
+        with open(os.path.join(root, "lib", "systemd", "system", UNIT), "w") as out:
+            out.write("[Service]\nExecStart=/usr/bin/nv-fabricmanager -c /usr/share/nvidia/nvswitch/fabricmanager.cfg\n")
+        os.makedirs(os.path.join(root, "sys", "fs", "cgroup", "system.slice", UNIT))
+    set_fm(root, True)
     return root, state, scontrol, fifo
+
+
+def set_fm(root, running):
+    with open(os.path.join(root, "sys", "fs", "cgroup", "system.slice", UNIT, "cgroup.events"), "w") as out:
+        out.write("populated %d\nfrozen 0\n" % (1 if running else 0))
+
+
+def port_file(root, device, name):
+    return os.path.join(root, "sys", "class", "infiniband", device, "ports", "1", name)
+
+
+def write(path, text):
+    with open(path, "w") as out:
+        out.write(text)
 
 
 def percentile(values, q):
@@ -125,14 +180,95 @@ def figures(values):
 
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--faults", type=int, default=20, help="faults injected (at least 20 for the record)")
+    parser.add_argument("--faults", type=int, default=5, help="faults injected per kind (at least 5 for the record)")
     parser.add_argument("--interval", type=float, default=2.0, help="the agent's periodic interval, s")
     parser.add_argument("--idle", type=float, default=20.0, help="seconds of idle CPU measurement")
-    parser.add_argument("--smoke", action="store_true", help="4 faults, 2 s idle: that it runs")
+    parser.add_argument("--mode", choices=("both", "on", "off"), default="both",
+                        help="fast signals off (periodic only for what announces nothing), on, or both")
+    parser.add_argument("--smoke", action="store_true", help="one fault per kind, signals on, short idle: that it runs")
     args = parser.parse_args(argv)
+    args.min_gap, args.probe = 1.0, 1.0
     if args.smoke:
-        args.faults, args.idle, args.interval = 4, 2.0, 1.0
+        args.faults, args.idle, args.interval, args.mode = 1, 1.0, 1.0, "on"
+        args.min_gap, args.probe = 0.1, 0.1
+    args.kinds = SMOKE_KINDS if args.smoke else KINDS
+    modes = {"both": (False, True), "on": (True,), "off": (False,)}[args.mode]
+    runs = {}
     work = tempfile.mkdtemp(prefix="gpufleet-detect-")
+    with open(os.devnull, "w") as quiet:  # run_once's journal lines
+        real_stdout, sys.stdout = sys.stdout, quiet
+        try:
+            for signals_on in modes:
+                runs[signals_on] = run_mode(args, signals_on, work)
+            probe_us = probe_cost(200 if args.smoke else 3000, os.path.join(work, "node"))
+            quiet_idle = idle_threads(args.idle, work)
+        finally:
+            sys.stdout = real_stdout
+            shutil.rmtree(work, ignore_errors=True)
+    report(args, runs, probe_us, quiet_idle)
+    return 0
+
+
+def agent_config(args, work, root, state, scontrol, fifo, api, signals_on, interval=None):
+    config = {"node_name": NAME, "state_dir": state, "interval": interval or args.interval,
+              "node_validate": {"root": root, "gpu": {"expected_count": 8, "expected_driver_version": "580",
+                                                      "xid_source": "var/log/kern.log"},
+                                "rdma": {"expected_devices": 9, "min_rate_gbps": 200}},
+              "hysteresis": {"recover_after": 1},
+              "events": {"kmsg": fifo, "nvml": True, "min_gap": args.min_gap},
+              "signals": {"netlink": signals_on, "uevent": signals_on,
+                          "fast_probe_interval": args.probe if signals_on else 0,
+                          "fabricmanager_unit": UNIT}}
+    if api is not None:
+        config.update({"kubernetes": {"enabled": True, "server": api.url, "token_file": os.path.join(work, "token"),
+                                      "allow_plain_http": True},
+                       "slurm": {"enabled": True, "scontrol": scontrol}})
+    path = os.path.join(work, "agent.json")
+    with open(path, "w") as out:
+        json.dump(config, out)
+    return path
+
+
+def start_loop(path, state, interval, fifo_events, loop_name="agent-loop"):
+    """(loop, waiter, thread, event sources, signal sources, stand-in socket ends) of a fresh agent."""
+    with open(path) as handle:
+        config = json.load(handle)
+    sources = agent_events.EventSources(config["events"], state, interval, binding_loader=lambda: pynvml)
+    route, route_in = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    uevent, uevent_in = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    fast = agent_daemon.signal_sources(path, log=lambda line: None, binding_loader=lambda: pynvml,
+                                       sockets={"netlink": route, "uevent": uevent})
+    if fast is None:
+        route.close()
+        uevent.close()
+
+    def counters():
+        found = sources.counters()
+        if fast is not None:
+            found.update(fast.counters())
+        return found
+
+    waiter = Waiter()
+    loop = agent_daemon.Loop(lambda: run_once(path, events=counters()), interval, waiter,
+                             notify=lambda message: None, log=lambda line: None, events=sources, signals=fast,
+                             run_targeted=lambda what: run_once(path, events=counters(), only=what))
+    thread = threading.Thread(target=loop.run, name=loop_name, daemon=True)
+    thread.start()
+    return loop, waiter, thread, sources, fast, (route_in, uevent_in)
+
+
+def stop_loop(waiter, thread, sources, fast, ends):
+    waiter.stop()
+    thread.join(30)
+    sources.close()
+    if fast is not None:
+        fast.close()
+    for end in ends:
+        end.close()
+
+
+def run_mode(args, signals_on, work):
+    """{kind: {stage: [seconds]}} and the loop's counters, the fast signals on or off."""
     api = FakeKubeAPI()
     api.requests = StampedList()
     api.add_node(NAME)
@@ -142,53 +278,38 @@ def main(argv):
     try:
         root, state, scontrol, fifo = setup(work, args.interval)
         writer = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)
-        config = {"node_name": NAME, "state_dir": state, "interval": args.interval,
-                  "node_validate": {"root": root, "gpu": {"expected_count": 8, "expected_driver_version": "580",
-                                                          "xid_source": "var/log/kern.log"},
-                                    "rdma": {"expected_devices": 9, "min_rate_gbps": 200}},
-                  "hysteresis": {"recover_after": 1},
-                  "kubernetes": {"enabled": True, "server": api.url, "token_file": os.path.join(work, "token"),
-                                 "allow_plain_http": True},
-                  "slurm": {"enabled": True, "scontrol": scontrol},
-                  "events": {"kmsg": fifo, "nvml": True, "min_gap": 1}}
         with open(os.path.join(work, "token"), "w") as out:
             out.write(api.token)
-        path = os.path.join(work, "agent.json")
-        with open(path, "w") as out:
-            json.dump(config, out)
-        sources = agent_events.EventSources(config["events"], state, args.interval, binding_loader=lambda: pynvml)
-        waiter = Waiter()
-        loop = agent_daemon.Loop(lambda: run_once(path, events=sources.counters()), args.interval, waiter,
-                                 notify=lambda message: None, log=lambda line: None, events=sources)
-        with open(os.devnull, "w") as quiet:  # run_once's journal lines
-            real_stdout, sys.stdout = sys.stdout, quiet
-            thread = threading.Thread(target=loop.run, daemon=True)
-            thread.start()
-            try:
-                results = run_faults(args, root, state, work, api, writer, loop)
-                idle = idle_cpu(args.idle, loop)
-            finally:
-                waiter.stop()
-                thread.join(30)
-                sources.close()
-            try:
-                quiet_idle = idle_threads(args.idle, path, state, fifo)
-            finally:
-                sys.stdout = real_stdout
-        report(args, results, idle, sources, loop, quiet_idle)
+        path = agent_config(args, work, root, state, scontrol, fifo, api, signals_on)
+        loop, waiter, thread, sources, fast, ends = start_loop(path, state, args.interval, True)
+        try:
+            results = run_faults(args, root, state, work, api, writer, ends[0])
+            with open(os.path.join(state, "health.json")) as handle:
+                events = json.load(handle)["agent"].get("events") or {}
+        finally:
+            stop_loop(waiter, thread, sources, fast, ends)
+        return {"results": results, "cycles": loop.cycles, "triggered": loop.triggered, "targeted": loop.targeted,
+                "events": events}
     finally:
         if writer is not None:
             os.close(writer)
         api.stop()
-        shutil.rmtree(work, ignore_errors=True)
-    return 0
+        clear(os.path.join(work, "node"), None)
+
+
+def health(state):
+    try:
+        with open(os.path.join(state, "health.json")) as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return None
 
 
 def healthy_now(state):
+    doc = health(state)
     try:
-        with open(os.path.join(state, "health.json")) as handle:
-            return json.load(handle)["agent"]["healthy"]
-    except (OSError, ValueError, KeyError):
+        return doc["agent"]["healthy"]
+    except (TypeError, KeyError):
         return None
 
 
@@ -215,11 +336,31 @@ def wait_for(test, limit):
     raise SystemExit("bench: nothing happened within %g s" % limit)
 
 
-def inject(kind, root, writer):
+def inject(kind, root, writer, route_in):
     """Inject the fault; returns its wall-clock time."""
+    device = pynvml._STATE["devices"]
     if kind == "gpu-lost":
         at = time.time()
-        pynvml._STATE["scenario"]["errors"] = {"nvmlDeviceGetUUID": {"0": "GPU_IS_LOST"}}
+        device[0]["errors"] = {"*": "GPU_IS_LOST"}
+        return at
+    if kind == "ecc-jump":
+        at = time.time()
+        device[2]["ecc"] = dict(device[2]["ecc"], volatile_uncorrected=1)
+        return at
+    if kind == "port-down":
+        at = time.time()
+        write(port_file(root, PORT[0], "state"), "1: DOWN\n")
+        write(port_file(root, PORT[0], "phys_state"), "3: Disabled\n")
+        if route_in is not None:
+            route_in.send(agent_netlink.build_link_message(PORT[1], index=7, flags=agent_netlink.IFF_UP, operstate=2))
+        return at
+    if kind == "link-down":
+        at = time.time()
+        write(port_file(root, RATE, "rate"), "100 Gb/sec (1X NDR)\n")
+        return at
+    if kind == "fm-stop":
+        at = time.time()
+        set_fm(root, False)
         return at
     line = OFF_BUS_LINE if kind == "off-bus" else XID_LINE
     with open(os.path.join(root, "var", "log", "kern.log"), "a") as log:
@@ -232,36 +373,51 @@ def inject(kind, root, writer):
     return at
 
 
-def clear(root):
-    pynvml._STATE["scenario"].pop("errors", None)
+def clear(root, route_in):
+    for device in pynvml._STATE["devices"]:
+        device.pop("errors", None)
+        device["ecc"] = dict(device["ecc"], volatile_uncorrected=0)
     open(os.path.join(root, "var", "log", "kern.log"), "w").close()
+    write(port_file(root, PORT[0], "state"), "4: ACTIVE\n")
+    write(port_file(root, PORT[0], "phys_state"), "5: LinkUp\n")
+    write(port_file(root, RATE, "rate"), "400 Gb/sec (4X NDR)\n")
+    set_fm(root, True)
+    if route_in is not None:
+        route_in.send(agent_netlink.build_link_message(PORT[1], index=7))
 
 
-def run_faults(args, root, state, work, api, writer, loop):
+def failing_in_checks(state, check_id):
+    doc = health(state)
+    return bool(doc) and any(c.get("id") == check_id and c.get("status") == "fail" for c in doc.get("checks", []))
+
+
+def run_faults(args, root, state, work, api, writer, route_in):
     wait_for(lambda: healthy_now(state) is True, 60)
-    results = dict((kind, {"health": [], "patch": [], "drain": []}) for kind in KINDS)
+    results = dict((kind, {"check": [], "health": [], "patch": [], "drain": []}) for kind in KINDS)
     limit = 10 * args.interval + 30
-    for number in range(args.faults):
-        kind = KINDS[number % len(KINDS)]
+    for number in range(args.faults * len(args.kinds)):
+        kind = args.kinds[number % len(args.kinds)]
         patches, drained = len(condition_patches(api, "False")), len(drains(work, "State=DRAIN"))
-        at = inject(kind, root, writer)
-        wait_for(lambda: healthy_now(state) is False, limit)
-        results[kind]["health"].append(time.time() - at)  # polled: within 2 ms
+        at = inject(kind, root, writer, route_in)
+        seen = None
+        end = time.monotonic() + limit
+        while healthy_now(state) is not False:
+            if seen is None and failing_in_checks(state, CHECK[kind]):
+                seen = time.time()
+            if time.monotonic() > end:
+                raise SystemExit("bench: %s not unhealthy within %g s" % (kind, limit))
+            time.sleep(0.002)
+        now = time.time()
+        results[kind]["check"].append((seen or now) - at)  # polled: within 2 ms
+        results[kind]["health"].append(now - at)
         patch = wait_for(lambda seen=patches: condition_patches(api, "False")[seen:], limit)
         results[kind]["patch"].append(patch[0]["at"] - at)
         drain = wait_for(lambda seen=drained: drains(work, "State=DRAIN")[seen:], limit)
         results[kind]["drain"].append(drain[0] - at)
-        clear(root)
+        clear(root, route_in)
         wait_for(lambda: healthy_now(state) is True, limit)
-        time.sleep(1.1)  # past min_gap after the recovery cycle: the next fault is not held back by it
+        time.sleep(args.min_gap + 0.1)  # past min_gap after the recovery cycle: the next fault is not held back by it
     return results
-
-
-def idle_cpu(seconds, loop):
-    """(CPU s of the process over ``seconds`` with no fault, cycles run meanwhile)."""
-    cycles, cpu = loop.cycles, time.process_time()
-    time.sleep(seconds)
-    return time.process_time() - cpu, loop.cycles - cycles
 
 
 def thread_cpu(native_id):
@@ -270,63 +426,88 @@ def thread_cpu(native_id):
         return int(handle.read().split()[0]) / 1e9
 
 
-def idle_threads(seconds, path, state, fifo):
-    """The agent alone, idle: a fresh EventSources + Loop at the default interval (60 s) after its
-    first cycle, both event sources on (the kmsg FIFO, no line written; the NVML watcher); the CPU of
-    its own threads (the loop, which select()s on the kernel log, and the NVML watcher) over ``seconds``, read
-    per thread from /proc/self/task/<tid>/schedstat, so the API double's server thread and this
-    bench's polling are not counted. Returns (CPU s of the agent's threads, cycles meanwhile, wake-ups
-    of the NVML watcher meanwhile)."""
-    sources = agent_events.EventSources({"kmsg": fifo, "nvml": True, "min_gap": 1}, state, 60,
-                                        binding_loader=lambda: pynvml)
-    waiter = Waiter()
-    loop = agent_daemon.Loop(lambda: run_once(path, events=sources.counters()), 60.0, waiter,
-                             notify=lambda message: None, log=lambda line: None, events=sources)
-    thread = threading.Thread(target=loop.run, name="agent-loop", daemon=True)
-    thread.start()
+def probe_cost(count, root):
+    """CPU microseconds of one fast probe (agent_signals.FastProbe.poll) over the DGX H100 tree with
+    the fake NVML (8 GPUs, 9 HCAs, the fabric manager's cgroup), median of 5 runs of ``count``."""
+    pynvml.set_scenario(SCENARIO)
+    probe = agent_signals.FastProbe(root, UNIT, pynvml)
+    probe.hold_nvml()
+    probe.poll()
+    runs = []
+    for _run in range(5):
+        cpu = time.process_time()
+        for _probe in range(count):
+            probe.poll()
+        runs.append((time.process_time() - cpu) / count * 1e6)
+    probe.release_nvml()
+    return statistics.median(runs), len(probe.last)
+
+
+def idle_threads(seconds, work):
+    """The agent alone, idle: a fresh loop at the default interval (60 s) after its first cycle, the
+    event sources (the kmsg FIFO, no line written; the NVML watcher) and the fast signals (the two
+    stand-in sockets, the probe every 1 s) on; the CPU of its own threads (the loop, which select()s
+    and probes, and the NVML watcher) over ``seconds``, read per thread from
+    /proc/self/task/<tid>/schedstat. Returns (CPU s, cycles meanwhile, watcher wake-ups, probes, cycle ms)."""
+    pynvml.set_scenario(SCENARIO)
+    root, state, scontrol, fifo = setup(work, 60)
+    args = argparse.Namespace(interval=60.0, min_gap=1.0, probe=1.0)
+    path = agent_config(args, work, root, state, scontrol, fifo, None, True)
+    writer = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)  # the kernel log stays open, silent
+    loop, waiter, thread, sources, fast, ends = start_loop(path, state, 60.0, True)
+    ends += (FdCloser(writer),)
     try:
         wait_for(lambda: loop.cycles >= 1, 120)
         time.sleep(0.5)  # the watcher restarted after the first cycle
         ours = [t for t in threading.enumerate() if t.name in ("agent-loop", "nvml-events")]
         watcher = sources.nvml
         waits = watcher.waits if watcher is not None else 0
-        cycles = loop.cycles
+        cycles, probes = loop.cycles, fast.probe.runs
         before = sum(thread_cpu(t.native_id) for t in ours)
         time.sleep(seconds)
         after = sum(thread_cpu(t.native_id) for t in ours if t.is_alive())
         if loop.cycles != cycles or any(not t.is_alive() for t in ours):
             raise SystemExit("bench: the idle window had a cycle or lost a thread; measure again")
-        return after - before, loop.cycles - cycles, (watcher.waits - waits) if watcher is not None else 0
+        with open(os.path.join(state, "health.json")) as handle:
+            cycle_ms = json.load(handle)["agent"]["cpu_ms"]
+        return (after - before, loop.cycles - cycles, (watcher.waits - waits) if watcher is not None else 0,
+                fast.probe.runs - probes, cycle_ms)
     finally:
-        waiter.stop()
-        thread.join(30)
-        sources.close()
+        stop_loop(waiter, thread, sources, fast, ends)
 
 
-def report(args, results, idle, sources, loop, quiet_idle):
-    print("detect latency: %d faults, periodic interval %g s, events min_gap 1 s, kmsg FIFO stand-in, fake NVML, "
-          "API double, scontrol stand-in (%s)" % (args.faults, args.interval, "smoke" if args.smoke else "full"))
-    print("  events: kmsg: %s; nvml: %s" % (sources.status["kmsg"], sources.status["nvml"]))
-    for stage, label in (("health", "(a) health.json unhealthy"), ("patch", "(b) condition PATCH received"),
-                         ("drain", "(c) drain command issued")):
-        for kind in KINDS:
-            print("  %-30s %-11s %s" % (label, kind, figures(results[kind][stage])))
-        events = [v for kind in KINDS[:3] for v in results[kind][stage]]
-        print("  %-30s %-11s %s" % (label, "all events", figures(events)))
-    cpu, cycles = idle
-    with open(os.path.join(sources.state_dir, "health.json")) as handle:
-        cycle_ms = json.load(handle)["agent"]["cpu_ms"]
+def report(args, runs, probe_us, quiet_idle):
+    print("detect latency: %d fault(s) per kind, periodic interval %g s, min_gap %g s, fast probe every %g s; "
+          "stand-ins: kmsg FIFO, netlink/uevent socketpairs (kernel layout), fixture sysfs/cgroup files, fake NVML, "
+          "API double, scontrol stand-in (%s)" % (args.faults, args.interval, args.min_gap, args.probe,
+                                                  "smoke" if args.smoke else "full"))
+    stages = (("check", "(d) check failing in health.json"), ("health", "(a) health.json unhealthy"),
+              ("patch", "(b) condition PATCH received"), ("drain", "(c) drain command issued"))
+    for signals_on in sorted(runs):
+        run = runs[signals_on]
+        results = run["results"]
+        print(" fast signals %s: cycles %d, of which %d event-triggered, %d targeted (signals)" % (
+            "on" if signals_on else "off (periodic only for what announces nothing)", run["cycles"],
+            run["triggered"], run["targeted"]))
+        events = run["events"]
+        print("  sources: kmsg: %s; nvml: %s; netlink: %s; uevent: %s; probe: %s" % tuple(
+            events.get(k, "-") for k in ("kmsg", "nvml", "netlink", "uevent", "probe")))
+        for stage, label in stages:
+            for kind in args.kinds:
+                print("  %-34s %-11s %s" % (label, kind, figures(results[kind][stage])))
+            every = [v for kind in EVENT_KINDS for v in results[kind][stage]]
+            print("  %-34s %-11s %s" % (label, "all events", figures(every)))
+            rest = [v for kind in KINDS[3:] for v in results[kind][stage]]
+            print("  %-34s %-11s %s" % (label, "all others", figures(rest)))
+    us, observations = probe_us
+    print("  fast probe: %.1f us CPU per probe (%d observations: 8 GPUs NVML + PCI, 9 HCAs PCI, RDMA ports, "
+          "fabric manager cgroup) -> %.2f s CPU per hour at one a second" % (us, observations, us * 3600 / 1e6))
+    cpu, cycles, waits, probes, cycle_ms = quiet_idle
     per_hour = cpu * 3600.0 / args.idle
-    print("  idle (no fault) over %g s: %.3f s CPU, %d cycle(s) at interval %g s -> %.1f s CPU per hour" % (
-        args.idle, cpu, cycles, args.interval, per_hour))
-    wakeups = max(0.0, cpu - cycles * cycle_ms / 1000.0) * 3600.0 / args.idle
-    print("  idle CPU per hour: wake-ups alone %.1f s; with a cycle every 60 s (%.1f ms CPU each) %.1f s" % (
-        wakeups, cycle_ms, wakeups + 60 * cycle_ms / 1000.0))
-    print("  cycles run %d, of which %d event-triggered" % (loop.cycles, loop.triggered))
-    cpu, _cycles, waits = quiet_idle
-    print("  agent threads alone, idle at interval 60 s (loop + NVML watcher, per-thread schedstat) over %g s: "
-          "%.4f s CPU, %d watcher wake-ups -> %.2f s CPU per hour; with a cycle a minute (%.1f ms CPU each) %.2f s" % (
-              args.idle, cpu, waits, cpu * 3600.0 / args.idle, cycle_ms, cpu * 3600.0 / args.idle + 60 * cycle_ms / 1000.0))
+    print("  idle CPU per hour: wake-ups alone %.2f s (agent threads: loop + probe + NVML watcher, per-thread "
+          "schedstat, interval 60 s, %d probes, %d watcher wake-ups over %g s, %d cycle(s)); with a cycle a minute "
+          "(%.1f ms CPU each) %.2f s" % (per_hour, probes, waits, args.idle, cycles, cycle_ms,
+                                          per_hour + 60 * cycle_ms / 1000.0))
 
 
 if __name__ == "__main__":
