@@ -72,6 +72,8 @@ def test_node_and_kubernetes_playbooks_tag_each_role():
         "Check the inventory before changing a node": ["always"],
         "Check the inventory before installing the agents": ["always", "node_health_agent"],
         "Node stack (GPU driver, RDMA, GPUDirect, container runtime)": sorted(["node"] + NODE_ROLES),
+        # the admission burn-in of the GPU nodes belongs to the node phase (docs/node-lifecycle.md)
+        "Admission burn-in of the GPU nodes": ["node"],
         "Node health agent on the GPU nodes": ["node_health_agent"]}
     plays = _play_tags("kubernetes.yml")
     assert plays["Check the inventory before changing the cluster"] == ["always"]
