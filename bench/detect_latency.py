@@ -283,7 +283,7 @@ def run_mode(args, signals_on, work):
         path = agent_config(args, work, root, state, scontrol, fifo, api, signals_on)
         loop, waiter, thread, sources, fast, ends = start_loop(path, state, args.interval, True)
         try:
-            results = run_faults(args, root, state, work, api, writer, ends[0])
+            results = run_faults(args, root, state, work, api, writer, ends[0] if fast is not None else None)
             with open(os.path.join(state, "health.json")) as handle:
                 events = json.load(handle)["agent"].get("events") or {}
         finally:
