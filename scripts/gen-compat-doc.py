@@ -53,11 +53,16 @@ def render(matrix):
         "- the first play of `playbooks/site.yml` checks every host's chosen versions before any host",
         "  changes (filter `gpufleet.cluster.inventory_problems`, together with groups, checksums and the",
         "  `gpufleet_*` variables);",
-        "- role `preflight` checks each node's chosen versions with its kernel, cgroup hierarchy and GPU",
-        "  PCI device ids before the node stack is installed.",
+        "- role `preflight` checks each node's chosen versions with its kernel, cgroup hierarchy, GPU",
+        "  PCI device ids, CPU architecture and EFA devices before the node stack is installed.",
         "",
         "A refusal names the rule, both sides (with the variable each value came from), the reason and",
         "the source. A rule whose facts are not all known is not evaluated.",
+        "",
+        "The matrix refuses; it has no warnings, and it cannot see what a site runs beside gpufleet.",
+        "Dashboards and alert rules written for dcgm-exporter 4.8 or older read metric names that",
+        "exporter 4.9 (the default) renamed: [dcgm-exporter-metrics.md](dcgm-exporter-metrics.md) has",
+        "the mapping, recording rules that read both, and how to stay on 4.8.4.",
         "",
         "## Facts",
         "",
@@ -67,6 +72,8 @@ def render(matrix):
     for name, spec in matrix["facts"].items():
         if spec.get("node"):
             where = "node: %s" % spec["node"]
+        elif spec.get("derived"):
+            where = "derived: %s" % spec["derived"]
         else:
             where = ", ".join("`%s`" % v for v in spec["variables"])
             default = spec.get("default") or {}

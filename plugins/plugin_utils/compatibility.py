@@ -112,8 +112,11 @@ def validate_matrix(matrix):
     for name, spec in matrix["facts"].items():
         if not isinstance(spec, dict) or not spec.get("description"):
             raise MatrixError("fact %s: needs a description" % name)
-        if not (spec.get("variables") or spec.get("node")):
-            raise MatrixError("fact %s: needs variables (site choice) or node (node fact)" % name)
+        if not (spec.get("variables") or spec.get("node") or spec.get("derived")):
+            raise MatrixError("fact %s: needs variables (site choice), node (node fact) or derived (from another fact)"
+                              % name)
+        if spec.get("derived") and name not in DERIVED:
+            raise MatrixError("fact %s: derived, but no derivation of that name (%s)" % (name, ", ".join(sorted(DERIVED))))
         default = spec.get("default")
         if default is not None and not (isinstance(default, dict) and (
                 set(default) == {"tier"} or set(default) == {"role", "variable"})):
@@ -191,6 +194,39 @@ def _derive_architectures(known, matrix):
             ", ".join(str(item) for item in ids), " from %s" % origin if origin else "", shown))
 
 
+# dcgm-exporter image tags: <DCGM version>-<exporter version>[-<variant>] ("4.7.0-4.9.0-distroless",
+# "3.3.9-3.6.1-ubuntu22.04"; NVIDIA's "DCGM Exporter Release Notes": "Release tags use
+# <dcgm-version>-<dcgm-exporter-version>. Container image tags can append an image variant")
+_DCGM_EXPORTER_TAG = re.compile(r"^(\d+\.\d+\.\d+)-(\d+\.\d+\.\d+)(?:-[A-Za-z0-9._-]+)?$")
+
+
+def dcgm_exporter_tag(image):
+    """(DCGM version, exporter version) of a dcgm-exporter image reference, None when its tag is not
+    in that form (a digest, a bare exporter version, a custom tag: then no rule judges it)."""
+    if not isinstance(image, str) or "@" in image:
+        return None
+    last = image.rsplit("/", 1)[-1]
+    if ":" not in last:
+        return None
+    match = _DCGM_EXPORTER_TAG.match(last.rsplit(":", 1)[1])
+    return (match.group(1), match.group(2)) if match else None
+
+
+def _derive_dcgm_exporter(known):
+    """Add dcgm_exporter_dcgm (the DCGM version inside the exporter image) from dcgm_exporter_image."""
+    if "dcgm_exporter_dcgm" in known or "dcgm_exporter_image" not in known:
+        return
+    image, origin = known["dcgm_exporter_image"]
+    tag = dcgm_exporter_tag(image)
+    if tag:
+        known["dcgm_exporter_dcgm"] = (tag[0], "dcgm_exporter_image=%s%s: DCGM %s, exporter %s" % (
+            image, " from %s" % origin if origin else "", tag[0], tag[1]))
+
+
+# facts derived from others, by name (compatibility.yml `derived:`)
+DERIVED = {"gpu_architectures": None, "mig_layout_kind": None, "dcgm_exporter_dcgm": _derive_dcgm_exporter}
+
+
 def _derive_mig_layout_kind(known):
     """Add mig_layout_kind (off, uniform, mixed; ``invalid`` with the error as its origin) from
     mig_layout, resolved through mig_configs (default: the built-in set), unless given."""
@@ -254,6 +290,7 @@ def _get(variables, name):
 
 # lookup('gpufleet.cluster.gpufleet_tier', '<name>') in a role default: read as the lookup would (the
 # host's value, else the tier default), also where no plugin loader runs (the matrix read from Python)
+_MIRROR_IMAGE = re.compile(r"""\{\{\s*('[^']*')\s*\|\s*gpufleet\.cluster\.mirror_image\(.*?\)\s*\}\}""", re.S)
 _TIER_LOOKUP = re.compile(r"""lookup\(\s*['"]gpufleet\.cluster\.gpufleet_tier['"]\s*,\s*['"]([a-z0-9_]+)['"]\s*\)""")
 
 
@@ -284,6 +321,9 @@ def role_value(variables, role, variable, root=COLLECTION_ROOT):
         if host_value is not None:
             scope[name] = host_value
     value = _TIER_LOOKUP.sub(lambda match: _tier_in_scope(scope, variables, match.group(1), variable, role), value)
+    # an image default under the mirror filter: the upstream reference (the mirror changes the registry,
+    # never the tag a rule reads; the filter is a controller plugin no Templar here loads)
+    value = _MIRROR_IMAGE.sub(lambda match: "{{ %s }}" % match.group(1), value)
     try:
         from ansible.parsing.dataloader import DataLoader
         from ansible.template import Templar
@@ -406,6 +446,7 @@ def evaluate(facts, matrix=None):
     known = _normalise(facts)
     _derive_architectures(known, matrix)
     _derive_mig_layout_kind(known)
+    _derive_dcgm_exporter(known)
     problems = []
     for rule in matrix["rules"]:
         clauses = list(rule["when"].items()) + list(rule["require"].items())

@@ -180,6 +180,14 @@ CASES = {
     "mig-strategy-for-mig": (
         {"nvidia_device_plugin": True, "mig_strategy": "none", "mig_layout": "all-1g.10gb"},
         {"nvidia_device_plugin": True, "mig_strategy": "mixed", "mig_layout": "all-1g.10gb"}),
+    # DCGM 3.x end of life (NVSentinel drops it 2026-11-30): the DCGM inside the exporter image
+    "dcgm-3-end-of-support": (
+        {"dcgm_exporter": True, "dcgm_exporter_image": "nvcr.io/nvidia/k8s/dcgm-exporter:3.3.9-3.6.1-ubuntu22.04"},
+        {"dcgm_exporter": True, "dcgm_exporter_image": "nvcr.io/nvidia/k8s/dcgm-exporter:4.6.1-4.8.4-distroless"}),
+    # R595 on AWS P6e Grace-Blackwell with EFA (0x2941: GB200)
+    "efa-grace-blackwell-driver-580": (
+        {"efa": "present", "cpu_architecture": "aarch64", "gpu_device_ids": ["0x2941"], "driver": "595"},
+        {"efa": "present", "cpu_architecture": "aarch64", "gpu_device_ids": ["0x2941"], "driver": "580.173.02"}),
 }
 
 
@@ -518,3 +526,64 @@ def test_fact_comparing_clauses_are_validated(clause, error):
         "reason": "r", "sources": ["https://example.org"]}]}
     with pytest.raises(compatibility.MatrixError, match=error):
         compatibility.validate_matrix(matrix)
+
+
+@pytest.mark.parametrize("facts", [
+    {"driver": "595.91.07"},                                   # an exact version of the branch
+    {"driver": "610"},                                         # a later branch
+    {"gpu_device_ids": ["0x3182"]},                            # Blackwell Ultra (GB300)
+])
+def test_efa_grace_blackwell_refuses_595_and_later(facts):
+    base = {"efa": "present", "cpu_architecture": "aarch64", "gpu_device_ids": ["0x2941"], "driver": "595"}
+    (problem,) = compatibility.evaluate(dict(base, **facts))
+    assert problem["id"] == "efa-grace-blackwell-driver-580"
+    assert "Fix: set nvidia_driver_branch to \"580\"" in problem["message"]
+
+
+@pytest.mark.parametrize("facts", [
+    {"efa": "absent"},                    # no EFA: R595's topology check is EFA's
+    {"cpu_architecture": "x86_64"},       # P6-B200 (x86, Blackwell): not the Grace topology
+    {"gpu_device_ids": ["0x2330"]},       # Hopper (H100)
+])
+def test_efa_rule_only_on_grace_blackwell_with_efa(facts):
+    base = {"efa": "present", "cpu_architecture": "aarch64", "gpu_device_ids": ["0x2941"], "driver": "595"}
+    assert compatibility.evaluate(dict(base, **facts)) == []
+
+
+@pytest.mark.parametrize("image, tag", [
+    ("nvcr.io/nvidia/k8s/dcgm-exporter:4.7.0-4.9.0-distroless", ("4.7.0", "4.9.0")),
+    ("mirror.example.com:5000/nvcr.io/nvidia/k8s/dcgm-exporter:3.3.9-3.6.1-ubuntu22.04", ("3.3.9", "3.6.1")),
+    ("nvcr.io/nvidia/k8s/dcgm-exporter:4.4.2-4.7.1", ("4.4.2", "4.7.1")),
+    ("nvcr.io/nvidia/k8s/dcgm-exporter:4.8.4", None),                          # an exporter version only
+    ("nvcr.io/nvidia/k8s/dcgm-exporter@sha256:" + "a" * 64, None),              # a digest
+    ("mirror.example.com:5000/dcgm-exporter", None),                            # no tag (a port is no tag)
+    ("nvcr.io/nvidia/k8s/dcgm-exporter:latest", None),
+    (None, None),
+])
+def test_dcgm_exporter_tag(image, tag):
+    assert compatibility.dcgm_exporter_tag(image) == tag
+
+
+def test_dcgm_exporter_image_default_read_through_the_mirror_filter():
+    """The role default wraps the image in gpufleet.cluster.mirror_image (a controller filter): the
+    matrix reads the upstream reference, the tag being what its rules judge; a site's own image wins."""
+    facts = compatibility.facts_from_vars({"kubernetes_addons_dcgm_exporter": True, "gpufleet_registry_mirror": "m.example"})
+    assert facts["dcgm_exporter_image"]["value"].startswith("nvcr.io/nvidia/k8s/dcgm-exporter:4.")
+    assert compatibility.evaluate(facts) == []
+    old = "m.example/nvcr.io/nvidia/k8s/dcgm-exporter:3.3.8-3.6.0-ubuntu22.04"
+    facts = compatibility.facts_from_vars({"kubernetes_addons_dcgm_exporter": True,
+                                           "kubernetes_addons_dcgm_exporter_image": old})
+    (problem,) = compatibility.evaluate(facts)
+    assert problem["id"] == "dcgm-3-end-of-support"
+    assert "dcgm_exporter_dcgm=3.3.8 (from dcgm_exporter_image=%s from kubernetes_addons_dcgm_exporter_image" % old \
+        in problem["message"]
+    # the exporter off: its image is not judged
+    assert compatibility.evaluate(compatibility.facts_from_vars({"kubernetes_addons_dcgm_exporter_image": old})) == []
+
+
+def test_derived_fact_needs_a_derivation():
+    matrix = copy.deepcopy(MATRIX)
+    matrix["facts"]["made_up"] = {"description": "x", "derived": "from nothing"}
+    with pytest.raises(compatibility.MatrixError, match="made_up: derived, but no derivation"):
+        compatibility.validate_matrix(matrix)
+

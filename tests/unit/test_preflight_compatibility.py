@@ -6,6 +6,7 @@ temporary directory, kubelet/kubeadm/containerd scripts on PATH)."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -77,3 +78,42 @@ def test_kubelet_two_minors_behind_and_no_containerd_config(tmp_path):
                                 extra=["-e", "gpufleet_kubernetes_version=1.36.4"])
     assert [p["id"] for p in problems] == ["kubelet-one-minor-upgrade"], problems
     assert "kubelet=v1.34.2 (from installed kubelet)" in problems[0]["message"]
+
+
+def _grace_blackwell_tree(tmp_path, efa):
+    """The DGX H100 fixture tree with its GPUs' PCI device ids made GB200's (0x2941), and, with efa,
+    one PCI function bound to the efa driver (as /sys/bus/pci/drivers/efa/<address> is on a p6e-gb200
+    instance; the address is the one NVIDIA AICR PR 2439 measured)."""
+    root = tmp_path / "node"
+    shutil.copytree(os.path.join(FIXTURES, "nodes", "dgx-h100"), root, symlinks=True)
+    for path in root.glob("sys/devices/**/device"):
+        if path.is_file() and not path.is_symlink() and path.read_text().strip() == "0x2330":
+            path.write_text("0x2941\n")
+    if efa:
+        drivers = root / "sys" / "bus" / "pci" / "drivers" / "efa"
+        drivers.mkdir(parents=True)
+        (drivers / "0000:97:00.0").symlink_to("../../../../devices/pci0000:84/0000:84:00.0/0000:97:00.0")
+    return root
+
+
+def test_efa_on_grace_blackwell_with_driver_595_is_refused(tmp_path):
+    """preflight reads the EFA devices and the CPU architecture: a Grace-Blackwell node with EFA on
+    branch 595 is refused naming the rule, the efa directory and the fix; without EFA it passes."""
+    for efa in (True, False):
+        case = tmp_path / ("efa" if efa else "no-efa")
+        case.mkdir()
+        root = _grace_blackwell_tree(case, efa)
+        problems, _ = run_preflight(
+            case, "version = 4\n", {}, kubelet="v1.36.5", kubeadm="v1.36.5",
+            extra=["-e", "fixture_root=%s" % root, "-e", "preflight_sysfs_root=%s" % root,
+                   "-e", "__preflight_cpu_architecture=aarch64", "-e", "nvidia_driver_branch=595",
+                   "-e", "gpufleet_kubernetes_version=1.36.5"])
+        ids = [p["id"] for p in problems]
+        if not efa:
+            assert ids == [], problems
+            continue
+        assert ids == ["efa-grace-blackwell-driver-580"], problems
+        message = problems[0]["message"]
+        assert "efa=present (from %s/sys/bus/pci/drivers/efa)" % root in message
+        assert "cpu_architecture=aarch64" in message and "driver=595 (from nvidia_driver_branch)" in message
+        assert 'Fix: set nvidia_driver_branch to "580"' in message
