@@ -19,19 +19,18 @@ __metaclass__ = type
 
 import base64
 import binascii
-import re
 import time
 
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.core.checks import FAIL_ON_CHOICES, offending
-from ansible_collections.gpufleet.cluster.plugins.module_utils.core.clock import FRESH, FUTURE, describe, freshness, parse_utc
-from ansible_collections.gpufleet.cluster.plugins.module_utils.health.gate import CONDITION_TYPE, summary_message
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.clock import FRESH, describe, freshness
+from ansible_collections.gpufleet.cluster.plugins.module_utils.health.gate import CONDITION_TYPE, summary_message  # noqa: F401
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.health_record import parse_health, result_max_age
 from ansible_collections.gpufleet.cluster.plugins.module_utils.core.records import RecordError
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils.agent_status import CONDITION_CHECK, node_checks  # noqa: F401
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.gpufleet_tier import tier_default
 
-CONDITION_CHECK = "agent.condition"
 HEALTH_CHECK = "agent.health"
 # health.json absent where the agent belongs: the agent is not installed yet (a first validate.yml
 # before site.yml) or never ran. The message names the way in and the opt-out variable.
@@ -40,50 +39,11 @@ NOT_INSTALLED = ("no %s: the node health agent is not installed yet or never pub
                  "with -e gpufleet_health_agent=false (gpufleet_health_agent: false in group_vars/gpu_nodes: no "
                  "agent on these nodes)")
 HEALTH_FILE = "/var/lib/gpufleet/health.json"
-_FIRST = re.compile(r"^([A-Za-z0-9_.]+)\[([^\]]*)\]: ")
-
-
-def _check(check_id, target, status, message):
-    return {"id": check_id, "target": target, "status": status, "message": message}
-
-
-def node_checks(node, now, max_age):
-    """The checks of one Node object (None: no such Node)."""
-    if node is None:
-        return [_check(CONDITION_CHECK, "node", "fail", "no Node of this name in the Kubernetes API")]
-    conditions = [c for c in (node.get("status") or {}).get("conditions") or []
-                  if isinstance(c, dict) and c.get("type") == CONDITION_TYPE]
-    if not conditions:
-        return [_check(CONDITION_CHECK, "node", "fail",
-                       "no %s condition: is the node health agent publishing to Kubernetes "
-                       "(node_health_agent_kubernetes)?" % CONDITION_TYPE)]
-    condition = conditions[0]
-    heartbeat = parse_utc(condition.get("lastHeartbeatTime"))
-    verdict, age = freshness(heartbeat, now, max_age)
-    if verdict == FUTURE:
-        return [_check(CONDITION_CHECK, "node", "fail",
-                       "%s condition's last heartbeat is %s: its verdict is unknown, not current"
-                       % (CONDITION_TYPE, describe(verdict, age, max_age)))]
-    if verdict != FRESH:
-        age = "never" if heartbeat is None else "%d s ago" % (now - heartbeat)
-        return [_check(CONDITION_CHECK, "node", "fail",
-                       "%s condition is stale (last heartbeat %s, more than %d s): is "
-                       "gpufleet-health-agent running? (systemctl status gpufleet-health-agent)"
-                       % (CONDITION_TYPE, age, max_age))]
-    message = condition.get("message") or ""
-    if condition.get("status") == "True":
-        return [_check(CONDITION_CHECK, "node", "pass", message or "all gpufleet checks pass")]
-    if condition.get("status") == "False":
-        match = _FIRST.match(message)
-        check_id = condition.get("reason") or CONDITION_CHECK
-        target = match.group(2) if match and match.group(1) == check_id else "node"
-        return [_check(check_id, target, "fail", message or "unhealthy")]
-    return [_check(CONDITION_CHECK, "node", "fail", "%s condition status %r: %s"
-                   % (CONDITION_TYPE, condition.get("status"), message))]
 
 
 def agent_status_checks(node_list, hosts, now=None, max_age=300):
-    """{host: [checks]} for ``hosts`` from a NodeList (``GET /api/v1/nodes``)."""
+    """{host: [checks]} for ``hosts`` from a NodeList (``GET /api/v1/nodes``); the verdict is
+    plugin_utils/agent_status.node_checks, the one the paged reader (lookup agent_conditions) uses."""
     if isinstance(node_list, dict):
         items = node_list.get("items")
     else:

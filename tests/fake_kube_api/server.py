@@ -65,6 +65,7 @@ State lives in memory; every request is recorded in `requests` so tests can asse
 client sent. Start it with `FakeKubeAPI().start()` (127.0.0.1, a random port), stop with `stop()`.
 """
 
+import base64
 import copy
 import datetime
 import functools
@@ -77,6 +78,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.gpufleet_tier import TIER
 
+from .nodes import decorate as realistic_node
 from .objects import APPLY, ObjectStore, parse_apply_body
 
 DEFAULT_SERVER_VERSION = TIER["gpufleet_kubernetes_version"][0]
@@ -216,8 +218,10 @@ class ApiError(Exception):
         self.message = message
         self.details = details
 
+    list_meta = None  # ListMeta of the Status (the 410 Expired of a continue token carries one)
+
     def status(self):
-        body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        body = {"kind": "Status", "apiVersion": "v1", "metadata": dict(self.list_meta or {}), "status": "Failure",
                 "message": self.message, "reason": self.reason, "code": self.code}
         if self.details is not None:
             body["details"] = self.details
@@ -426,6 +430,8 @@ class FakeKubeAPI:
         self._resource_version = 1000
         self._interleaved = {}
         self._outages = {}
+        self._compacted_rv = 0  # continue tokens of lists older than this are expired (compact())
+        self._expire_continue = 0  # the next n requests with a continue token answer 410 (expire_continue())
         self._httpd = None
         self._thread = None
 
@@ -491,7 +497,9 @@ class FakeKubeAPI:
             meta["annotations"] = dict(annotations)
         return meta
 
-    def add_node(self, name, labels=None, annotations=None, unschedulable=False, taints=None):
+    def add_node(self, name, labels=None, annotations=None, unschedulable=False, taints=None, realistic=False):
+        """A Ready node. ``realistic``: with what a real GPU Node carries (nodes.py: image list,
+        feature-discovery labels, managedFields, capacity, addresses: about 25-30 KB of JSON)."""
         with self.lock:
             labels = dict({"kubernetes.io/hostname": name, "kubernetes.io/os": "linux"}, **(labels or {}))
             node = {
@@ -514,6 +522,8 @@ class FakeKubeAPI:
                 node["spec"]["unschedulable"] = True
             if taints:
                 node["spec"]["taints"] = [dict(t) for t in taints]
+            if realistic:
+                realistic_node(node, len(self.nodes), _now())
             self.nodes[name] = node
             return copy.deepcopy(node)
 
@@ -988,6 +998,90 @@ class FakeKubeAPI:
         if "taints" in spec and not spec["taints"]:
             del spec["taints"]
 
+    # -- the node list, in pages --------------------------------------------------------------
+    def compact(self):
+        """What etcd's compaction does to lists read in pages: every continue token handed out so far
+        is expired (410 Gone, reason Expired, with an inconsistent continue token), a new list works."""
+        with self.lock:
+            self._resource_version += 1
+            self._compacted_rv = self._resource_version
+
+    def expire_continue(self, times=1):
+        """The next ``times`` requests with a continue token answer 410 Gone / Expired (None: every
+        one from now on, a token that keeps expiring); 0 ends it."""
+        with self.lock:
+            self._expire_continue = -1 if times is None else int(times)
+
+    @staticmethod
+    def _continue_token(list_rv, start):
+        # shaped like the real token (apiserver storage.EncodeContinue: base64 of
+        # {"v":"meta.k8s.io/v1","rv":<list rv>,"start":<next key>}); opaque to clients
+        raw = json.dumps({"v": "meta.k8s.io/v1", "rv": list_rv, "start": start}, separators=(",", ":"))
+        return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+    @staticmethod
+    def _decode_continue(token):
+        try:
+            padded = token + "=" * (-len(token) % 4)
+            value = json.loads(base64.urlsafe_b64decode(padded.encode()).decode())
+            if value.get("v") != "meta.k8s.io/v1" or not isinstance(value.get("start"), str) \
+                    or isinstance(value.get("rv"), bool) or not isinstance(value.get("rv"), int):
+                raise ValueError("unknown version or fields")
+            return value["rv"], value["start"]
+        except (ValueError, TypeError, AttributeError, UnicodeDecodeError) as exc:
+            raise ApiError(400, "BadRequest", "continue key is not valid: %s" % exc)
+
+    def list_nodes(self, query):
+        """GET /api/v1/nodes[?labelSelector=][&limit=N][&continue=T], as the real server pages a list:
+        items in name order (etcd key order), at most ``limit``; ``metadata.continue`` the opaque token
+        of the next page (absent on the last), ``metadata.remainingItemCount`` the Nodes after this page
+        (only without a selector, as the real server). A token whose list is older than the last
+        compact(), or while expire_continue() holds, is 410 Gone, reason Expired, the Status carrying an
+        inconsistent continue token from which the rest can still be read (apiserver storage,
+        handleCompactedErrorForPaging). Pages are read from the current state (no MVCC): Nodes written
+        between pages show up as in the real server's inconsistent continuation."""
+        with self.lock:
+            selector = query.get("labelSelector", "")
+            labels = _parse_label_selector(selector)
+            raw_limit = query.get("limit", "")
+            try:
+                limit = int(raw_limit) if raw_limit != "" else 0
+                if limit < 0:
+                    raise ValueError(raw_limit)
+            except ValueError:
+                raise ApiError(400, "BadRequest", "limit: Invalid value: %r: must be a non-negative integer" % raw_limit)
+            token = query.get("continue", "")
+            list_rv, start = self._resource_version, ""
+            if token:
+                list_rv, start = self._decode_continue(token)
+                if self._expire_continue or 0 <= list_rv < self._compacted_rv:
+                    if self._expire_continue > 0:
+                        self._expire_continue -= 1
+                    expired = ApiError(410, "Expired", "The provided continue parameter is too old to display a "
+                                       "consistent list result. You can start a new list without the continue "
+                                       "parameter, or use the continue token in this response to retrieve the "
+                                       "remainder of the results. Continuing with the provided token results in an "
+                                       "inconsistent list - objects that were created, modified, or deleted between "
+                                       "the time the first chunk was returned and now may show up in the list.")
+                    expired.list_meta = {"continue": self._continue_token(-1, start)}
+                    raise expired
+                if list_rv == -1:  # an inconsistent token: the rest at the current version
+                    list_rv = self._resource_version
+            names = [name for name in sorted(self.nodes) if name >= start
+                     and _label_selector_matches(labels, self.nodes[name]["metadata"].get("labels"))]
+            page = names[:limit] if limit else names
+            metadata = {"resourceVersion": str(list_rv)}
+            if limit and len(names) > limit:
+                metadata["continue"] = self._continue_token(list_rv, names[limit])
+                if not selector:
+                    metadata["remainingItemCount"] = len(names) - limit
+            # serialised here, under the lock: a Node is dumped once per page, never deep-copied (a
+            # realistic Node is tens of KB, a page of 500 of them some MB)
+            head = json.dumps({"kind": "NodeList", "apiVersion": "v1", "metadata": metadata})[:-1]
+            parts = [json.dumps(dict((k, v) for k, v in self.nodes[name].items() if k not in ("kind", "apiVersion")))
+                     for name in page]
+            return _Serialised(("%s, \"items\": [%s]}" % (head, ", ".join(parts))).encode())
+
     def get_node(self, name):
         """A copy of Node ``name`` (GET of the node and of its status subresource)."""
         with self.lock:
@@ -1139,6 +1233,16 @@ class FakeKubeAPI:
             return _list("PodList", "v1", items, self._resource_version)
 
 
+class _Serialised:
+    """An answer already serialised (a page of the node list: each Node is dumped once, not copied)."""
+
+    def __init__(self, data):
+        self.data = data
+
+    def json(self):
+        return json.loads(self.data)
+
+
 def _list_item(obj):
     item = copy.deepcopy(obj)
     item.pop("kind", None)
@@ -1160,7 +1264,7 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def _send(self, code, body):
-        data = json.dumps(body).encode()
+        data = body.data if isinstance(body, _Serialised) else json.dumps(body).encode()
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Cache-Control", "no-cache, private")
@@ -1269,11 +1373,7 @@ class _Handler(BaseHTTPRequestHandler):
         if parts[:2] == ["api", "v1"]:
             rest = parts[2:]
             if rest == ["nodes"] and method == "GET":
-                with api.lock:
-                    labels = _parse_label_selector(query.get("labelSelector", ""))
-                    items = [_list_item(n) for _, n in sorted(api.nodes.items())
-                             if _label_selector_matches(labels, n["metadata"].get("labels"))]
-                    return 200, _list("NodeList", "v1", items, api._resource_version)
+                return 200, api.list_nodes(query)
             if len(rest) == 3 and rest[0] == "nodes" and rest[2] == "status":
                 # the status subresource: only status changes (spec and metadata other than
                 # resourceVersion are ignored, as by the real server); strategic merge merges

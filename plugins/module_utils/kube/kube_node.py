@@ -46,11 +46,13 @@ class KubeError(Exception):
 
 
 class ApiStatusError(KubeError):
-    """The API server answered an HTTP error status (``code``: 404, 409, 422 ...)."""
+    """The API server answered an HTTP error status (``code``: 404, 409, 422 ...); ``status``: the
+    answer when it is a JSON object (a Status: ``reason``, ``metadata.continue`` ...), else None."""
 
-    def __init__(self, code, message):
+    def __init__(self, code, message, status=None):
         KubeError.__init__(self, "API server answered %s: %s" % (code, message))
         self.code = code
+        self.status = status if isinstance(status, dict) else None
 
 
 class ConflictError(KubeError):
@@ -122,9 +124,10 @@ class KubeClient(object):
             return http_client.HTTPSConnection(self.host, self.port, timeout=timeout, context=self.context)
         return http_client.HTTPConnection(self.host, self.port, timeout=timeout)
 
-    def request(self, method, path, body=None, content_type=None, deadline=None):
+    def request(self, method, path, body=None, content_type=None, deadline=None, max_bytes=MAX_ANSWER_BYTES):
         """The decoded JSON answer. ``deadline`` (time.monotonic() value) bounds the whole request
-        together with ``timeout``; ApiStatusError for HTTP errors, KubeError otherwise."""
+        together with ``timeout``; an answer of more than ``max_bytes`` is refused while it is read;
+        ApiStatusError for HTTP errors, KubeError otherwise."""
         start = time.monotonic()
         end = start + self.timeout if deadline is None else min(deadline, start + self.timeout)
         left = end - start
@@ -147,8 +150,8 @@ class KubeClient(object):
                 if not chunk:
                     break
                 size += len(chunk)
-                if size > MAX_ANSWER_BYTES:
-                    raise KubeError("API server %s: answer larger than %d bytes" % (self.server, MAX_ANSWER_BYTES))
+                if size > max_bytes:
+                    raise KubeError("API server %s: answer larger than %d bytes" % (self.server, max_bytes))
                 chunks.append(chunk)
             status, location = answer.status, answer.getheader("Location")
         except KubeError:
@@ -166,11 +169,13 @@ class KubeClient(object):
             raise KubeError("API server %s answered %s %s with a redirect (%d to %s): not followed, credentials "
                             "are never sent to another origin" % (self.server, method, path, status, location))
         if status >= 400:
+            answer = None
             try:
-                message = json.loads(raw.decode("utf-8")).get("message")
+                answer = json.loads(raw.decode("utf-8"))
+                message = answer.get("message")
             except (ValueError, AttributeError, UnicodeDecodeError):
                 message = raw[:200].decode("utf-8", "replace") or http_client.responses.get(status, "")
-            raise ApiStatusError(status, message)
+            raise ApiStatusError(status, message, answer)
         try:
             return json.loads(raw.decode("utf-8"))
         except (ValueError, UnicodeDecodeError) as exc:
