@@ -210,6 +210,9 @@ def test_reset_validate_burn_in_release(run):
     assert lease_holders(run, "fixed") == []
     attempts = json.loads(annotations(run, "gpu-fixed")["gpufleet.io/remediation-attempts"])
     assert len(attempts) == 1
+    # the burn-in after the repair is its admission: recorded, later than the reset (the gate admits it)
+    admission = json.loads(annotations(run, "gpu-fixed")["gpufleet.io/admission"])
+    assert admission["result"] == "pass" and admission["trigger"] == "repaired" and admission["level"] == 2
 
 
 def test_a_failed_burn_in_is_never_released(run):
@@ -218,6 +221,7 @@ def test_a_failed_burn_in_is_never_released(run):
     assert reason.startswith("remediation failed (reset): burn-in:") and "memtest" in reason, reason
     assert history(run, "gpu-burnfail")[-1] == ("Stop when the burn-in fails", "failed")
     assert lease_holders(run, "burnfail") == ["gpu-burnfail"]  # the slot is kept: the breaker trips
+    assert "gpufleet.io/admission" not in annotations(run, "gpu-burnfail")  # never admitted
 
 
 def test_reset_refused_while_a_process_holds_a_gpu(run):
