@@ -196,8 +196,9 @@ def _derive_architectures(known, matrix):
 
 # dcgm-exporter image tags: <DCGM version>-<exporter version>[-<variant>] ("4.7.0-4.9.0-distroless",
 # "3.3.9-3.6.1-ubuntu22.04"; NVIDIA's "DCGM Exporter Release Notes": "Release tags use
-# <dcgm-version>-<dcgm-exporter-version>. Container image tags can append an image variant")
-_DCGM_EXPORTER_TAG = re.compile(r"^(\d+\.\d+\.\d+)-(\d+\.\d+\.\d+)(?:-[A-Za-z0-9._-]+)?$")
+# <dcgm-version>-<dcgm-exporter-version>. Container image tags can append an image variant"); ASCII digits, the
+# whole tag (no trailing newline)
+_DCGM_EXPORTER_TAG = re.compile(r"^([0-9]+\.[0-9]+\.[0-9]+)-([0-9]+\.[0-9]+\.[0-9]+)(?:-[A-Za-z0-9._-]+)?\Z")
 
 
 def dcgm_exporter_tag(image):

@@ -7,6 +7,8 @@ import importlib.util
 import os
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from conftest import REPO
 
 from ansible.errors import AnsibleFilterError
@@ -587,3 +589,26 @@ def test_derived_fact_needs_a_derivation():
     with pytest.raises(compatibility.MatrixError, match="made_up: derived, but no derivation"):
         compatibility.validate_matrix(matrix)
 
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(st.text(max_size=80), st.none(), st.integers(), st.lists(st.text(max_size=5), max_size=2),
+                 st.builds(lambda a, b, c, d: "%s/dcgm-exporter:%s-%s%s" % (a, b, c, d),
+                           st.text(max_size=15), st.from_regex(r"\d{1,2}\.\d{1,2}\.\d{1,2}", fullmatch=True),
+                           st.from_regex(r"\d{1,2}\.\d{1,2}\.\d{1,2}", fullmatch=True),
+                           st.sampled_from(["", "-distroless", "-ubuntu22.04", ":x", "@sha256:ab"]))))
+def test_dcgm_exporter_image_any_value_is_judged_or_left_unknown(image):
+    """Any image value gives a (DCGM, exporter) pair of dotted versions or None (no verdict), and the
+    matrix answers with at most the DCGM 3 refusal: never a crash, never a pass of a 3.x it parsed."""
+    tag = compatibility.dcgm_exporter_tag(image)
+    assert tag is None or all(compatibility.parse_version(part) for part in tag)
+    problems = compatibility.evaluate({"dcgm_exporter": True, "dcgm_exporter_image": image})
+    assert [p["id"] for p in problems] in ([], ["dcgm-3-end-of-support"])
+    assert bool(problems) == bool(tag and compatibility.compare_versions(tag[0], "4") < 0)
+
+
+@pytest.mark.parametrize("image", ["x/dcgm-exporter:\u0663.3.9-3.6.1", "x/dcgm-exporter:3.3.9-3.6.1\n"])
+def test_dcgm_exporter_tag_ascii_digits_whole_tag(image):
+    """Found by hypothesis: Python's \\d takes any Unicode digit and $ a trailing newline; neither is
+    a tag NVIDIA writes, so neither is judged (no crash in the version comparison)."""
+    assert compatibility.dcgm_exporter_tag(image) is None
