@@ -61,7 +61,9 @@ FIGURES = {
         r"^  validate.yml sweep N=2 +%s +%s +%s +%s" % (NUMBER, NUMBER, NUMBER, NUMBER),
         r"^  validate.yml sweep scaled to N=10 +%s" % NUMBER,
         r"^  sweep / status \(CPU, per host\) = %sx" % NUMBER,
-        r"^  target: N=1000 <= 10 s controller CPU; N=10 measured %s s: not judged" % NUMBER,
+        r"^  unpaged read \(before\) N=10 +%s +%s +%s +%s +%s +%s" % ((NUMBER,) * 6),
+        r"^    fleet reports of the paged and the unpaged read: identical, 10 checks compared",
+        r"^  target: N=10000 <= 10 s controller CPU; N=10 measured %s s: not judged" % NUMBER,
     ],
     "capture": [
         r"^capture dgx-h100 fixture +\(1 run\(s\)\): +[0-9]+ entries, +[0-9]+ files read, wall min %s median %s max %s s"
