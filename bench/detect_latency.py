@@ -180,7 +180,8 @@ def figures(values):
 
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--faults", type=int, default=5, help="faults injected per kind (at least 5 for the record)")
+    parser.add_argument("--faults", type=int, default=5,
+                        help="faults injected per kind (at least 5 for the record; 0: idle CPU only)")
     parser.add_argument("--interval", type=float, default=2.0, help="the agent's periodic interval, s")
     parser.add_argument("--idle", type=float, default=20.0, help="seconds of idle CPU measurement")
     parser.add_argument("--mode", choices=("both", "on", "off"), default="both",
@@ -201,7 +202,7 @@ def main(argv):
             for signals_on in modes:
                 runs[signals_on] = run_mode(args, signals_on, work)
             probe_us = probe_cost(200 if args.smoke else 3000, os.path.join(work, "node"))
-            quiet_idle = idle_threads(args.idle, work)
+            quiet_idle = dict((signals_on, idle_threads(args.idle, work, signals_on)) for signals_on in modes)
         finally:
             sys.stdout = real_stdout
             shutil.rmtree(work, ignore_errors=True)
@@ -443,7 +444,7 @@ def probe_cost(count, root):
     return statistics.median(runs), len(probe.last)
 
 
-def idle_threads(seconds, work):
+def idle_threads(seconds, work, signals_on=True):
     """The agent alone, idle: a fresh loop at the default interval (60 s) after its first cycle, the
     event sources (the kmsg FIFO, no line written; the NVML watcher) and the fast signals (the two
     stand-in sockets, the probe every 1 s) on; the CPU of its own threads (the loop, which select()s
@@ -452,7 +453,7 @@ def idle_threads(seconds, work):
     pynvml.set_scenario(SCENARIO)
     root, state, scontrol, fifo = setup(work, 60)
     args = argparse.Namespace(interval=60.0, min_gap=1.0, probe=1.0)
-    path = agent_config(args, work, root, state, scontrol, fifo, None, True)
+    path = agent_config(args, work, root, state, scontrol, fifo, None, signals_on)
     writer = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)  # the kernel log stays open, silent
     loop, waiter, thread, sources, fast, ends = start_loop(path, state, 60.0, True)
     ends += (FdCloser(writer),)
@@ -462,7 +463,7 @@ def idle_threads(seconds, work):
         ours = [t for t in threading.enumerate() if t.name in ("agent-loop", "nvml-events")]
         watcher = sources.nvml
         waits = watcher.waits if watcher is not None else 0
-        cycles, probes = loop.cycles, fast.probe.runs
+        cycles, probes = loop.cycles, fast.probe.runs if fast is not None else 0
         before = sum(thread_cpu(t.native_id) for t in ours)
         time.sleep(seconds)
         after = sum(thread_cpu(t.native_id) for t in ours if t.is_alive())
@@ -471,7 +472,7 @@ def idle_threads(seconds, work):
         with open(os.path.join(state, "health.json")) as handle:
             cycle_ms = json.load(handle)["agent"]["cpu_ms"]
         return (after - before, loop.cycles - cycles, (watcher.waits - waits) if watcher is not None else 0,
-                fast.probe.runs - probes, cycle_ms)
+                (fast.probe.runs - probes) if fast is not None else 0, cycle_ms)
     finally:
         stop_loop(waiter, thread, sources, fast, ends)
 
@@ -502,12 +503,14 @@ def report(args, runs, probe_us, quiet_idle):
     us, observations = probe_us
     print("  fast probe: %.1f us CPU per probe (%d observations: 8 GPUs NVML + PCI, 9 HCAs PCI, RDMA ports, "
           "fabric manager cgroup) -> %.2f s CPU per hour at one a second" % (us, observations, us * 3600 / 1e6))
-    cpu, cycles, waits, probes, cycle_ms = quiet_idle
-    per_hour = cpu * 3600.0 / args.idle
-    print("  idle CPU per hour: wake-ups alone %.2f s (agent threads: loop + probe + NVML watcher, per-thread "
-          "schedstat, interval 60 s, %d probes, %d watcher wake-ups over %g s, %d cycle(s)); with a cycle a minute "
-          "(%.1f ms CPU each) %.2f s" % (per_hour, probes, waits, args.idle, cycles, cycle_ms,
-                                          per_hour + 60 * cycle_ms / 1000.0))
+    for signals_on in sorted(quiet_idle):
+        cpu, cycles, waits, probes, cycle_ms = quiet_idle[signals_on]
+        per_hour = cpu * 3600.0 / args.idle
+        print("  idle CPU per hour: wake-ups alone %.2f s, fast signals %s (agent threads: loop%s + NVML watcher, "
+              "per-thread schedstat, interval 60 s, %d probes, %d watcher wake-ups over %g s, %d cycle(s)); with a "
+              "cycle a minute (%.1f ms CPU each) %.2f s" % (
+                  per_hour, "on" if signals_on else "off", " + probe" if signals_on else "", probes, waits, args.idle,
+                  cycles, cycle_ms, per_hour + 60 * cycle_ms / 1000.0))
 
 
 if __name__ == "__main__":

@@ -239,11 +239,14 @@ class NetlinkWatcher(object):
             self.sock = None
 
 
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
+
+
 def read_small(path, size=256):
     """The first ``size`` bytes of a file (sysfs attributes, cgroup files): one open, one read;
     None when it cannot be read (gone, no permission, EIO of a device that fell off the bus)."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0))
+        fd = os.open(path, _READ_FLAGS)
     except OSError:
         return None
     try:

@@ -13,8 +13,8 @@ checks each signal concerns.
   nothing: per GPU one NVML query that goes to the driver (``nvmlDeviceGetTotalEccErrors``,
   volatile uncorrected: fails with GPU_IS_LOST / RESET_REQUIRED for a lost GPU and is the
   ECC counter; ``nvmlDeviceGetTemperature`` where ECC is not supported), the PCI function's
-  config space vendor id (``config``, 0xffff: the device answers no more) and current link
-  width/speed against its maximum, per RDMA port ``state``, ``phys_state`` and ``rate``, and
+  config space vendor id (``config``, 0xffff: the device answers no more), per RDMA port
+  ``state`` and ``rate`` (a link retrained to fewer lanes or a lower speed reads a lower rate), and
   the fabric manager unit's cgroup (``cgroup.events`` ``populated``). The probe signals an
   observation that changes, and one that stays bad for ``repeat`` more probes (so a check with
   ``fail_after`` N is seen failing N times in a row, as the hysteresis asks, without waiting for
@@ -53,13 +53,6 @@ NOT_SUPPORTED = 3  # NVML_ERROR_NOT_SUPPORTED
 
 def _text(raw):
     return None if raw is None else raw.decode("ascii", "replace").strip()
-
-
-def _int(raw):
-    try:
-        return int(_text(raw))
-    except (TypeError, ValueError):
-        return None
 
 
 # -- the fabric manager unit -------------------------------------------------------------------
@@ -241,7 +234,7 @@ class FastProbe(object):
     def discover(self):
         """The GPUs' and HCAs' PCI functions and the RDMA ports (read once, again on a uevent)."""
         pci = self._sys("bus", "pci", "devices")
-        self.gpus, self.hcas, self.max_link = [], [], {}
+        self.gpus, self.hcas = [], []
         try:
             addresses = sorted(os.listdir(pci))
         except OSError:
@@ -253,10 +246,7 @@ class FastProbe(object):
                 self.gpus.append(address)
             elif vendor == MELLANOX and os.path.isdir(os.path.join(pci, address, "infiniband")):
                 self.hcas.append(address)
-            else:
-                continue
-            self.max_link[address] = (_int(read_small(os.path.join(pci, address, "max_link_width"), 16)),
-                                      _text(read_small(os.path.join(pci, address, "max_link_speed"), 64)))
+
         self.ports = []  # (device, port dir)
         base = self._sys("class", "infiniband")
         try:
@@ -270,9 +260,7 @@ class FastProbe(object):
                 continue
             self.ports.extend((device, os.path.join(base, device, "ports", port)) for port in ports)
         self.fabric = bool(self.unit) and unit_installed(self.root, self.unit)
-        self.pci_paths = dict((address, (os.path.join(pci, address, "config"),
-                                         os.path.join(pci, address, "current_link_width"),
-                                         None if address in self.gpus else os.path.join(pci, address, "current_link_speed")))
+        self.pci_paths = dict((address, (os.path.join(pci, address, "config"), os.path.join(pci, address)))
                               for address in self.gpus + self.hcas)
         self.port_paths = [("port %s/%s" % (device, os.path.basename(port)), "rdma:" + device,
                             os.path.join(port, "state"), os.path.join(port, "rate")) for device, port in self.ports]
@@ -331,20 +319,17 @@ class FastProbe(object):
             return ("error", "%s" % (exc,)), getattr(exc, "value", None) != NOT_SUPPORTED
 
     def _pci(self, address):
-        config, width_path, speed_path = self.pci_paths[address]
+        """(value, bad) of a PCI function: the first two bytes of its config space (vendor 0xffff:
+        the device answers no more; a read that fails on a function whose directory is gone: gone).
+        Its current link width and speed are not probed: no check compares them (gpu.pcie compares
+        the link capability, the periodic cycle reads it)."""
+        config, directory = self.pci_paths[address]
         raw = read_small(config, 2)
-        if raw is not None and raw[:2] == b"\xff\xff":
+        if raw is None:
+            return ("gone",) if not os.path.isdir(directory) else ("no config",), not os.path.isdir(directory)
+        if raw[:2] == b"\xff\xff":
             return ("vendor 0xffff",), True
-        width = _int(read_small(width_path, 16))
-        if width is None and not os.path.isdir(os.path.dirname(width_path)):
-            return ("gone",), True
-        max_width, max_speed = self.max_link.get(address, (None, None))
-        narrow = width is not None and max_width is not None and width < max_width
-        if speed_path is None:  # a GPU lowers its link speed when idle (power saving): width only
-            return ("x%s" % width,), narrow
-        speed = _text(read_small(speed_path, 64))
-        slow = speed is not None and max_speed is not None and speed != max_speed
-        return ("x%s" % width, speed), narrow or slow
+        return ("present",), False
 
     def observe(self):
         """{key: (scope, value, bad)} now (paths joined once, at discovery: the probe runs every second)."""
