@@ -90,8 +90,7 @@ def test_dcgm4_image_accepted(image):
     NVCR + "@" + DIGEST,                       # "unknown for a digest"
     "myreg:5000/dcgm-exporter@" + DIGEST,
     NVCR + ":latest",                          # "a tag of another form"
-    NVCR + ":4.9.0",                           # an exporter version only: no DCGM part
-    NVCR + ":3.6.1",                           # likewise (not read as DCGM 3.6.1)
+    NVCR + ":4.9.0",                           # one version of 4 or later: no refusal under any reading
     NVCR + ":distroless",
     "myreg:5000/dcgm-exporter",                # no tag at all: the port is no tag
     "myreg:3/dcgm-exporter",                   # a port that looks like a major version
