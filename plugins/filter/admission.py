@@ -14,8 +14,68 @@ import time
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent import health_record
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.records import RecordError
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu import burnin
 from ansible_collections.gpufleet.cluster.plugins.module_utils.remediation import admission
+
+
+def _unreadable(text, record):
+    """A RecordError naming ``record`` for the marker text of a file that could not be read."""
+    if isinstance(text, str) and text.startswith("\x00unreadable: "):
+        return RecordError(record, text[len("\x00unreadable: "):])
+    return text
+
+
+def _read(value):
+    """The text of a registered ``gpufleet.cluster.state_file`` ``state: read`` result: None when
+    the file is absent; a file that is not a regular file (FIFO, symbolic link, directory,
+    device), larger than the bound, not UTF-8, or a read that failed is unreadable text naming the
+    problem (refused by the reader, so the node is burnt in again)."""
+    if not isinstance(value, dict) or not value:
+        return None
+    if value.get("skipped"):
+        return None
+    if value.get("failed") or "exists" not in value:
+        return "\x00unreadable: %s" % (value.get("msg") or "the state file could not be read")
+    if value.get("problem"):
+        return "\x00unreadable: %s" % value["problem"]
+    if not value.get("exists"):
+        return None
+    content = value.get("content")
+    return content if isinstance(content, str) else "\x00unreadable: no content read"
+
+
+def _text_or_none(value):
+    """The text of an evidence file's read (state_file state: read), None when absent or unreadable."""
+    text = _read(value)
+    return None if text is None or text.startswith("\x00") else text
+
+
+def _health_evidence(value, name):
+    """The evidence of the node health agent's health.json (read by the agent's own reader), None."""
+    text = _text_or_none(value)
+    if text is None:
+        return None
+    try:
+        health_record.parse_health(text, name)
+    except RecordError:
+        return None
+    return "%s written by the node health agent" % name
+
+
+def in_service_evidence(status=None, taint_key=None, files=None):
+    """The evidence that an earlier gpufleet run brought the node into service, None: from the
+    Node (``status``, node_gate_status) when ``taint_key`` is given, else from ``files`` (the
+    registered state_file reads of role-state.json and health.json, each with ``path``)."""
+    if taint_key:
+        return admission.kube_in_service(status, taint_key)
+    results = [r for r in (files or []) if isinstance(r, dict)]
+    stamps = next((r for r in results if str(r.get("path") or r.get("item") or "").endswith("role-state.json")), None)
+    health = next((r for r in results if str(r.get("path") or r.get("item") or "").endswith("health.json")), None)
+    return admission.local_in_service(
+        _text_or_none(stamps), (stamps or {}).get("path") or "role-state.json",
+        _health_evidence(health, (health or {}).get("path") or "health.json"))
 
 
 def _slurped(value):
@@ -23,6 +83,8 @@ def _slurped(value):
     (absent: the module failed with 'file not found'); any other failure is unreadable text."""
     if not isinstance(value, dict) or not value:
         return None
+    if "exists" in value or value.get("skipped"):  # gpufleet.cluster.state_file state: read
+        return _read(value)
     if value.get("failed") or "content" not in value:
         msg = str(value.get("msg") or "")
         if "not found" in msg or "No such file" in msg or not value.get("failed"):
@@ -35,10 +97,14 @@ def _slurped(value):
 
 
 def admission_decision(annotations, settings=None, node="node", driver=None, force=False, state_file=None,
-                       kubernetes=True):
-    """``annotations``: the Node's (node_gate_status.annotations); ``state_file``: the registered slurp
-    of the node's admission.json. Returns module_utils/remediation/admission.py decide's answer with
-    ``settings`` (checked) and ``check`` (node.admission as it stands before any burn-in)."""
+                       kubernetes=True, node_status=None, taint_key=None, evidence=None):
+    """``annotations``: the Node's (node_gate_status.annotations); ``state_file``: the registered read
+    (module state_file, state read) of the node's admission.json. The evidence of an earlier gpufleet
+    run (in_service_evidence): with ``kubernetes``, the Node (``node_status``: node_gate_status, and
+    the gate's ``taint_key``); without, ``evidence`` (the reads of role-state.json and health.json
+    made before this run's roles ran). Returns module_utils/remediation/admission.py decide's answer
+    with ``settings`` (checked), ``text`` (the record to write when ``new_record`` or carried from
+    the state file) and ``check`` (node.admission as it stands before any burn-in)."""
     try:
         checked = burnin.settings(settings, "gpufleet_burnin")
     except burnin.SettingsError as exc:
@@ -50,9 +116,18 @@ def admission_decision(annotations, settings=None, node="node", driver=None, for
     if kubernetes:
         sources.append(("Node %s annotation %s" % (node, admission.ANNOTATION), (annotations or {}).get(
             admission.ANNOTATION)))
-    sources.append(("%s on %s" % (admission.STATE_FILE, node), _slurped(state_file)))
-    decision = admission.decide(sources, checked, node=node, driver=driver or None, force=bool(force),
-                                annotations=(annotations or {}) if kubernetes else None)
+    name = "%s on %s" % ((state_file or {}).get("path") or admission.STATE_FILE if isinstance(state_file, dict)
+                         else admission.STATE_FILE, node)
+    sources.append((name, _unreadable(_slurped(state_file), name)))
+    if kubernetes:
+        seen = in_service_evidence(node_status, taint_key) if taint_key else None
+    else:
+        seen = in_service_evidence(files=evidence if isinstance(evidence, list) else [])
+    try:
+        decision = admission.decide(sources, checked, node=node, driver=driver or None, force=bool(force),
+                                    annotations=(annotations or {}) if kubernetes else None, in_service=seen)
+    except ValueError as exc:
+        raise AnsibleFilterError("admission_decision: %s" % exc)
     decision["settings"] = checked
     # the record as written: an admitted node's record read from its state file is carried onto the Node
     decision["text"] = admission.record_text(decision["record"]) if decision["record"] else None

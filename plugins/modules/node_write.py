@@ -294,6 +294,13 @@ node_status:
     annotations:
       description: Every annotation of the Node.
       type: dict
+    labels:
+      description: Every label of the Node.
+      type: dict
+    conditions:
+      description: The Node's conditions, C(type) and C(status) of each (C(Ready), C(GpufleetHealthy)).
+      type: list
+      elements: dict
     resource_version:
       description: C(metadata.resourceVersion).
       type: str

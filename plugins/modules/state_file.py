@@ -22,6 +22,11 @@ description:
     names the line C(<owner>: <text>), set, or removed when O(marker_text) is empty; the file is
     removed when no line is left)."
   - Nothing is written when the file already is as wanted (content, mode, owner, group).
+  - "O(state=read) writes nothing: it reads the file's text through the strict reader side of the
+    same code (C(read_record)): only a regular file is read, never a symbolic link (not followed),
+    a FIFO, socket or device (never waited on) or a directory, and no more than O(max_bytes); such
+    a file is unreadable, named in RV(problem). With O(set_aside) (never in check mode) an
+    unreadable file is renamed C(<path>.damaged-<UTC time>) so that the record can be written anew."
 author:
   - gpufleet contributors (@gpufleet)
 options:
@@ -40,10 +45,18 @@ options:
     type: str
     default: ""
   state:
-    description: C(absent) removes the file.
+    description: C(absent) removes the file; C(read) reads it (RV(content), RV(problem)) and writes nothing.
     type: str
-    choices: [present, absent]
+    choices: [present, absent, read]
     default: present
+  max_bytes:
+    description: With O(state=read), a larger file is unreadable.
+    type: int
+    default: 16384
+  set_aside:
+    description: With O(state=read), rename an unreadable file aside (not in check mode).
+    type: bool
+    default: false
   mode:
     description: The file's mode, an octal string.
     type: str
@@ -71,6 +84,13 @@ EXAMPLES = r"""
     owner: root
     group: root
 
+- name: Read the admission record (a FIFO, link or oversize file is unreadable, set aside)
+  gpufleet.cluster.state_file:
+    path: /var/lib/gpufleet/admission.json
+    state: read
+    set_aside: true
+  register: admission_file
+
 - name: Record why the node needs a reboot
   gpufleet.cluster.state_file:
     path: /var/lib/gpufleet/reboot-required
@@ -84,9 +104,22 @@ path:
   returned: always
   type: str
 content:
-  description: The content after the run (C(null) when the file is absent).
+  description: The content after the run (C(null) when the file is absent); with O(state=read), the
+    text read (C(null) when absent or unreadable).
   returned: always
   type: str
+exists:
+  description: With O(state=read), whether anything was at O(path) (a symbolic link included).
+  returned: when O(state=read)
+  type: bool
+problem:
+  description: With O(state=read), why the file is unreadable (names it), or C(null).
+  returned: when O(state=read)
+  type: str
+set_aside:
+  description: With O(state=read), whether the unreadable file was renamed aside.
+  returned: when O(state=read)
+  type: bool
 """
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.core import module_cache
@@ -101,7 +134,9 @@ ARGUMENT_SPEC = dict(
     content=dict(type="str"),
     marker_owner=dict(type="str"),
     marker_text=dict(type="str", default=""),
-    state=dict(type="str", choices=["present", "absent"], default="present"),
+    state=dict(type="str", choices=["present", "absent", "read"], default="present"),
+    max_bytes=dict(type="int", default=16384),
+    set_aside=dict(type="bool", default=False),
     mode=dict(type="str", default="0644"),
     owner=dict(type="str"),
     group=dict(type="str"),

@@ -5,6 +5,7 @@
 import base64
 import json
 import os
+import stat
 
 import pytest
 import yaml
@@ -12,6 +13,7 @@ from hypothesis import given, settings as hsettings, strategies as st
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpufleet.cluster.plugins.filter.admission import admission_decision, admission_record
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core import state_files
 from ansible_collections.gpufleet.cluster.plugins.module_utils.core.records import RecordError
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu import burnin
 from ansible_collections.gpufleet.cluster.plugins.module_utils.remediation import admission
@@ -97,7 +99,7 @@ def test_any_annotation_is_a_record_or_refused_never_admitted_by_garbage(raw):
         decision = decide(raw)
         assert decision["burn_in"] and decision["trigger"] == "unreadable" and SOURCE in decision["reason"]
         return
-    assert record["result"] in ("pass", "fail") and 1 <= record["level"] <= 4
+    assert record["result"] in ("pass", "fail", "in_service") and 1 <= record["level"] <= 4
 
 
 @hsettings(max_examples=200, deadline=None)
@@ -109,7 +111,7 @@ def test_a_record_is_admitted_only_when_every_field_reads(fields):
     decision = decide(raw, driver=None)
     if not decision["burn_in"]:
         record = admission.read_record(raw, SOURCE)  # never raises: admitted means read
-        assert record["result"] == "pass" and record["level"] >= DEFAULTS["dcgm_level"]
+        assert record["result"] in admission.ADMITTED and record["level"] >= DEFAULTS["dcgm_level"]
 
 
 # -- the decision ----------------------------------------------------------------------------------
@@ -175,3 +177,191 @@ def test_the_lab_inventory_burn_in_settings_pass_the_inventory_check():
     assert not [p for p in tier_problems(lab) if "burnin" in p]
     assert [p for p in tier_problems(dict(lab, gpufleet_burnin={"dcgm_level": 7})) if "gpufleet_burnin" in p]
     assert [p for p in tier_problems(dict(lab, gpufleet_burnin_force="sometimes")) if "gpufleet_burnin_force" in p]
+
+
+# -- nodes in service before admission burn-in ------------------------------------------------------
+TAINT = "gpufleet.io/unhealthy"
+READY = {"type": "Ready", "status": "True"}
+SERVING = {"taint": None, "taints": [], "cordoned": False, "labels": {"gpufleet.io/healthy": "true"},
+           "conditions": [READY], "annotations": {}}
+STAMPS = json.dumps({"roles": {"nvidia_driver": {"inputs": "d" * 64}, "container_runtime": {"inputs": "e" * 64}}})
+HEALTH = json.dumps({"agent": {"healthy": True, "failing": []}, "generated_at": WHEN, "cycle": 7, "node": "n"})
+
+
+def status(**over):
+    return dict(SERVING, **over)
+
+
+@pytest.mark.parametrize("node, evidence", [
+    (status(), "label gpufleet.io/healthy=true"),
+    (status(labels={}, conditions=[READY, {"type": "GpufleetHealthy", "status": "True"}]), "GpufleetHealthy True"),
+    (status(cordoned=True), "label gpufleet.io/healthy=true"),  # an administrator's cordon: no taint of ours
+    (status(taints=[{"key": "nvidia.com/gpu", "value": "x", "effect": "NoSchedule"}]), "healthy=true"),
+    # no evidence: held back by the gate, not Ready, no mark of an earlier run, malformed, no Node
+    (status(taint={"key": TAINT, "value": "gpu.xid", "effect": "NoSchedule"},
+            taints=[{"key": TAINT, "value": "gpu.xid", "effect": "NoSchedule"}]), None),
+    (status(taints=[{"key": TAINT, "value": "burnin.dcgm", "effect": "NoSchedule"}]), None),
+    (status(conditions=[{"type": "Ready", "status": "False"}]), None),
+    (status(conditions=[{"type": "Ready", "status": "Unknown"}]), None),
+    (status(conditions=[]), None), (status(conditions="Ready"), None),
+    (status(labels={"gpufleet.io/healthy": "false"}), None),
+    (status(labels={}, conditions=[READY, {"type": "GpufleetHealthy", "status": "False"}]), None),
+    (status(labels={}), None), (status(taints=None), None), (status(taints=["x"]), None), ({}, None), (None, None),
+])
+def test_a_node_is_in_service_only_ready_untainted_and_marked_by_an_earlier_run(node, evidence):
+    seen = admission.kube_in_service(node, TAINT)
+    assert (seen is None) if evidence is None else (evidence in seen)
+
+
+@hsettings(max_examples=300, deadline=None)
+@given(st.fixed_dictionaries({}, optional={
+    "taint": st.none() | st.just({"key": TAINT}),
+    "taints": st.none() | st.lists(st.fixed_dictionaries({"key": st.sampled_from([TAINT, "other", None])}), max_size=2)
+    | st.text(max_size=3),
+    "labels": st.none() | st.dictionaries(st.sampled_from(["gpufleet.io/healthy", "x"]),
+                                          st.sampled_from(["true", "false", "", None]), max_size=2),
+    "conditions": st.none() | st.lists(st.one_of(st.fixed_dictionaries({
+        "type": st.sampled_from(["Ready", "GpufleetHealthy", "MemoryPressure", None]),
+        "status": st.sampled_from(["True", "False", "Unknown", None])}), st.text(max_size=3)), max_size=4),
+}))
+def test_any_node_status_is_evidence_or_none_never_evidence_of_a_held_or_unready_node(node):
+    seen = admission.kube_in_service(node, TAINT)
+    assert seen is None or isinstance(seen, str)
+    if seen is not None:
+        assert node.get("taint") is None and all(t.get("key") != TAINT for t in node["taints"])
+        conditions = [c for c in node["conditions"] if isinstance(c, dict)]
+        assert dict((c["type"], c["status"]) for c in conditions).get("Ready") == "True"
+
+
+@pytest.mark.parametrize("role_state, health, seen", [
+    (STAMPS, None, "container_runtime, nvidia_driver"),
+    (None, "health.json written by the node health agent", "health.json"),
+    (json.dumps({"roles": {}}), None, None),           # a file, no stamp
+    ('{"roles": {"x": {}}}', None, None),              # not a stamp record
+    ("\x00unreadable", None, None), (None, None, None), ("[", None, None),
+])
+def test_without_the_api_role_stamps_or_health_json_are_the_evidence(role_state, health, seen):
+    found = admission.local_in_service(role_state, "/var/lib/gpufleet/role-state.json", health)
+    assert (found is None) if seen is None else (seen in found)
+
+
+def test_a_node_in_service_without_a_record_is_recorded_not_burnt_in():
+    decision = decide(None, in_service="Ready, label gpufleet.io/healthy=true", now=WHEN)
+    assert not decision["burn_in"] and decision["trigger"] == "in_service" and decision["new_record"]
+    record = decision["record"]
+    assert record["result"] == "in_service" and record["trigger"] == "in_service" and record["driver"] == "580.95.05"
+    assert admission.read_record(admission.record_text(record), SOURCE) == record
+    assert "in service before admission burn-in" in decision["reason"] and "gpufleet_burnin_force" in decision["reason"]
+    check = admission.admission_check(decision)
+    assert check["status"] == "pass" and check["observed"]["result"] == "in_service"
+    assert check["message"].startswith("in service before admission burn-in")
+    # the next run reads the record back: still admitted, saying so; a driver change or a repair burns it in
+    again = decide(admission.record_text(record))
+    assert not again["burn_in"] and again["reason"].startswith("in service before admission burn-in, recorded")
+    assert admission.admission_check(again)["status"] == "pass"
+    assert decide(admission.record_text(record), driver="595.1")["trigger"] == "driver"
+    history = json.dumps([{"step": "reset", "status": "done", "reason": "", "at": "2026-10-01T00:00:00Z",
+                           "by": "remediate.yml"}])
+    assert decide(admission.record_text(record),
+                  annotations={"gpufleet.io/remediation-history": history})["trigger"] == "repaired"
+
+
+def test_force_burns_in_a_node_in_service_and_a_record_outranks_the_evidence():
+    assert decide(None, in_service="stamps", force=True)["trigger"] == "force"
+    assert decide(text(result="fail", checks=["burnin.dcgm:gpu0/memtest"]), in_service="stamps")["trigger"] == "failed"
+    assert decide("{", in_service="stamps")["trigger"] == "unreadable"
+    assert decide(None, in_service=None)["trigger"] == "new" and decide(None, in_service="")["trigger"] == "new"
+
+
+@hsettings(max_examples=200, deadline=None)
+@given(st.one_of(st.none(), st.just(text()), st.just(text(result="fail")), st.text(max_size=30)),
+       st.one_of(st.none(), st.just(""), st.text(min_size=1, max_size=20)), st.booleans(), st.booleans())
+def test_without_a_record_only_evidence_and_no_force_spares_the_burn_in(raw, seen, force, enabled):
+    current = burnin.settings({"enabled": enabled}, "gpufleet_burnin")
+    decision = decide(raw, settings=current, in_service=seen, force=force, now=WHEN)
+    if not enabled:
+        assert not decision["burn_in"] and decision.get("off")
+    elif raw is None:
+        assert decision["burn_in"] == (force or not seen)
+        assert (decision["trigger"] == "in_service") == (not decision["burn_in"])
+    elif not decision["burn_in"]:
+        assert admission.read_record(raw, SOURCE)["result"] in admission.ADMITTED and decision["trigger"] is None
+
+
+def test_the_filter_takes_the_evidence_from_the_node_or_the_files():
+    files = [{"path": "/var/lib/gpufleet/role-state.json", "exists": True, "content": STAMPS, "problem": None},
+             {"path": "/var/lib/gpufleet/health.json", "exists": False, "content": None, "problem": None}]
+    local = admission_decision(None, {}, state_file={"exists": False, "content": None, "problem": None},
+                               kubernetes=False, evidence=files)
+    assert local["trigger"] == "in_service" and local["text"] and local["check"]["status"] == "pass"
+    health = [dict(files[0], exists=False, content=None), dict(files[1], exists=True, content=HEALTH)]
+    assert admission_decision(None, {}, kubernetes=False, evidence=health)["trigger"] == "in_service"
+    # unreadable evidence (a FIFO at role-state.json, a failed read, health.json not the agent's) is none
+    fifo = [dict(files[0], content=None, problem="/var/lib/gpufleet/role-state.json is damaged (not a regular file)"),
+            {"path": "/var/lib/gpufleet/health.json", "failed": True, "msg": "boom"}]
+    assert admission_decision(None, {}, kubernetes=False, evidence=fifo)["trigger"] == "new"
+    alien = [dict(files[1], exists=True, content='{"agent": {}}')]
+    assert admission_decision(None, {}, kubernetes=False, evidence=alien)["trigger"] == "new"
+    assert admission_decision(None, {}, kubernetes=False)["trigger"] == "new"
+    node = admission_decision({}, {}, node_status=status(), taint_key=TAINT)
+    assert node["trigger"] == "in_service" and "healthy=true" in node["reason"]
+    assert admission_decision({}, {}, node_status=status())["trigger"] == "new"  # no taint key: no Node evidence
+    held = status(taint={"key": TAINT, "value": "x"}, taints=[{"key": TAINT, "value": "x"}])
+    assert admission_decision({}, {}, node_status=held, taint_key=TAINT)["trigger"] == "new"
+    # with the API the local files are no evidence (kubernetes.yml stamps role-state.json before its gate)
+    assert admission_decision({}, {}, evidence=files, taint_key=TAINT)["trigger"] == "new"
+
+
+# -- the state file read strictly (module state_file, state read) -----------------------------------
+def read(path, check_mode=False, set_aside=True, max_bytes=16384):
+    return state_files.read_work(str(path), {"max_bytes": max_bytes, "set_aside": set_aside}, check_mode)
+
+
+def decision_of(result):
+    return admission_decision(None, {}, state_file=result, kubernetes=False)
+
+
+@pytest.mark.parametrize("kind, words", [
+    ("fifo", "not a regular file"), ("symlink", "symbolic link"), ("directory", "directory"),
+    ("oversize", "more than 16384 bytes"), ("binary", "not UTF-8"),
+])
+def test_a_state_file_that_is_no_regular_small_file_is_unreadable_and_burnt_in_again(tmp_path, kind, words):
+    path = tmp_path / "admission.json"
+    if kind == "fifo":
+        os.mkfifo(str(path))
+    elif kind == "symlink":
+        (tmp_path / "elsewhere.json").write_text(text())
+        os.symlink(str(tmp_path / "elsewhere.json"), str(path))
+    elif kind == "directory":
+        path.mkdir()
+    elif kind == "oversize":
+        path.write_text(text() + " " * 16384)
+    else:
+        path.write_bytes(b"\xff\xfe" + text().encode())
+    mode = os.lstat(str(path)).st_mode
+    checked = read(path, check_mode=True)  # check mode: never moved
+    assert checked["content"] is None and words in checked["problem"] and str(path) in checked["problem"]
+    assert not checked["changed"] and os.lstat(str(path)).st_mode == mode
+    decision = decision_of(checked)
+    assert decision["burn_in"] and decision["trigger"] == "unreadable" and words in decision["reason"]
+    assert admission.admission_check(decision)["status"] == "fail"
+    moved = read(path)  # set aside, so that the record can be written anew
+    assert moved["set_aside"] and moved["changed"] and not os.path.lexists(str(path))
+    assert decision_of(moved)["trigger"] == "unreadable"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("admission.json.damaged-")]
+    if kind == "symlink":
+        assert (tmp_path / "elsewhere.json").read_text() == text()  # what the link pointed to is untouched
+
+
+def test_a_regular_state_file_is_read_and_an_absent_one_is_a_new_node(tmp_path):
+    path = tmp_path / "admission.json"
+    assert read(path) == {"changed": False, "path": str(path), "exists": False, "content": None, "problem": None,
+                          "set_aside": False}
+    assert decision_of(read(path))["trigger"] == "new"
+    path.write_text(text())
+    result = read(path)
+    assert result["content"] == text() and result["problem"] is None and not result["changed"]
+    assert not decision_of(result)["burn_in"]
+    assert stat.S_ISREG(os.lstat(str(path)).st_mode)
+    not_aside = read(tmp_path, set_aside=False)  # a directory, left in place without set_aside
+    assert "left in place" in not_aside["problem"] and os.path.isdir(str(tmp_path))

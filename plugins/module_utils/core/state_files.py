@@ -125,13 +125,15 @@ def open_regular(path, follow_links=False):
 _NOT_OURS = (errno.EACCES, errno.EPERM)
 
 
-def read_record(path, parse, now=None, max_bytes=None):
+def read_record(path, parse, now=None, max_bytes=None, aside=True):
     """One record file read back through its strict reader ``parse(raw, record)``:
     ``(value, None)`` when readable, ``(None, None)`` when the file does not exist, ``(None,
     problem)`` when it cannot be read or ``parse`` raises RecordError: the file is then set aside
     (``<path>.damaged-<UTC time>``; a file we lack the permission to read is left in place) and
     ``problem`` names it, the reason and where it went. Never raises for a damaged file.
-    ``max_bytes``: read no more than this (a larger file is refused by ``parse``)."""
+    ``max_bytes``: read no more than this (a larger file is refused by ``parse``). ``aside``
+    False: the damaged file is left in place (a reader that may not change the node: check mode,
+    another owner's file), the problem says so."""
     try:
         handle = open_regular(path)
     except FileNotFoundError:
@@ -142,21 +144,24 @@ def read_record(path, parse, now=None, max_bytes=None):
             reason = "a symbolic link, not a record file"
         elif exc.errno in _NOT_OURS:
             return None, "%s is %s (left in place)" % (path, reason)
-        return None, _aside_problem(path, reason, now)
+        return None, _aside_problem(path, reason, now, aside)
     try:
         with handle:
             raw = handle.read() if max_bytes is None else handle.read(max_bytes + 1)
     except OSError as exc:
-        return None, _aside_problem(path, "unreadable: %s" % (exc.strerror or exc), now)
+        return None, _aside_problem(path, "unreadable: %s" % (exc.strerror or exc), now, aside)
     try:
         if max_bytes is not None and len(raw) > max_bytes:
             raise RecordError(path, "more than %d bytes" % max_bytes)
         return parse(raw, path), None
     except RecordError as exc:
-        return None, _aside_problem(path, exc.reason if exc.field is None else "%s: %s" % (exc.field, exc.reason), now)
+        return None, _aside_problem(path, exc.reason if exc.field is None else "%s: %s" % (exc.field, exc.reason),
+                                    now, aside)
 
 
-def _aside_problem(path, reason, now):
+def _aside_problem(path, reason, now, aside=True):
+    if not aside:
+        return "%s is damaged (%s): left in place" % (path, reason)
     target, reason = set_aside(path, reason, now)
     return "%s is damaged (%s): set aside%s" % (path, reason, " as " + target if target else "")
 
@@ -197,6 +202,37 @@ def _ident(value, kind):
         raise ValueError("option %s: no %s named %r on this host" % (kind, "user" if kind == "owner" else "group", value))
 
 
+def _text(raw, record):
+    """The UTF-8 text of a state file's bytes (read_record's parse for a read of any record kind:
+    its own strict reader parses the text where it is acted on)."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RecordError(record, "not UTF-8 text (byte %d)" % exc.start)
+
+
+def read_work(path, params, check_mode):
+    """The module state_file's ``state: read``: the file's text through read_record (only a
+    regular file, never a symbolic link, FIFO, socket, device or directory, at most ``max_bytes``).
+    ``{changed, path, exists, content, problem, set_aside}``: ``content`` None when the file is
+    absent or unreadable, ``problem`` naming it when unreadable. With ``set_aside`` (never in check
+    mode) an unreadable file is renamed ``<path>.damaged-<UTC time>`` (read_record), so that the
+    record can be written anew; otherwise it is left in place. Writes nothing else."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.core.framework import ModuleFailure
+
+    max_bytes = params.get("max_bytes")
+    if max_bytes is None:
+        max_bytes = 16 * 1024
+    if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
+        raise ModuleFailure("option max_bytes: %r is not a number of bytes > 0" % (max_bytes,), path=path)
+    aside = bool(params.get("set_aside")) and not check_mode
+    present = os.path.lexists(path)
+    content, problem = read_record(path, _text, max_bytes=max_bytes, aside=aside)
+    moved = bool(problem) and aside and not os.path.lexists(path)
+    return {"changed": moved, "path": path, "exists": present, "content": content, "problem": problem,
+            "set_aside": moved}
+
+
 def state_file_work(module):
     """The work of the module state_file (framework.run_module): see its documentation."""
     from ansible_collections.gpufleet.cluster.plugins.module_utils.core.framework import ModuleFailure
@@ -205,6 +241,8 @@ def state_file_work(module):
     path = params["path"]
     if not os.path.isabs(path):
         raise ModuleFailure("option path: %s is not an absolute path" % path, path=path)
+    if params.get("state") == "read":
+        return read_work(path, params, module.check_mode)
     try:
         mode = int(params["mode"], 8)
         if not 0 <= mode <= 0o7777:

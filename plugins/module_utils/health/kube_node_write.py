@@ -284,7 +284,10 @@ def node_status(params, node):
     return {"backend": "kubernetes", "node": params["node"], "cordoned": view["cordoned"],
             "taint": ours[0] if ours else None,
             "reason": view["annotations"].get(reason_annotation(params), ""),
-            "taints": view["taints"], "annotations": view["annotations"],
+            "taints": view["taints"], "annotations": view["annotations"], "labels": view["labels"],
+            # type and status of each condition (admission: Ready, GpufleetHealthy as an earlier run left them)
+            "conditions": [{"type": c.get("type"), "status": c.get("status")}
+                           for c in ((node or {}).get("status") or {}).get("conditions") or [] if isinstance(c, dict)],
             "resource_version": view["resource_version"]}
 
 

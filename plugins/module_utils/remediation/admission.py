@@ -9,8 +9,11 @@ result, DCGM version and driver. ``read_record`` is its one reader (strict, on c
 unreadable means not admitted, so the node is burnt in again (never "admitted"). ``decide`` says
 whether this run burns the node in: a new node (no record), a failed or unreadable record, a node
 repaired (a ``reset``/``reboot`` step done in its remediation history, read by the breaker's one
-reader) since, another driver, a lower level than its group's now, or ``force``. ``build_record``
-makes the record from module gpu_burnin's result, ``admission_check`` the report's ``node.admission``.
+reader) since, another driver, a lower level than its group's now, or ``force``. A node without a
+record that an earlier gpufleet run brought into service (``kube_in_service``, ``local_in_service``:
+the evidence, fail closed) is not burnt in by the upgrade of gpufleet: it gets a record of result
+``in_service`` (``in_service_record``). ``build_record`` makes the record from module gpu_burnin's
+result, ``admission_check`` the report's ``node.admission``.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -22,6 +25,7 @@ import json
 import time
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.core import records
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core import role_stamps
 from ansible_collections.gpufleet.cluster.plugins.module_utils.core.records import RecordError
 from ansible_collections.gpufleet.cluster.plugins.module_utils.remediation import breaker
 
@@ -33,15 +37,22 @@ MAX_CHECKS = 32        # failing checks kept in a record
 MAX_CHECK_TEXT = 300
 KEYS = ("when", "level", "tests", "result", "dcgm_version", "driver", "checks", "trigger")
 REQUIRED = ("when", "level", "result", "dcgm_version", "driver", "checks")
-RESULTS = ("pass", "fail")
-TRIGGERS = ("new", "failed", "unreadable", "repaired", "driver", "level", "force")
+IN_SERVICE = "in_service"
+RESULTS = ("pass", "fail", IN_SERVICE)
+ADMITTED = ("pass", IN_SERVICE)  # results that admit the node
+TRIGGERS = ("new", "failed", "unreadable", "repaired", "driver", "level", "force", IN_SERVICE)
+IN_SERVICE_NOTE = "gpufleet_burnin_force burns it in"
+# what an earlier gpufleet run leaves on a Node it brought into service (module_utils/health/gate.py):
+# the gate's label gpufleet.io/healthy "true", the node health agent's condition GpufleetHealthy True
+GATE_HEALTH_LABEL = "gpufleet.io/healthy"
+AGENT_CONDITION = "GpufleetHealthy"
 REPAIR_STEPS = ("reset", "reboot")
 
 
 def read_record(raw, record):
     """The admission record of ``raw`` (the annotation's or the file's text). RecordError naming
     ``record`` for anything else: larger than MAX_BYTES, not strict JSON, an unknown or missing key,
-    ``when`` not a plausible epoch (2020..2100), ``level`` not 1..4, ``result`` not pass/fail, a
+    ``when`` not a plausible epoch (2020..2100), ``level`` not 1..4, ``result`` not pass/fail/in_service, a
     text field over its bound, ``checks`` not a list of at most MAX_CHECKS strings."""
     value = records.load_json(raw, record, max_bytes=MAX_BYTES, max_depth=3)
     records.mapping(value, record, required=REQUIRED, allowed=KEYS)
@@ -68,13 +79,73 @@ def repaired_at(annotations, node):
     return max(times) if times else None
 
 
-def decide(sources, settings, node="node", driver=None, force=False, annotations=None):
+def _conditions(status):
+    """{type: status} of the Node's conditions as node_gate_status gives them; {} when malformed."""
+    conditions = status.get("conditions")
+    if not isinstance(conditions, list):
+        return {}
+    return dict((c.get("type"), c.get("status")) for c in conditions if isinstance(c, dict))
+
+
+def kube_in_service(status, taint_key):
+    """The evidence (text) that an earlier gpufleet run brought the Node of ``status``
+    (node_gate_status: taint, taints, labels, conditions) into service, None when there is none:
+    the Node is Ready, not held back by the gate (no taint ``taint_key``) and carries the gate's
+    label gpufleet.io/healthy "true" or the node health agent's condition GpufleetHealthy True. A
+    cordon without the gate's taint is not the gate's (an administrator's): it is no evidence
+    either way. Anything malformed or missing is no evidence (the node is burnt in)."""
+    if not isinstance(status, dict):
+        return None
+    taints = status.get("taints")
+    if status.get("taint") is not None or not isinstance(taints, list) or any(
+            not isinstance(t, dict) or t.get("key") == taint_key for t in taints):
+        return None
+    conditions = _conditions(status)
+    if conditions.get("Ready") != "True":
+        return None
+    labels = status.get("labels")
+    if isinstance(labels, dict) and labels.get(GATE_HEALTH_LABEL) == "true":
+        return "Ready, label %s=true of the health gate, no taint %s" % (GATE_HEALTH_LABEL, taint_key)
+    if conditions.get(AGENT_CONDITION) == "True":
+        return "Ready, condition %s True of the node health agent, no taint %s" % (AGENT_CONDITION, taint_key)
+    return None
+
+
+def local_in_service(role_state, role_state_name, health=None):
+    """The evidence (text) that an earlier gpufleet run converged the node, None when there is
+    none: ``role_state`` the text of its role-state.json read before this run's roles stamp it
+    (at least one role stamp, read by role_stamps' strict reader), or ``health`` the evidence of
+    the node health agent's health.json (the caller's reading, text or None). Unreadable is none."""
+    if role_state is not None:
+        try:
+            stamps = role_stamps.parse_stamps(role_state, role_state_name)
+        except RecordError:
+            stamps = {}
+        if stamps:
+            return "%s has the stamps of an earlier converge (%s)" % (role_state_name, ", ".join(sorted(stamps)[:7]))
+    return health or None
+
+
+def in_service_record(settings, now, driver=None):
+    """The record of a node in service before admission burn-in: result and trigger in_service,
+    the group's level (not run: no DCGM version, no tests), the driver now."""
+    records.timestamp(now, "this controller's clock", "now")
+    return {"when": float(int(now)), "level": int(settings["dcgm_level"]), "tests": [], "result": IN_SERVICE,
+            "dcgm_version": "", "driver": _text(driver, 64), "checks": [], "trigger": IN_SERVICE}
+
+
+def decide(sources, settings, node="node", driver=None, force=False, annotations=None, in_service=None, now=None):
     """Whether this run burns the node in: ``{burn_in, trigger, reason, record, source}``.
 
-    ``sources``: (name, raw text or None) in order of authority (the Node annotation, then the
-    node's state file); the first present one is the record. ``settings``: the checked burn-in
+    ``sources``: (name, raw text or None, or a RecordError when the file could not be read) in
+    order of authority (the Node annotation, then the node's state file); the first present one is
+    the record. ``settings``: the checked burn-in
     settings (gpu/burnin.py). ``driver``: the node's driver version now (None: unknown, not
-    compared). ``annotations``: the Node's, for its remediation history (None: no Node)."""
+    compared). ``annotations``: the Node's, for its remediation history (None: no Node).
+    ``in_service``: the evidence that an earlier gpufleet run brought the node into service
+    (kube_in_service, local_in_service), None when there is none: a node without a record and with
+    this evidence is not burnt in (unless ``force``); its new record (``new_record``) is
+    in_service_record's, made at ``now`` (None: this clock)."""
     if not settings["enabled"]:
         return {"burn_in": False, "off": True, "trigger": None, "record": None, "source": None,
                 "reason": "burn-in off for this node (gpufleet_burnin.enabled: false)"}
@@ -84,14 +155,22 @@ def decide(sources, settings, node="node", driver=None, force=False, annotations
         return {"burn_in": True, "trigger": trigger, "reason": reason, "record": record, "source": source}
 
     if source is None:
+        if in_service and force:
+            return burn("force", "gpufleet_burnin_force (in service before admission burn-in: %s)" % in_service)
+        if in_service:
+            record = in_service_record(settings, time.time() if now is None else now, driver)
+            return {"burn_in": False, "trigger": IN_SERVICE, "record": record, "source": None, "new_record": True,
+                    "reason": "in service before admission burn-in (%s; %s)" % (in_service, IN_SERVICE_NOTE)}
         return burn("new", "new node: no admission record")
     try:
+        if isinstance(raw, RecordError):  # the file could not be read at all (a FIFO, a link, too large)
+            raise raw
         record = read_record(raw, source)
     except RecordError as exc:
         return burn("unreadable", "%s: not admitted, burnt in again" % exc)
     if force:
         return burn("force", "gpufleet_burnin_force", record)
-    if record["result"] != "pass":
+    if record["result"] not in ADMITTED:
         return burn("failed", "the last burn-in failed (%s)" % (", ".join(record["checks"][:3]) or "no check named"),
                     record)
     if annotations is not None:
@@ -107,6 +186,11 @@ def decide(sources, settings, node="node", driver=None, force=False, annotations
     if record["level"] < settings["dcgm_level"] and not settings["dcgm_tests"]:
         return burn("level", "admitted at level %d, the group asks for %d" % (record["level"], settings["dcgm_level"]),
                     record)
+    if record["result"] == IN_SERVICE:
+        return {"burn_in": False, "trigger": None, "record": record, "source": source,
+                "reason": "in service before admission burn-in, recorded %s (driver %s; %s)" % (
+                    time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(record["when"])), record["driver"] or "unknown",
+                    IN_SERVICE_NOTE)}
     return {"burn_in": False, "trigger": None, "record": record, "source": source,
             "reason": "admitted %s (level %d, DCGM %s, driver %s)" % (
                 time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(record["when"])), record["level"],
@@ -154,7 +238,8 @@ def record_text(record):
 
 def admission_check(decision, record=None):
     """The report's ``node.admission`` check (target ``node``, observed the record's fields): pass
-    admitted (a valid record that passed and needs no new burn-in, or this run's burn-in passed);
+    admitted (a valid record that passed and needs no new burn-in, or this run's burn-in passed, or
+    a node in service before admission burn-in: record result in_service, the message says so);
     fail (not admitted: the burn-in failed, naming the failing tests, or it is due and did not run);
     skip (burn-in off for the node)."""
     if decision.get("off"):
@@ -165,7 +250,7 @@ def admission_check(decision, record=None):
     record = record if record is not None else decision.get("record")
     observed = dict((key, record[key]) for key in KEYS if key in record)
     when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(record["when"]))
-    if record["result"] != "pass":
+    if record["result"] not in ADMITTED:
         return {"id": CHECK_ID, "target": "node", "status": "fail", "observed": observed,
                 "message": ("not admitted: burn-in (level %d) failed %s: %s" % (
                     record["level"], when, ", ".join(record["checks"])))[:1000]}
