@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.gpufleet.cluster.plugins.filter.agent_status import agent_status_checks
-from ansible_collections.gpufleet.cluster.plugins.lookup.agent_conditions import agent_conditions, client_for, loopback
+from ansible_collections.gpufleet.cluster.plugins.lookup.agent_conditions import agent_conditions, client_for, loopback, opted_out
 from ansible_collections.gpufleet.cluster.plugins.module_utils.core.clock import utc_text as format_utc
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.kube_node import ApiStatusError, KubeClient, KubeError
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.node_list import (
@@ -321,3 +321,11 @@ def test_the_paged_read_reports_what_the_unpaged_read_reports(tmp_path, kinds, l
     per_pass = max(1, -(-len(kinds) // limit))
     restarts = expire if per_pass > 1 else 0  # a token expires on the first continue of a pass
     assert figures == {"pages": per_pass + restarts, "requests": per_pass + 2 * restarts, "restarts": restarts}
+
+
+def test_hosts_opted_out_of_the_agent_are_read_once_per_host():
+    hostvars = {"a": {"gpufleet_health_agent": False}, "b": {"gpufleet_health_agent": "False"}, "c": {},
+                "d": {"gpufleet_health_agent": "true"}, "e": {"gpufleet_health_agent": None}}
+    assert opted_out(["a", "b", "c", "d", "e", "not-in-hostvars"], hostvars, "gpufleet_health_agent") == ["a", "b"]
+    with pytest.raises(KubeError, match="no hostvars"):
+        opted_out(["a"], None, "gpufleet_health_agent")
