@@ -46,7 +46,7 @@ CHECK_SEVERITY = {
     "gpu.lost": CRITICAL, "gpu.recovery_action": CRITICAL, "gpu.xid": CRITICAL,
     "gpu.ecc.volatile_uncorrectable": CRITICAL, "gpu.row_remap": CRITICAL, "gpu.retired_pages": CRITICAL,
     # the node runs, but jobs on it fail or crawl
-    "gpu.nvlink": HIGH, "gpu.fabric": HIGH, "gpu.temperature": HIGH, "gpu.driver_version": HIGH,
+    "gpu.nvlink": HIGH, "gpu.fabric": HIGH, "agent.fabricmanager": HIGH, "gpu.temperature": HIGH, "gpu.driver_version": HIGH,
     "rdma.modules": HIGH, "rdma.driver": HIGH, "rdma.devices": HIGH, "rdma.port.state": HIGH,
     "rdma.port.phys_state": HIGH, "rdma.uverbs": HIGH, "rdma.fabric.host": HIGH,
     "k8s.nccl.busbw": HIGH, "k8s.nccl.wrong": HIGH,
