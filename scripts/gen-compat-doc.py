@@ -21,6 +21,11 @@ OPS = {"eq": "=", "ne": "â‰ ", "in": "in", "not_in": "not in", "version_ge": "â‰
        "any_in": "has one of", "same_as": "(each) ="}
 
 
+def _shown(value):
+    """A clause operand as written in compatibility.yml (YAML's true/false, not Python's True/False)."""
+    return str(value).lower() if isinstance(value, bool) else value
+
+
 def _clauses(part):
     out = []
     for fact, clause in part.items():
@@ -32,9 +37,9 @@ def _clauses(part):
             out.append("%s (each) = %s" % (fact, operand))
             continue
         if isinstance(operand, list):
-            operand = ", ".join("`%s`" % item for item in operand)
+            operand = ", ".join("`%s`" % _shown(item) for item in operand)
         else:
-            operand = "`%s`" % operand
+            operand = "`%s`" % _shown(operand)
         out.append("%s %s %s" % (fact, OPS[op], operand))
     return " and ".join(out)
 
@@ -81,6 +86,8 @@ def render(matrix):
                 where += "; default: tier `%s`" % default["tier"]
             elif "role" in default:
                 where += "; default: role `%s` (`%s`)" % (default["role"], default["variable"])
+        if spec.get("boolean"):
+            where += "; read as Ansible's `bool` (`true`, `yes`, `on`, `1` in any case: true; `false`, `no`, `off`, `0`: false)"
         lines.append("| `%s` | %s | %s |" % (name, spec["description"], where))
     if matrix.get("gpu_architectures"):
         lines += ["", "## GPU architectures", "",

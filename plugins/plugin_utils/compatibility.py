@@ -117,6 +117,8 @@ def validate_matrix(matrix):
                               % name)
         if spec.get("derived") and name not in DERIVED:
             raise MatrixError("fact %s: derived, but no derivation of that name (%s)" % (name, ", ".join(sorted(DERIVED))))
+        if "boolean" in spec and not isinstance(spec["boolean"], bool):
+            raise MatrixError("fact %s: boolean must be true or false" % name)
         default = spec.get("default")
         if default is not None and not (isinstance(default, dict) and (
                 set(default) == {"tier"} or set(default) == {"role", "variable"})):
@@ -194,17 +196,39 @@ def _derive_architectures(known, matrix):
             ", ".join(str(item) for item in ids), " from %s" % origin if origin else "", shown))
 
 
-# dcgm-exporter image tags: <DCGM version>-<exporter version>[-<variant>] ("4.7.0-4.9.0-distroless",
-# "3.3.9-3.6.1-ubuntu22.04"; NVIDIA's "DCGM Exporter Release Notes": "Release tags use
-# <dcgm-version>-<dcgm-exporter-version>. Container image tags can append an image variant"); ASCII digits, the
-# whole tag (no trailing newline)
-_DCGM_EXPORTER_TAG = re.compile(r"^([0-9]+\.[0-9]+\.[0-9]+)-([0-9]+\.[0-9]+\.[0-9]+)(?:-[A-Za-z0-9._-]+)?\Z")
+# dcgm-exporter image tags (NVIDIA/dcgm-exporter RELEASE.md, "Versioning": "The long form:
+# ${DCGM_VERSION}-${EXPORTER_VERSION}-${PLATFORM}; The short form: ${DCGM_VERSION}; The latest tag: latest";
+# NVIDIA's "DCGM Exporter Release Notes": "Release tags use <dcgm-version>-<dcgm-exporter-version>. Container
+# image tags can append an image variant"): "4.7.0-4.9.0-distroless", "3.3.9-3.6.1-ubuntu22.04", and the short
+# form "3.3.9" (a DCGM version); ASCII digits, the whole tag
+_DCGM_EXPORTER_TAG = re.compile(r"^([0-9]+\.[0-9]+\.[0-9]+)(?:-([0-9]+\.[0-9]+\.[0-9]+)(?:-[A-Za-z0-9._-]+)?)?\Z")
+# a digest beside the tag (name:tag@sha256:...; OCI image-spec descriptor digest grammar algorithm:encoded)
+_DIGEST = re.compile(r"@[a-z0-9]+(?:[+._-][a-z0-9]+)*:[a-zA-Z0-9=_-]+\Z")
+# what YAML strips around a plain scalar: the template renders `image: {{ ... }}` and the manifest holds the
+# value without the blanks and line breaks around it (a `>` folded scalar keeps one trailing newline)
+_YAML_BLANKS = " \t\r\n"
+
+
+def image_as_deployed(image):
+    """The image reference the manifest holds for ``image``: the value without the blanks and line
+    breaks YAML strips around a plain scalar (templates/dcgm-exporter.yaml.j2 renders
+    ``image: {{ kubernetes_addons_dcgm_exporter_image }}``). Not a string: returned unchanged."""
+    return image.strip(_YAML_BLANKS) if isinstance(image, str) else image
 
 
 def dcgm_exporter_tag(image):
-    """(DCGM version, exporter version) of a dcgm-exporter image reference, None when its tag is not
-    in that form (a digest, a bare exporter version, a custom tag: then no rule judges it)."""
-    if not isinstance(image, str) or "@" in image:
+    """(DCGM version, exporter version or None) of a dcgm-exporter image reference as the manifest holds
+    it (image_as_deployed): the long tag form gives both, the short form (one version) the DCGM version
+    only. A digest beside the tag (name:tag@sha256:...) leaves the tag to judge (the digest pins the
+    content, the tag names the DCGM it was built on). None for a digest alone, ``latest`` or a custom tag
+    (then no rule judges it)."""
+    image = image_as_deployed(image)
+    if not isinstance(image, str):
+        return None
+    digest = _DIGEST.search(image)
+    if digest:
+        image = image[:digest.start()]
+    if "@" in image:
         return None
     last = image.rsplit("/", 1)[-1]
     if ":" not in last:
@@ -220,8 +244,9 @@ def _derive_dcgm_exporter(known):
     image, origin = known["dcgm_exporter_image"]
     tag = dcgm_exporter_tag(image)
     if tag:
-        known["dcgm_exporter_dcgm"] = (tag[0], "dcgm_exporter_image=%s%s: DCGM %s, exporter %s" % (
-            image, " from %s" % origin if origin else "", tag[0], tag[1]))
+        known["dcgm_exporter_dcgm"] = (tag[0], "dcgm_exporter_image=%s%s: DCGM %s, %s" % (
+            image_as_deployed(image), " from %s" % origin if origin else "", tag[0],
+            "exporter %s" % tag[1] if tag[1] else "the short tag form (the DCGM version)"))
 
 
 # facts derived from others, by name (compatibility.yml `derived:`)
@@ -338,6 +363,43 @@ def role_value(variables, role, variable, root=COLLECTION_ROOT):
         raise MatrixError("cannot evaluate the default of %s (role %s): %s" % (variable, role, exc))
 
 
+# Ansible's `| bool` (ansible-core's filter to_bool, which the roles' `when:` use, e.g.
+# roles/kubernetes_addons/tasks/templated.yml): text in any case and whole numbers, as text
+_ANSIBLE_TRUE = ("1", "yes", "on", "true")
+_ANSIBLE_FALSE = ("0", "no", "off", "false")
+
+
+def ansible_boolean(value):
+    """True or False as Ansible's ``| bool`` reads ``value`` (True, 1, "1", "yes", "on", "true" in any
+    case; False, 0 and their "0", "no", "off", "false"), None when it is no boolean spelling (then the
+    value is left as it is: "external" of node_feature_discovery, or a value no rule's true matches)."""
+    if isinstance(value, str):
+        text = value.lower()
+    elif isinstance(value, int):  # bool is an int: True -> "true"
+        text = str(value).lower()
+    else:
+        return None
+    if text in _ANSIBLE_TRUE:
+        return True
+    if text in _ANSIBLE_FALSE:
+        return False
+    return None
+
+
+def _booleans(known, matrix):
+    """Facts marked ``boolean: true`` in the matrix read as Ansible's ``| bool`` reads them (the one
+    conversion of every boolean-triggered rule): "1", 1, "on", "Yes" are true, as the role deploying
+    on ``when: ... | bool`` sees them."""
+    for name, spec in matrix["facts"].items():
+        if not spec.get("boolean") or name not in known:
+            continue
+        value, origin = known[name]
+        converted = ansible_boolean(value)
+        if converted is not None and not (isinstance(value, bool) and value is converted):
+            shown = "%s=%r" % (origin, value) if origin else repr(value)
+            known[name] = (converted, "%s, read as Ansible's bool" % shown)
+
+
 def _empty(value):
     return value is None or (isinstance(value, str) and value.strip() == "")
 
@@ -445,6 +507,7 @@ def evaluate(facts, matrix=None):
     value that cannot be compared (e.g. driver "latest") is a problem of its own."""
     matrix = matrix or load_matrix()
     known = _normalise(facts)
+    _booleans(known, matrix)
     _derive_architectures(known, matrix)
     _derive_mig_layout_kind(known)
     _derive_dcgm_exporter(known)

@@ -556,8 +556,15 @@ def test_efa_rule_only_on_grace_blackwell_with_efa(facts):
     ("nvcr.io/nvidia/k8s/dcgm-exporter:4.7.0-4.9.0-distroless", ("4.7.0", "4.9.0")),
     ("mirror.example.com:5000/nvcr.io/nvidia/k8s/dcgm-exporter:3.3.9-3.6.1-ubuntu22.04", ("3.3.9", "3.6.1")),
     ("nvcr.io/nvidia/k8s/dcgm-exporter:4.4.2-4.7.1", ("4.4.2", "4.7.1")),
-    ("nvcr.io/nvidia/k8s/dcgm-exporter:4.8.4", None),                          # an exporter version only
-    ("nvcr.io/nvidia/k8s/dcgm-exporter@sha256:" + "a" * 64, None),              # a digest
+    # upstream's short form is the DCGM version (NVIDIA/dcgm-exporter RELEASE.md, "Versioning")
+    ("nvcr.io/nvidia/k8s/dcgm-exporter:4.8.4", ("4.8.4", None)),
+    ("nvcr.io/nvidia/k8s/dcgm-exporter:3.3.9", ("3.3.9", None)),
+    ("nvcr.io/nvidia/k8s/dcgm-exporter@sha256:" + "a" * 64, None),              # a digest alone
+    # a digest beside the tag: the tag is judged
+    ("nvcr.io/nvidia/k8s/dcgm-exporter:3.3.9-3.6.1-ubi9@sha256:" + "a" * 64, ("3.3.9", "3.6.1")),
+    ("nvcr.io/nvidia/k8s/dcgm-exporter:latest@sha256:" + "a" * 64, None),
+    # as the manifest holds it: YAML strips the folded scalar's trailing newline
+    ("nvcr.io/nvidia/k8s/dcgm-exporter:3.3.9-3.6.1-ubuntu22.04\n", ("3.3.9", "3.6.1")),
     ("mirror.example.com:5000/dcgm-exporter", None),                            # no tag (a port is no tag)
     ("nvcr.io/nvidia/k8s/dcgm-exporter:latest", None),
     (None, None),
@@ -601,14 +608,17 @@ def test_dcgm_exporter_image_any_value_is_judged_or_left_unknown(image):
     """Any image value gives a (DCGM, exporter) pair of dotted versions or None (no verdict), and the
     matrix answers with at most the DCGM 3 refusal: never a crash, never a pass of a 3.x it parsed."""
     tag = compatibility.dcgm_exporter_tag(image)
-    assert tag is None or all(compatibility.parse_version(part) for part in tag)
+    assert tag is None or (compatibility.parse_version(tag[0])
+                           and (tag[1] is None or compatibility.parse_version(tag[1])))
     problems = compatibility.evaluate({"dcgm_exporter": True, "dcgm_exporter_image": image})
     assert [p["id"] for p in problems] in ([], ["dcgm-3-end-of-support"])
     assert bool(problems) == bool(tag and compatibility.compare_versions(tag[0], "4") < 0)
 
 
-@pytest.mark.parametrize("image", ["x/dcgm-exporter:\u0663.3.9-3.6.1", "x/dcgm-exporter:3.3.9-3.6.1\n"])
+@pytest.mark.parametrize("image", ["x/dcgm-exporter:\u0663.3.9-3.6.1", "x/dcgm-exporter:3.3.9-3.6.1\nx",
+                                   "x/dcgm-exporter:3.3.9-3.6.1@sha256:ab\n@x"])
 def test_dcgm_exporter_tag_ascii_digits_whole_tag(image):
     """Found by hypothesis: Python's \\d takes any Unicode digit and $ a trailing newline; neither is
-    a tag NVIDIA writes, so neither is judged (no crash in the version comparison)."""
+    a tag NVIDIA writes, so neither is judged (no crash in the version comparison). The blanks YAML
+    strips around the value are stripped first (image_as_deployed); a line break inside stays."""
     assert compatibility.dcgm_exporter_tag(image) is None

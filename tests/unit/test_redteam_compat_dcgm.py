@@ -90,7 +90,7 @@ def test_dcgm4_image_accepted(image):
     NVCR + "@" + DIGEST,                       # "unknown for a digest"
     "myreg:5000/dcgm-exporter@" + DIGEST,
     NVCR + ":latest",                          # "a tag of another form"
-    NVCR + ":4.9.0",                           # one version of 4 or later: no refusal under any reading
+    NVCR + ":4.9.0",                           # the short form: DCGM 4.9.0, not refused
     NVCR + ":distroless",
     "myreg:5000/dcgm-exporter",                # no tag at all: the port is no tag
     "myreg:3/dcgm-exporter",                   # a port that looks like a major version
@@ -101,15 +101,138 @@ def test_unknown_dcgm_is_not_evaluated(image):
     assert ids({"dcgm_exporter": True, "dcgm_exporter_image": image}) == []
 
 
-@pytest.mark.parametrize("switch", [False, "false", "False", "no"])
+@pytest.mark.parametrize("switch", [False, "false", "False", "no", 0, "0", "off", "OFF"])
 def test_exporter_off_its_image_is_not_judged(switch):
-    """when: "dcgm_exporter in True, true, True, yes": an exporter that is not deployed is not judged."""
+    """when: "dcgm_exporter = true" (read as Ansible's bool): an exporter that is not deployed is not judged."""
     assert ids({"dcgm_exporter": switch, "dcgm_exporter_image": DCGM3_IMAGES[0]}) == []
 
 
-@pytest.mark.parametrize("switch", [True, "true", "True", "yes"])
+@pytest.mark.parametrize("switch", [True, "true", "True", "yes", "1", 1, "on", "ON", "Yes", "TRUE"])
 def test_exporter_on_spelled_as_listed_is_judged(switch):
     assert ids({"dcgm_exporter": switch, "dcgm_exporter_image": DCGM3_IMAGES[0]}) == [DCGM_RULE]
+
+
+# Moved from the red team's failing attacks (fixed): ----------------------------------------------------------
+
+# 1. The exporter switched on with a value Ansible reads as true. roles/kubernetes_addons/tasks/templated.yml
+# deploys the exporter `when: lookup('ansible.builtin.vars', item.enabled) | bool`, and the argument spec
+# (type bool) accepts these values. "1" is what `-e kubernetes_addons_dcgm_exporter=1` gives, 1 what an INI
+# inventory line gives, "on"/"Yes"/"TRUE" what a quoted YAML value gives.
+
+@pytest.mark.parametrize("switch", ["1", 1, "on", "ON", "Yes", "TRUE"])
+def test_exporter_on_by_any_ansible_true_value_gets_dcgm3_refused(switch):
+    from ansible.plugins.filter.core import to_bool
+    from test_inventory_check import everywhere, inventory
+
+    from ansible_collections.gpufleet.cluster.plugins.plugin_utils import inventory_check
+    assert to_bool(switch) is True                       # the role deploys the exporter
+    hostvars, groups = inventory(everywhere(kubernetes_addons_dcgm_exporter=switch,
+                                            kubernetes_addons_dcgm_exporter_image=DCGM3_IMAGES[0]))
+    problems = inventory_check.inventory_problems(hostvars, groups)
+    assert any(DCGM_RULE in str(problem) for problem in problems), problems
+    facts = compatibility.facts_from_vars({"kubernetes_addons_dcgm_exporter": switch,
+                                           "kubernetes_addons_dcgm_exporter_image": DCGM3_IMAGES[0]})
+    assert ids(facts) == [DCGM_RULE]
+
+
+# the same conversion for every boolean-triggered rule of the matrix (one helper, ansible_boolean)
+@pytest.mark.parametrize("facts, rule", [
+    ({"nvidia_dra_driver": "on", "nvidia_device_plugin": "1", "gpu_allocation": "dra"},
+     "nvidia-dra-driver-without-device-plugin"),
+    ({"nvidia_dra_driver": 1, "nvidia_device_plugin": "No", "gpu_allocation": "device_plugin"},
+     "nvidia-dra-driver-allocation"),
+    ({"gpu_feature_discovery": "YES", "node_feature_discovery": "off", "nvidia_device_plugin_version": "v0.20.1"},
+     "gfd-needs-nfd"),
+    ({"gpu_feature_discovery": "1", "nvidia_device_plugin_version": "v0.14.0"}, "gfd-in-device-plugin-image"),
+    ({"node_feature_discovery": "ON", "node_feature_discovery_version": "v0.17.0"}, "nfd-supported-release"),
+    ({"gpu_allocation": "dra", "mig_layout": "all-1g.10gb", "device_failures_taint_node": "0"},
+     "dra-mig-taints-node"),
+])
+def test_every_boolean_fact_read_as_ansible_bool(facts, rule):
+    assert rule in ids(facts)
+
+
+@pytest.mark.parametrize("facts, rule", [
+    ({"nvidia_dra_driver": "on", "nvidia_device_plugin": "off", "gpu_allocation": "dra"},
+     "nvidia-dra-driver-without-device-plugin"),
+    ({"gpu_feature_discovery": "YES", "node_feature_discovery": "1", "nvidia_device_plugin_version": "v0.20.1"},
+     "gfd-needs-nfd"),
+    ({"gpu_feature_discovery": "on", "node_feature_discovery": "external", "nvidia_device_plugin_version": "v0.20.1"},
+     "gfd-needs-nfd"),
+    ({"gpu_allocation": "dra", "mig_layout": "all-1g.10gb", "device_failures_taint_node": "yes"},
+     "dra-mig-taints-node"),
+])
+def test_boolean_facts_satisfied_by_any_ansible_spelling(facts, rule):
+    assert rule not in ids(facts)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(st.booleans(), st.integers(-3, 3), st.text(max_size=6),
+                 st.sampled_from(["1", "0", "on", "OFF", "Yes", "no", "TRUE", "false", "y", "t", " true"])))
+def test_ansible_boolean_is_ansibles_bool_filter(value):
+    """The matrix's conversion gives what ansible-core's `bool` filter gives for every value that filter
+    recognises, and no verdict (the value left as it is) for the rest, which the filter only coerces
+    with a deprecation warning."""
+    from ansible.plugins.filter import core
+    mine = compatibility.ansible_boolean(value)
+    lowered = value.lower() if isinstance(value, str) else str(value).lower() if isinstance(value, int) else value
+    recognised = lowered in core._valid_bool_true or lowered in core._valid_bool_false
+    if recognised:
+        assert mine is core.to_bool(value)
+    else:
+        assert mine is None
+
+
+# 2. A folded scalar's trailing newline: the template renders `image: {{ ... }}` and the manifest holds the
+# value without it (templates/dcgm-exporter.yaml.j2).
+
+def test_folded_scalar_image_is_judged_as_deployed():
+    import jinja2
+    group_vars = yaml.safe_load("kubernetes_addons_dcgm_exporter: true\n"
+                                "kubernetes_addons_dcgm_exporter_image: >\n  %s\n" % DCGM3_IMAGES[0])
+    value = group_vars["kubernetes_addons_dcgm_exporter_image"]
+    assert value == DCGM3_IMAGES[0] + "\n"
+    with open(os.path.join(REPO, "roles", "kubernetes_addons", "templates", "dcgm-exporter.yaml.j2")) as handle:
+        (line,) = [x for x in handle if "image: {{ kubernetes_addons_dcgm_exporter_image }}" in x]
+    rendered = yaml.safe_load(jinja2.Template(line.strip() + "\n").render(kubernetes_addons_dcgm_exporter_image=value))
+    assert rendered["image"] == DCGM3_IMAGES[0]          # what the kubelet pulls
+    assert compatibility.image_as_deployed(value) == rendered["image"]
+    assert ids(compatibility.facts_from_vars(group_vars)) == [DCGM_RULE]
+
+
+# 3. tag@digest: the tag names DCGM 3 (the digest pins the content; the tag still names the DCGM it was built on)
+
+@pytest.mark.parametrize("image", [
+    DCGM3_IMAGES[0] + "@" + DIGEST,
+    "myreg:5000/nvidia/k8s/dcgm-exporter:3.3.9-3.6.1-ubi9@" + DIGEST,
+])
+def test_tag_and_digest_reference_judged_by_its_tag(image):
+    assert ids({"dcgm_exporter": True, "dcgm_exporter_image": image}) == [DCGM_RULE]
+
+
+def test_tag_and_digest_of_dcgm4_accepted():
+    assert ids({"dcgm_exporter": True, "dcgm_exporter_image": NVCR + ":4.7.0-4.9.0-distroless@" + DIGEST}) == []
+
+
+# 4. The short tag form upstream documents is the DCGM version (NVIDIA/dcgm-exporter RELEASE.md, "Versioning":
+# "The long form: ${DCGM_VERSION}-${EXPORTER_VERSION}-${PLATFORM}; The short form: ${DCGM_VERSION}; The latest
+# tag: latest").
+
+@pytest.mark.parametrize("image", [
+    NVCR + ":3.3.9",
+    NVCR + ":3.6.1",
+    "nvidia/dcgm-exporter:2.4.6",
+    NVCR + ":3.3.9@" + DIGEST,
+])
+def test_short_form_tag_of_dcgm_3_refused(image):
+    assert ids({"dcgm_exporter": True, "dcgm_exporter_image": image}) == [DCGM_RULE]
+
+
+@pytest.mark.parametrize("image", [NVCR + ":4.8.4", NVCR + ":4.7.0"])
+def test_short_form_tag_of_dcgm_4_accepted(image):
+    """`:4.8.4` in the short form is DCGM 4.8.4, not the exporter 4.8.4: DCGM 4, not refused."""
+    assert compatibility.dcgm_exporter_tag(image) == (image.rsplit(":", 1)[1], None)
+    assert ids({"dcgm_exporter": True, "dcgm_exporter_image": image}) == []
 
 
 def test_from_variables_default_image_passes_and_site_image_is_judged():
