@@ -205,3 +205,28 @@ def test_the_tree_disappearing_under_the_probe_never_stops_the_agent(node):
     doc = agent.wait_for(lambda d: not d["agent"]["healthy"])
     assert agent.thread.is_alive()
     assert doc["agent"]["failing"]
+
+
+def test_a_lab_style_silent_gpu_loss_scenario_switch_and_config_space(tmp_path, monkeypatch):
+    """As a lab injects it (docs/contracts.md, signals): the fake NVML's scenario file switched
+    (read again only at an nvmlInit after a full shutdown) and ``ff ff`` in the GPU's fixture
+    config space: the probe sees the config space, the targeted cycle's own nvmlInit the scenario."""
+    from nvml_scenarios import SCENARIOS
+
+    root = tmp_path / "node"
+    shutil.copytree(DGX, str(root), symlinks=True)
+    link = tmp_path / "scenario.json"
+    link.symlink_to(os.path.join(SCENARIOS, "h100-healthy.json"))
+    monkeypatch.setenv("GPUFLEET_FAKE_NVML_SCENARIO", str(link))
+    fake = load_fake()
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    agent = Agent(tmp_path, fake, root).start()
+    try:
+        link.unlink()
+        link.symlink_to(os.path.join(SCENARIOS, "h100-gpu-is-lost.json"))
+        gpu = sorted(agent.sources.probe.gpus)[0]
+        (root / "sys" / "bus" / "pci" / "devices" / gpu / "config").write_bytes(b"\xff\xff\xff\xff")
+        doc = agent.wait_for(lambda d: failing(d, "gpu.lost"))
+        assert targeted(doc) and any("vendor 0xffff" in why for why in doc["agent"]["signal"]["why"])
+    finally:
+        agent.stop()
