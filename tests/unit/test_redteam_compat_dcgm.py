@@ -564,3 +564,33 @@ def test_counter_reset_kept_and_driver_labels_dropped(tmp_path):
             {"expr": '{__name__=~"gpufleet:dcgm_.*", Hostname!=""}', "eval_time": "5m", "exp_samples": []},
         ],
     }])
+
+
+# Moved from the red team's failing attacks (fixed): two exporters of one generation on one GPU ------------------
+
+@needs_promtool
+@pytest.mark.parametrize("first, second", [
+    (lambda m, n: _old(m, "GPU-1", "0", "gpu-n1", N2, capital=True), lambda m, n: _old(m, "GPU-1", "0", "gpu-n1", N3)),
+    (lambda m, n: _new(n, "GPU-1", "0", "gpu-n1", N2), lambda m, n: _new(n, "GPU-1", "0", "gpu-n1", N3)),
+])
+def test_two_exporters_of_one_generation_one_record_per_gpu(tmp_path, first, second):
+    """The rules' header: "Each rule below records one gpufleet:dcgm_* series per GPU (per MIG instance)".
+    GPU Operator's exporter (4.6.0-4.8.3, label hostname) beside an older one of the site's (4.5.3-4.8.2,
+    label Hostname) on the same GPU from another pod, or two 4.9 exporters: one record, the higher value,
+    a second GPU beside them its own."""
+    record = "gpufleet:dcgm_gpu_temp:celsius"
+    old, new = "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_GPU_TEMP_CELSIUS"
+    _promtool(tmp_path, [{
+        "interval": "1m",
+        "input_series": [
+            {"series": first(old, new), "values": "50x3"},
+            {"series": second(old, new), "values": "51x3"},
+            {"series": _new(new, "GPU-2", "1", "gpu-n1", N3), "values": "40x3"},
+        ],
+        "promql_expr_test": [
+            {"expr": "count by (UUID) (%s)" % record, "eval_time": "2m",
+             "exp_samples": [{"labels": '{UUID="GPU-1"}', "value": 1}, {"labels": '{UUID="GPU-2"}', "value": 1}]},
+            {"expr": "max by (UUID) (%s)" % record, "eval_time": "2m",
+             "exp_samples": [{"labels": '{UUID="GPU-1"}', "value": 51}, {"labels": '{UUID="GPU-2"}', "value": 40}]},
+        ],
+    }])
