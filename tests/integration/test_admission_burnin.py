@@ -14,6 +14,10 @@ fixture tree through the fake NVML (tests/fake_nvml, scenario h100-healthy: vali
   adm-garbage    an annotation that is not a record -> burnt in (never "admitted")
   adm-old-fail   its last burn-in failed (cordoned, tainted by it); passes now -> released, admitted
   adm-optout     gpufleet_burnin.enabled false for it -> no burn-in, node.admission skip
+  adm-serving    in service before admission burn-in (Ready, the gate's label gpufleet.io/healthy=true, no
+                 gate taint), no record -> not burnt in, record in_service written (Node and state file)
+  adm-serving-held   the same label, but held back by the gate's taint -> burnt in (not in service)
+  adm-serving-force  in service, gpufleet_burnin_force -> burnt in (trigger force)
 """
 
 import json
@@ -59,6 +63,10 @@ NODES = {
                                                    REASON_ANNOTATION: "validation failed: burnin.dcgm:gpu0/memtest"},
                      "unschedulable": True, "taints": [{"key": TAINT_KEY, "value": "burnin.dcgm", "effect": "NoSchedule"}]},
     "adm-optout": {"dcgm": PASS, "burnin": {"enabled": False}},
+    "adm-serving": {"dcgm": PASS, "labels": {"gpufleet.io/healthy": "true"}},
+    "adm-serving-held": {"dcgm": PASS, "labels": {"gpufleet.io/healthy": "true"}, "unschedulable": True,
+                         "taints": [{"key": TAINT_KEY, "value": "gpu.xid", "effect": "NoSchedule"}]},
+    "adm-serving-force": {"dcgm": PASS, "labels": {"gpufleet.io/healthy": "true"}, "force": True},
 }
 
 
@@ -68,8 +76,8 @@ def run(tmp_path_factory):
     api = FakeKubeAPI().start()
     try:
         for name, spec in NODES.items():
-            api.add_node(name, annotations=spec.get("annotations"), unschedulable=spec.get("unschedulable", False),
-                         taints=spec.get("taints"))
+            api.add_node(name, labels=spec.get("labels"), annotations=spec.get("annotations"),
+                         unschedulable=spec.get("unschedulable", False), taints=spec.get("taints"))
         kubeconfig = api.kubeconfig(tmp / "kubeconfig")
         hosts = {}
         for name, spec in NODES.items():
@@ -84,6 +92,7 @@ def run(tmp_path_factory):
                 "node_gate_describe_node": False,
                 "gpufleet_admission_state_file": str(tmp / ("%s-admission.json" % name)),
                 "gpufleet_burnin": dict({"dcgm_level": 2, "timeout": 60}, **spec.get("burnin", {})),
+                "gpufleet_burnin_force": spec.get("force", False),
                 "gpufleet_burnin_environment": {
                     "PATH": STANDINS + ":" + os.environ.get("PATH", "/usr/bin:/bin"),
                     "GPUFLEET_REPLAY_CASE": spec["dcgm"],
@@ -203,3 +212,25 @@ def test_a_group_that_opts_out_is_not_burnt_in(run):
     assert ADMISSION not in annotations(run, "adm-optout")
     (check,) = report_checks(run, "adm-optout")
     assert check["status"] == "skip"
+
+
+def test_a_node_in_service_before_admission_burn_in_is_recorded_not_burnt_in(run):
+    assert argv(run, "adm-serving") == [], run["output"]
+    rec = admission(run, "adm-serving")
+    assert rec["result"] == "in_service" and rec["trigger"] == "in_service" and rec["driver"] == DRIVER
+    assert rec["dcgm_version"] == "" and rec["checks"] == []
+    local = json.loads((run["tmp"] / "adm-serving-admission.json").read_text())
+    assert local == rec  # kept on the node as well
+    assert taint(run, "adm-serving") is None and not cordoned(run, "adm-serving")
+    (check,) = report_checks(run, "adm-serving")
+    assert check["status"] == "pass" and check["observed"]["result"] == "in_service"
+    assert check["message"].startswith("in service before admission burn-in (Ready, label gpufleet.io/healthy=true")
+    assert "gpufleet_burnin_force burns it in" in check["message"]
+
+
+def test_a_node_held_back_by_the_gate_or_forced_is_burnt_in_although_marked_healthy(run):
+    assert argv(run, "adm-serving-held") == [["dcgmi", "diag", "-r", "2", "-j"]]
+    assert admission(run, "adm-serving-held")["trigger"] == "new"
+    assert argv(run, "adm-serving-force") == [["dcgmi", "diag", "-r", "2", "-j"]]
+    rec = admission(run, "adm-serving-force")
+    assert rec["trigger"] == "force" and rec["result"] == "pass"

@@ -8,10 +8,25 @@ tests/transcripts/dcgmi) and each host's state file under the test's directory.
   loc-admitted   a valid record (passed, the fixture's driver 580.95.05, level 2) -> no burn-in
   loc-driver     a valid record of another driver -> burnt in again
   loc-garbage    a state file that is not a record -> burnt in again, replaced
+  loc-fifo, loc-symlink, loc-directory, loc-oversize
+                 a FIFO, a symbolic link (to a valid record), a directory or a file over 16 KiB at the
+                 state file's path -> unreadable (read strictly, module state_file state read), named in
+                 the decision, set aside, burnt in again, the new record written
+  loc-serving    no record, role-state.json with the stamps of an earlier converge -> in service before
+                 admission burn-in: not burnt in, record in_service written
+  loc-serving-health  no record, health.json of the node health agent -> the same
+  loc-stamps-fifo     a FIFO at role-state.json (unreadable evidence) -> burnt in (fail closed)
+  loc-stamped-now     no record, no stamps before the run; this run's roles stamp role-state.json
+                 (a play before, as node.yml's node stack play, after it read the evidence) -> burnt in
+
+Each host's files live in its own directory (role-state.json and health.json are read beside the
+admission state file). The play before the admission play is node.yml's first task of its node stack
+play (the evidence read before the roles) and a stand-in for the roles' stamp.
 """
 
 import json
 import os
+import stat
 import subprocess
 
 import pytest
@@ -38,7 +53,19 @@ NODES = {
     "loc-admitted": {"dcgm": "dcgmi/4.2.3/diag-r2-pass", "state": record()},
     "loc-driver": {"dcgm": "dcgmi/4.2.3/diag-r2-pass", "state": record(driver="570.86.15")},
     "loc-garbage": {"dcgm": "dcgmi/4.2.3/diag-r2-pass", "state": '{"when": "yesterday"}'},
+    "loc-fifo": {"dcgm": "dcgmi/4.2.3/diag-r2-pass", "odd": "fifo"},
+    "loc-symlink": {"dcgm": "dcgmi/4.2.3/diag-r2-pass", "odd": "symlink"},
+    "loc-directory": {"dcgm": "dcgmi/4.2.3/diag-r2-pass", "odd": "directory"},
+    "loc-oversize": {"dcgm": "dcgmi/4.2.3/diag-r2-pass", "state": record() + " " * 16384},
+    "loc-serving": {"dcgm": "dcgmi/4.2.3/diag-r2-pass", "stamps": True},
+    "loc-serving-health": {"dcgm": "dcgmi/4.2.3/diag-r2-pass", "health": True},
+    "loc-stamps-fifo": {"dcgm": "dcgmi/4.2.3/diag-r2-pass", "stamps": "fifo"},
+    "loc-stamped-now": {"dcgm": "dcgmi/4.2.3/diag-r2-pass", "stamp_now": True},
 }
+STAMPS = json.dumps({"roles": {"nvidia_driver": {"inputs": "d" * 64}, "container_runtime": {"inputs": "e" * 64}}})
+HEALTH = json.dumps({"agent": {"healthy": True, "failing": []}, "generated_at": 1790000000.0, "cycle": 3,
+                     "node": "loc-serving-health"})
+EVIDENCE_TASK = "Read the evidence of an earlier gpufleet run before the roles stamp the node"
 
 
 @pytest.fixture(scope="module")
@@ -47,17 +74,39 @@ def run(tmp_path_factory):
     with open(NODE_YML) as handle:
         plays = yaml.safe_load(handle)
     (play,) = [p for p in plays if p.get("name") == PLAY]
-    for task in play["tasks"]:
+    (stack,) = [p for p in plays if p.get("name", "").startswith("Node stack")]
+    (evidence,) = [t for t in stack["tasks"] if t.get("name") == EVIDENCE_TASK]  # node.yml's, as shipped
+    stamp = {"name": "Stand-in for this run's roles: stamp role-state.json", "when": "stamp_now | default(false)",
+             "ansible.builtin.copy": {"content": STAMPS, "mode": "0644",
+                                      "dest": "{{ gpufleet_admission_state_file | dirname }}/role-state.json"}}
+    before = {"name": "Node stack (the evidence read before the roles, a stamp)", "hosts": "gpu_nodes",
+              "gather_facts": False, "tasks": [evidence, stamp]}
+    for task in play["tasks"] + before["tasks"]:
         if "ansible.builtin.include_tasks" in task:
             task["ansible.builtin.include_tasks"] = os.path.join(REPO, "playbooks", task["ansible.builtin.include_tasks"])
     play["hosts"] = "gpu_nodes"
-    (tmp / "play.yml").write_text(yaml.safe_dump([play]))
+    (tmp / "play.yml").write_text(yaml.safe_dump([before, play]))
     hosts = {}
     for name, spec in NODES.items():
-        state = tmp / ("%s-admission.json" % name)
+        (tmp / name).mkdir()
+        state = tmp / name / "admission.json"
         if "state" in spec:
             state.write_text(spec["state"])
+        if spec.get("odd") == "fifo":
+            os.mkfifo(str(state))
+        elif spec.get("odd") == "symlink":
+            (tmp / name / "elsewhere.json").write_text(record())
+            os.symlink(str(tmp / name / "elsewhere.json"), str(state))
+        elif spec.get("odd") == "directory":
+            state.mkdir()
+        if spec.get("stamps") == "fifo":
+            os.mkfifo(str(tmp / name / "role-state.json"))
+        elif spec.get("stamps"):
+            (tmp / name / "role-state.json").write_text(STAMPS)
+        if spec.get("health"):
+            (tmp / name / "health.json").write_text(HEALTH)
         hosts[name] = {
+            "stamp_now": bool(spec.get("stamp_now")),
             "gpufleet_sysfs_root": os.path.join(REPO, "tests", "fixtures", "nodes", "dgx-h100"),
             "gpufleet_admission_state_file": str(state),
             "gpufleet_burnin": {"timeout": 60},
@@ -83,7 +132,16 @@ def run(tmp_path_factory):
 
 
 def state(run, name):
-    return json.loads((run["tmp"] / ("%s-admission.json" % name)).read_text())
+    return json.loads((run["tmp"] / name / "admission.json").read_text())
+
+
+def why(run, name):
+    """The message of the task that says why the node is (not) burnt in."""
+    for play in run["data"]["plays"]:
+        for task in play["tasks"]:
+            if task["task"]["name"] == "Say why the node is (not) burnt in" and name in task["hosts"]:
+                return task["hosts"][name].get("msg", "")
+    return None
 
 
 def argv(run, name):
@@ -119,7 +177,7 @@ def test_a_failed_burn_in_is_kept_as_failed(run):
 
 def test_an_admitted_node_is_not_burnt_in_again(run):
     assert argv(run, "loc-admitted") == []
-    assert (run["tmp"] / "loc-admitted-admission.json").read_text() == record()
+    assert (run["tmp"] / "loc-admitted" / "admission.json").read_text() == record()
 
 
 def test_another_driver_or_an_unreadable_record_burns_in_again(run):
@@ -127,3 +185,39 @@ def test_another_driver_or_an_unreadable_record_burns_in_again(run):
     assert state(run, "loc-driver")["trigger"] == "driver" and state(run, "loc-driver")["driver"] == DRIVER
     assert argv(run, "loc-garbage") == [["dcgmi", "diag", "-r", "2", "-j"]]
     assert state(run, "loc-garbage")["trigger"] == "unreadable"
+
+
+@pytest.mark.parametrize("name, words", [
+    ("loc-fifo", "not a regular file"), ("loc-symlink", "a symbolic link"), ("loc-directory", "directory"),
+    ("loc-oversize", "more than 16384 bytes"),
+])
+def test_a_state_file_that_is_no_small_regular_file_is_unreadable_and_burnt_in_again(run, name, words):
+    message = why(run, name)
+    assert message.startswith("admission of %s: burn-in, unreadable record" % name) and words in message, message
+    assert argv(run, name) == [["dcgmi", "diag", "-r", "2", "-j"]]
+    path = run["tmp"] / name / "admission.json"
+    assert stat.S_ISREG(os.lstat(str(path)).st_mode)  # the odd file set aside, the new record written
+    assert state(run, name)["trigger"] == "unreadable" and state(run, name)["result"] == "pass"
+    assert [p.name for p in (run["tmp"] / name).iterdir() if p.name.startswith("admission.json.damaged-")]
+    if name == "loc-symlink":
+        assert (run["tmp"] / name / "elsewhere.json").read_text() == record()  # the link's target untouched
+
+
+@pytest.mark.parametrize("name, evidence", [
+    ("loc-serving", "role-state.json has the stamps of an earlier converge (container_runtime, nvidia_driver)"),
+    ("loc-serving-health", "health.json written by the node health agent"),
+])
+def test_a_node_in_service_before_admission_burn_in_is_recorded_not_burnt_in(run, name, evidence):
+    assert argv(run, name) == []
+    rec = state(run, name)
+    assert rec["result"] == "in_service" and rec["trigger"] == "in_service" and rec["driver"] == DRIVER
+    assert evidence in why(run, name) and "in service before admission burn-in" in why(run, name)
+
+
+def test_unreadable_evidence_or_stamps_of_this_run_are_no_evidence(run):
+    assert argv(run, "loc-stamps-fifo") == [["dcgmi", "diag", "-r", "2", "-j"]]
+    assert state(run, "loc-stamps-fifo")["trigger"] == "new"
+    assert stat.S_ISFIFO(os.lstat(str(run["tmp"] / "loc-stamps-fifo" / "role-state.json")).st_mode)  # not ours: kept
+    assert (run["tmp"] / "loc-stamped-now" / "role-state.json").read_text() == STAMPS
+    assert argv(run, "loc-stamped-now") == [["dcgmi", "diag", "-r", "2", "-j"]]
+    assert state(run, "loc-stamped-now")["trigger"] == "new"
