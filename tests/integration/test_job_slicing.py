@@ -36,18 +36,16 @@ def finish(process):
     return out
 
 
-def test_three_slices_at_once_give_the_report_of_one_run(tmp_path):
+def test_three_slices_at_once_give_the_report_of_one_run(tmp_path, whole_fleet_report):
     tests = os.path.join(REPO, "tests")
     python = os.path.join(BIN, "python")
-    whole = write(tmp_path / "all.json", inventory(tests, python))
     slices = awx_slices(FLEET, 3)
     assert slices == [["node-01", "node-04"], ["node-02", "node-05"], ["node-03", "node-06"]]
     paths = [write(tmp_path / ("slice-%d.json" % n), inventory(tests, python, hosts)) for n, hosts in
              enumerate(slices, 1)]
-    one_dir, sliced_dir = tmp_path / "one", tmp_path / "sliced"
-    # all four at once: the three slices of job 4242 (keep_runs 2 < 3 slices) and the single run
+    one_dir, sliced_dir = whole_fleet_report, tmp_path / "sliced"
+    # the three slices of job 4242 at once (keep_runs 2 < 3 slices)
     processes = [start(path, sliced_dir, "-e", "awx_workflow_job_id=4242", keep_runs=2) for path in paths]
-    processes.append(start(whole, one_dir))
     for process in processes:
         finish(process)
 

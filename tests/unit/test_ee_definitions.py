@@ -1,8 +1,9 @@
 """The two execution environment definitions describe one image (docs/awx.md): execution-environment.yml
 (sites with Galaxy and quay.io) and ee/execution-environment-local.yml (built here, scripts/ee-build.sh)
 differ only in where the parts come from; ansible-core, ansible-runner, the Python and system
-requirements, the collection tarball step and the final environment are the same, the collections
-are the same ones, and the pins are those of requirements.txt."""
+requirements and the final environment are the same, the collections are the same ones (the local
+build installs gpufleet.cluster's tarball last, so that a change of it rebuilds seconds of the image),
+and the pins are those of requirements.txt."""
 
 import os
 import re
@@ -47,18 +48,25 @@ def test_the_pins_are_those_of_requirements_txt():
     assert LOCAL["dependencies"]["ansible_runner"]["package_pip"] == "ansible-runner==%s" % pinned["ansible-runner"]
 
 
-def test_same_final_environment_and_tarball_step():
+def test_same_final_environment_and_the_collection_tarball():
     def env(definition):
         return [s for s in definition["additional_build_steps"]["append_final"] if s.startswith("ENV ")]
     assert env(GALAXY) == env(LOCAL)
-    assert GALAXY["additional_build_steps"]["prepend_galaxy"][0] == LOCAL["additional_build_steps"]["prepend_galaxy"][0]
+    tarball = GALAXY["additional_build_steps"]["prepend_galaxy"][0]
+    assert tarball == "COPY _build/collections/gpufleet-cluster.tar.gz /tmp/gpufleet-cluster.tar.gz"
+    # the local build installs it last (after the ENV lines), from the same file
+    final = LOCAL["additional_build_steps"]["append_final"]
+    assert final.index(tarball) > max(final.index(s) for s in env(LOCAL))
+    assert "ansible-galaxy collection install --offline --no-deps /tmp/gpufleet-cluster.tar.gz" in final[-1]
+    galaxy_file, local_file = GALAXY["additional_build_files"][0], LOCAL["additional_build_files"][0]
+    assert galaxy_file["dest"] == local_file["dest"] == "collections"
+    assert os.path.normpath(galaxy_file["src"]) == os.path.normpath(os.path.join("ee", local_file["src"]))
 
 
 def test_same_collections():
     def names(path):
-        collections = load(path)["collections"]
         return [c["name"].replace("/tmp/local-collections/", "").replace("/", ".") if c.get("type") == "dir"
-                else c["name"] for c in collections]
-    assert names("ee/requirements.yml") == names("ee/requirements-local.yml")
+                else c["name"] for c in load(path)["collections"]]
+    assert names("ee/requirements.yml") == ["/tmp/gpufleet-cluster.tar.gz"] + names("ee/requirements-local.yml")
     galaxy = load("galaxy.yml")
-    assert sorted(galaxy["dependencies"]) == sorted(names("ee/requirements-local.yml")[1:])
+    assert sorted(galaxy["dependencies"]) == sorted(names("ee/requirements-local.yml"))
