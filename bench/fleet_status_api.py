@@ -117,8 +117,10 @@ def fleet_status(api, playbook, names, token_file, workdir, key):
     env = environment(workdir, None)
     reports = os.path.join(workdir, "reports-" + key)
     env["GPUFLEET_REPORT_DIR"] = reports
+    # a page's timeout of 300 s: the double serves from this process, on a loaded machine a 15 MB page waits for a core
     extra = json.dumps({"gpufleet_status_source": "kubernetes", "gpufleet_status_kube_server": api.url,
-                        "gpufleet_status_kube_token_file": token_file, "gpufleet_status_fail_on": "never"})
+                        "gpufleet_status_kube_token_file": token_file, "gpufleet_status_fail_on": "never",
+                        "gpufleet_status_kube_timeout": 300})
     load_before = load()
     with api.lock:
         before = len(api.requests)
@@ -185,7 +187,9 @@ def bench_size(count, token_dir, unpaged, reads=("paged", "unpaged")):
                 hosts = report_hosts(report)
                 bad = set(name for name, checks in hosts.items() if any(c["status"] == "fail" for c in checks))
                 assert set(hosts) == set(names), "%s: report hosts differ from the nodes" % label
-                assert bad == failing, "%s: failing hosts differ: %d reported, %d expected" % (label, len(bad), len(failing))
+                assert bad == failing, "%s: failing hosts differ: %d reported, %d expected (%s: %s)" % (
+                    label, len(bad), len(failing), sorted(bad - failing)[:1],
+                    [c["message"] for c in hosts.get((sorted(bad - failing) or [None])[0], [])][:1])
                 print("  %-38s %8.1f %12.2f %8.1f %12.2f %9.0f %9.0f  %s" % (
                     "%s N=%d" % (label, count), result.wall, result.wall / count * 1000, result.cpu,
                     result.cpu / count * 1000, result.rss, result.pss, loads))

@@ -72,6 +72,7 @@ SITE_VARIABLES = {
     "gpufleet_status_kube_cert_file": "client certificate of playbooks/fleet_status.yml (source kubernetes)",
     "gpufleet_status_kube_key_file": "client key of playbooks/fleet_status.yml (source kubernetes)",
     "gpufleet_status_kube_page_size": "Nodes per page of the node list read by playbooks/fleet_status.yml (source kubernetes)",
+    "gpufleet_status_kube_timeout": "seconds for one page of the node list read by playbooks/fleet_status.yml",
     "gpufleet_remediate_hosts": "hosts of playbooks/remediate.yml",
     "gpufleet_remediate_serial": "nodes playbooks/remediate.yml handles at once",
     "gpufleet_remediate_environment": "environment of the validation module in playbooks/remediate.yml",
