@@ -185,3 +185,24 @@ def test_two_sliced_jobs_interleaved_leave_the_picture_of_two_whole_runs(first, 
     finally:
         shutil.rmtree(sliced)
         shutil.rmtree(whole)
+
+
+def _callback_run(tmp_path, reports, host, extra_vars=None, **options):
+    from test_fleet_report import chk, make_callback, make_play, result
+    callback, _display = make_callback(dir=str(reports), html=False, **options)
+    play = make_play(tmp_path, [host])
+    if extra_vars:
+        play.get_variable_manager()._extra_vars = extra_vars  # what -e gives the VariableManager
+    callback.v2_playbook_on_play_start(play)
+    callback.v2_runner_on_ok(result(host, {"checks": [chk("gpu.count", "node", "pass", "8 GPUs")]}))
+    callback.v2_playbook_on_stats(None)
+    with open(os.path.join(str(reports), store.JSON_NAME)) as handle:
+        return json.load(handle)["run"]
+
+
+def test_the_job_of_a_run_is_awx_workflow_job_id_unless_the_option_says(tmp_path):
+    assert "job" not in _callback_run(tmp_path, tmp_path / "a", "node-01")
+    assert _callback_run(tmp_path, tmp_path / "b", "node-01", {"awx_workflow_job_id": 311})["job"] == "311"
+    assert _callback_run(tmp_path, tmp_path / "c", "node-01", {"awx_workflow_job_id": 311}, job="sweep-7")["job"] \
+        == "sweep-7"
+    assert "job" not in _callback_run(tmp_path, tmp_path / "d", "node-01", {"awx_workflow_job_id": {"not": "text"}})
