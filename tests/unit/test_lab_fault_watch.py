@@ -128,7 +128,7 @@ def test_times_from_the_injection_to_the_poll_that_sees_it(tmp_path):
     assert 2.0 <= result["seconds"] <= 2.05 + 1e-9  # the first 50 ms poll at or after 1002.0
     assert result["published_seconds"] == 1.9 and result["cycle"] == 8
     assert result["injected_at"] == "1970-01-01T00:16:40.000Z"
-    assert result["via"] == "periodic cycle" and result["signal"] is None
+    assert result["via"] == "full cycle" and result["signal"] is None
 
 
 def test_says_when_a_targeted_cycle_published_it(tmp_path):
@@ -142,7 +142,7 @@ def test_says_when_a_targeted_cycle_published_it(tmp_path):
 
     fake = FakeTime(1000.0, agent)
     result, code = WATCH.watch(args(tmp_path), fake.clock, fake.sleep)
-    assert code == 0 and result["via"] == "targeted cycle (fast signal)" and result["signal"] == doc["agent"]["signal"]
+    assert code == 0 and result["via"] == "targeted cycle" and result["signal"] == doc["agent"]["signal"]
 
 
 def test_waits_for_the_injection_then_measures_from_its_own_time(tmp_path):
