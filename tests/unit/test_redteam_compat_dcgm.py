@@ -594,3 +594,27 @@ def test_two_exporters_of_one_generation_one_record_per_gpu(tmp_path, first, sec
              "exp_samples": [{"labels": '{UUID="GPU-1"}', "value": 51}, {"labels": '{UUID="GPU-2"}', "value": 40}]},
         ],
     }])
+
+
+# Moved from the red team's failing attacks (fixed): the rolling upgrade of the driver evaluates the node rules
+# (end to end: tests/integration/test_rolling_upgrade_compatibility.py) -------------------------------------------
+
+def test_rolling_upgrade_of_the_driver_evaluates_the_node_rules():
+    """The first play's inventory check sees variables only (nvidia_driver_branch "595" passes there); the
+    driver component runs role preflight's compatibility check on the node before it is touched."""
+    from test_inventory_check import everywhere, inventory
+
+    from ansible_collections.gpufleet.cluster.plugins.plugin_utils import inventory_check
+    hostvars, groups = inventory(everywhere(nvidia_driver_branch="595"))
+    assert inventory_check.inventory_problems(hostvars, groups) == []
+    tasks = os.path.join(REPO, "roles", "rolling_upgrade", "tasks")
+    with open(os.path.join(tasks, "plan.yml")) as handle:
+        plan = yaml.safe_load(handle)
+    (step,) = [task for task in plan if task.get("ansible.builtin.include_tasks") == "compatibility.yml"]
+    assert "'driver' in rolling_upgrade_components" in step["when"]
+    with open(os.path.join(tasks, "compatibility.yml")) as handle:
+        check = yaml.safe_load(handle)
+    assert check[0]["ansible.builtin.include_role"] == {"name": "gpufleet.cluster.preflight", "tasks_from": "compatibility"}
+    with open(os.path.join(REPO, "roles", "preflight", "tasks", "compatibility.yml")) as handle:
+        entry = yaml.safe_load(handle)
+    assert "check_compatibility.yml" in [task.get("ansible.builtin.include_tasks") for task in entry]
