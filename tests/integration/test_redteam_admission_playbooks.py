@@ -4,7 +4,8 @@ node.yml's admission play followed by the gate in one run (as site.yml does), an
 dcgmi is the stand-in of tests/standins/bin (DCGM 4.2.3 transcripts of tests/transcripts/dcgmi), or,
 where the brief asks for output DCGM did not give, a script of the test's own put first on PATH.
 
-Four ansible-playbook runs start together (the suite's time budget); each test asserts one node's outcome
+Five ansible-playbook runs (two of them one after the other) start together (the suite's time budget);
+each test asserts one node's outcome
 and quotes its sentence of docs/node-lifecycle.md ("Admission") or docs/contracts.md. The attacks that
 fail are in /work/notes/redteam-admission-failing.py (not committed; it imports this file's helpers).
 
@@ -24,6 +25,10 @@ fail are in /work/notes/redteam-admission-failing.py (not committed; it imports 
                  taint lifted (its cordon: failing file)
     rt-warn      a DCGM Pass carrying a warning, node_gate_fail_on warn -> warn in the report (the record
                  of a node held for it: failing file)
+  first/second (two gate runs in a row)
+    rt-flip        memtest fails, then passes -> held, then released
+    rt-flip-admin  cordoned by an admin, memtest fails, then passes (its cordon: failing file)
+    rt-flip-warn   held for a DCGM warning twice (the second run's burn-in: failing file)
   site run (node.yml's admission play, then the gate of kubernetes.yml, one ansible-playbook)
     rt-twice     burnt in once, the record on the Node
   local run (node.yml's admission play alone, no API)
@@ -90,6 +95,14 @@ GATE = {
     "rt-warn": {"bin": "warn", "vars": {"node_gate_fail_on": "warn"}},
 }
 SITE = {"rt-twice": {"dcgm": PASS}}
+# two gate runs one after the other on the same Nodes: the first with FIRST's dcgmi, the second with PASS
+FIRST = {
+    "rt-flip": {"dcgm": MEMTEST_FAIL},                          # fails, then passes
+    "rt-flip-admin": {"dcgm": MEMTEST_FAIL, "unschedulable": True},  # cordoned by an admin before both
+    "rt-flip-warn": {"bin": "warn", "vars": {"node_gate_fail_on": "warn"}},  # held for a DCGM warning
+}
+
+
 # node.yml's admission play run alone (no API): the state file as found on the node
 LOCAL = {
     "rt-loc-dir": {"dcgm": PASS, "state": "dir"},
@@ -217,6 +230,8 @@ def runs(tmp_path_factory):
                          taints=spec.get("taints"))
         for name, spec in CHECK.items():
             spec["before"] = json.loads(json.dumps(api.node(name)))
+        for name, spec in FIRST.items():
+            api.add_node(name, unschedulable=spec.get("unschedulable", False))
         for name, spec in LOCAL.items():
             path = tmp / ("%s-admission.json" % name)
             if spec["state"] == "dir":
@@ -225,13 +240,25 @@ def runs(tmp_path_factory):
                 path.write_bytes(spec["state"])
         site = _site_playbook(tmp)
         alone = _site_playbook(tmp, gate=False)
-        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        def twice():
+            first = _play(tmp, api, FIRST, dirs, "first")
+            snapshot = {name: json.loads(json.dumps(api.node(name))) for name in FIRST}
+            second = {name: dict(spec, dcgm=PASS, bin=None) if spec.get("bin") != "warn" else spec
+                      for name, spec in FIRST.items()}
+            for spec in second.values():
+                if spec.get("bin") is None:
+                    spec.pop("bin")
+            return first, snapshot, _play(tmp, api, second, dirs, "second")
+
+        with concurrent.futures.ThreadPoolExecutor(5) as pool:
+            pair = pool.submit(twice)
             gate = pool.submit(_play, tmp, api, GATE, dirs, "gate")
             both = pool.submit(_play, tmp, api, SITE, dirs, "site", playbook=site)
             check = pool.submit(_play, tmp, api, CHECK, dirs, "check", ["--check"])
             local = pool.submit(_play, tmp, api, LOCAL, dirs, "local", playbook=alone)
+            first, snapshot, second = pair.result()
             yield {"api": api, "tmp": tmp, "gate": gate.result(), "site": both.result(), "check": check.result(),
-                   "local": local.result()}
+                   "local": local.result(), "first": first, "after_first": snapshot, "second": second}
     finally:
         api.stop()
 
@@ -393,6 +420,20 @@ def test_a_dcgm_pass_with_a_warning_is_reported_as_a_warning(runs):
     checks = report_checks(runs, "gate", "rt-warn", "burnin.dcgm")
     assert any(c["status"] == "warn" and "Persistence mode for GPU 0 is disabled" in c["message"] for c in checks), \
         checks
+
+
+# -- a node failing its burn-in, then passing (two gate runs) -------------------------------------------
+def test_a_node_that_failed_is_held_then_released_when_it_passes(runs):
+    """node-lifecycle.md: "A node that fails stays cordoned and tainted ... The next run burns it in again
+    (`failed`); when it passes, the cordon and the taint its admission set are removed"."""
+    before = runs["after_first"]["rt-flip"]
+    assert before["spec"].get("unschedulable"), runs["first"]["output"]
+    assert [t["value"] for t in before["spec"].get("taints") or [] if t["key"] == TAINT_KEY] == ["burnin.dcgm"]
+    assert argv(runs, "rt-flip") == [R2, R2]
+    rec = admission(runs, "rt-flip")
+    assert rec["result"] == "pass" and rec["trigger"] == "failed"
+    assert taint(runs, "rt-flip") is None and not cordoned(runs, "rt-flip"), node(runs, "rt-flip")["spec"]
+    assert REASON not in annotations(runs, "rt-flip")
 
 
 # -- node.yml then kubernetes.yml in one run -----------------------------------------------------------

@@ -291,6 +291,20 @@ def test_a_reset_or_reboot_after_the_record_burns_in_and_other_steps_do_not():
     assert not decide(rec(), history=json.dumps(not_done))["burn_in"]
 
 
+def test_a_node_the_remediation_burnt_in_after_its_repair_is_admitted():
+    """node-lifecycle.md table: "(`remediate.yml` writes the record of its own burn-in after a repair when it
+    passes, so a node it released is admitted)"; docs/remediation.md: "the health gate does not burn the
+    node in a second time"."""
+    history = json.dumps([step("drain", "2026-10-01T00:00:00Z"), step("reset", "2026-10-01T00:05:00Z"),
+                          step("release", "2026-10-01T00:20:00Z", status="released")])
+    reset_at = 1790000000.0 + 10 * 86400 - 1790000000.0 % 86400 + 300  # 2026-10-01T00:05:00Z
+    decision = decide(rec(when=reset_at - 3600), history=history)
+    assert decision["burn_in"] and decision["trigger"] == "repaired"
+    out = admission_record(PASS_RESULT, decision, now=reset_at + 600)
+    assert out["record"]["trigger"] == "repaired"
+    assert not decide(out["text"], history=history)["burn_in"]
+
+
 @pytest.mark.parametrize("history", [
     "[{", "{}", "null", "[1]", "[null]", '"[]"', "x" * 10,
     json.dumps([{"step": "reset", "status": "done"}]),                              # no at, no by
