@@ -7,6 +7,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 import test_collection_install
+from installed_collection import clean_env
 
 installed = test_collection_install.installed  # the collection built and installed from its tarball
 
@@ -235,7 +236,7 @@ def test_installed_collection_with_the_readme_config_prints_one_line_per_unreach
     (site / "ansible.cfg").write_text(snippet.replace("inventory = ./inventory/hosts.yml",
                                                       "inventory = %s" % os.path.join(PLAYBOOKS, "inventory",
                                                                                       "daytwo.yml")) + "\n")
-    env = test_collection_install._env(collections)
+    env = clean_env(collections)
     env["ANSIBLE_CONFIG"] = str(site / "ansible.cfg")
     proc = subprocess.run([ANSIBLE_PLAYBOOK, os.path.join(PLAYBOOKS, "fleet_report_daytwo.yml")], cwd=str(site),
                           env=env, capture_output=True, text=True, timeout=300, check=False)
