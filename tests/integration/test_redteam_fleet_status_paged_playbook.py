@@ -1,0 +1,56 @@
+"""Red team (issue 45 item 3): playbooks/fleet_status.yml, source kubernetes, driven the way its header
+comment documents it (`-e key=value` extra vars, so gpufleet_status_kube_page_size arrives as a string)
+against the API double: the pages are read with that size, a host opted out of the agent
+(gpufleet_health_agent false) is never reported, a host without a Node fails closed, a Node outside the
+inventory is not reported."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ANSIBLE_PLAYBOOK = os.path.join(REPO, ".venv", "bin", "ansible-playbook")
+sys.path[:0] = [os.path.join(REPO, ".collections"), os.path.join(REPO, "tests")]
+
+pytestmark = pytest.mark.skipif(not os.path.exists(ANSIBLE_PLAYBOOK), reason="run `make setup` first")
+
+
+def test_key_value_page_size_opted_out_host_and_missing_node(tmp_path):
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_kube import KubePublisher
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.kube_node import KubeClient
+    from fake_kube_api.server import FakeKubeAPI
+
+    with FakeKubeAPI() as api:
+        token = tmp_path / "token"
+        token.write_text(api.token)
+        client = KubeClient(api.url, token_file=str(token), allow_plain_http=True)
+        for name in ("node-a", "node-b", "node-c", "stranger"):
+            api.add_node(name)
+            KubePublisher(client, name).publish(True, [])
+        inventory = tmp_path / "hosts.yml"
+        inventory.write_text(json.dumps({"all": {"hosts": {"cp-1": {}}, "children": {"gpu_nodes": {"hosts": {
+            "node-a": {}, "node-b": {}, "node-c": {}, "no-node": {},
+            "opted-out": {"gpufleet_health_agent": False}}}}}}))
+        reports = tmp_path / "reports"
+        env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), GPUFLEET_REPORT_DIR=str(reports))
+        with api.lock:
+            before = len(api.requests)
+        # the header comment's usage: -e name=value (strings)
+        proc = subprocess.run(
+            [ANSIBLE_PLAYBOOK, "-i", str(inventory), os.path.join(REPO, "playbooks", "fleet_status.yml"),
+             "-e", "gpufleet_status_source=kubernetes", "-e", "gpufleet_status_kube_server=%s" % api.url,
+             "-e", "gpufleet_status_kube_token_file=%s" % token, "-e", "gpufleet_status_kube_page_size=2"],
+            check=False, env=env, cwd=REPO, capture_output=True, text=True, timeout=120)
+        with api.lock:
+            lists = [r for r in api.requests[before:] if r["method"] == "GET" and r["path"] == "/api/v1/nodes"]
+    hosts = json.loads((reports / "fleet-report.json").read_text())["hosts"]
+    assert [r["query"].get("limit") for r in lists] == ["2", "2"], (lists, proc.stdout[-3000:])
+    # opted out: "fleet_status.yml leaves the host out"; a Node outside the inventory is no host of the report
+    assert sorted(hosts) == ["no-node", "node-a", "node-b", "node-c"], proc.stdout[-3000:]
+    assert all(hosts[n]["healthy"] for n in ("node-a", "node-b", "node-c")), hosts
+    (check,) = hosts["no-node"]["checks"]
+    assert (check["id"], check["status"]) == ("agent.condition", "fail")  # "no Node ... -> fail"
+    assert proc.returncode != 0

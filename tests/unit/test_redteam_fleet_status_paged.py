@@ -1,0 +1,507 @@
+"""Red team: fleet status from the Kubernetes API, the Node list read in pages (issue 45 item 3).
+
+Written from the documentation only (docs/contracts.md: the `agent.condition` row, "Fleet status
+(playbooks/fleet_status.yml)", [Time](#time), "Records read back": "A page of the Node list"; the
+header comment of playbooks/fleet_status.yml), driven the way tests/unit/test_fleet_status_paged.py
+drives it (lookup agent_conditions, module_utils/kube/node_list.read_conditions, the API double).
+
+The one promise every attack checks, fail closed: a host is reported healthy (agent.condition pass)
+only when its Node's GpufleetHealthy condition was read as True with a fresh heartbeat from a list read
+to its end; "the Node list not read to its end -> fail naming the page"; "no host is reported from a
+partial list" (contracts.md, Records read back, A page of the Node list).
+"""
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ansible_collections.gpufleet.cluster.plugins.lookup.agent_conditions import agent_conditions
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.clock import utc_text as format_utc
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.kube_node import ApiStatusError, KubeClient
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.node_list import NodeListError, read_conditions
+from fake_kube_api.server import FakeKubeAPI
+
+NOW = 1700000000.0
+TYPE = "GpufleetHealthy"
+UNREAD = "the Node list could not be read"
+
+
+# -- helpers ------------------------------------------------------------------------------------------
+def cond(status="True", age=10, reason="AllChecksPass", message="all gpufleet checks pass", **extra):
+    out = {"type": TYPE, "status": status, "reason": reason, "message": message,
+           "lastTransitionTime": format_utc(NOW - 1000)}
+    if age is not None:
+        out["lastHeartbeatTime"] = format_utc(NOW - age)
+    out.update(extra)
+    return out
+
+
+def node(name, *conditions):
+    return {"metadata": {"name": name}, "status": {"conditions": list(conditions)}}
+
+
+def page(items, cont=None, remaining=None, rv="7"):
+    meta = {"resourceVersion": rv}
+    if cont is not None:
+        meta["continue"] = cont
+    if remaining is not None:
+        meta["remainingItemCount"] = remaining
+    return {"kind": "NodeList", "apiVersion": "v1", "metadata": meta, "items": items}
+
+
+class Scripted:
+    """A client answering the pages given, in order (an exception is raised); after the script, the
+    last answer again and again (an API server that never stops)."""
+
+    def __init__(self, *pages):
+        self.pages = list(pages)
+        self.paths = []
+
+    def request(self, method, path, max_bytes=None, **_):
+        self.paths.append(path)
+        answer = self.pages.pop(0) if len(self.pages) > 1 else self.pages[0]
+        if len(self.paths) > 200:  # a reader that loops: stop it so the test can say so
+            raise KeyboardInterrupt("the reader kept asking: %d requests" % len(self.paths))
+        if isinstance(answer, BaseException):
+            raise answer
+        return json.loads(json.dumps(answer))
+
+
+def healthy(checks, host):
+    """The host is reported healthy: its checks are exactly passes."""
+    got = checks.get(host)
+    return bool(got) and all(c["status"] == "pass" for c in got)
+
+
+def all_fail_naming(checks, hosts, text):
+    for host in hosts:
+        got = checks[host]
+        assert got and all(c["status"] == "fail" for c in got), (host, got)
+        assert any(UNREAD in c["message"] and text in c["message"] for c in got), (host, got)
+
+
+def gone(reason="Expired", cont="inconsistent-token"):
+    status = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 410, "reason": reason,
+              "message": "The provided continue parameter is too old to display a consistent list result."}
+    if cont is not None:
+        status["metadata"] = {"continue": cont}
+    return ApiStatusError(410, status["message"], status)
+
+
+def status_error(code, reason):
+    return ApiStatusError(code, reason, {"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                         "code": code, "reason": reason, "message": reason})
+
+
+# -- continue tokens: loops and repeats ---------------------------------------------------------------
+def test_the_same_continue_token_forever_is_no_endless_loop_and_fails_closed():
+    """Records read back: "a continue token handed out twice is unreadable" -> "every reported host
+    fails agent.condition naming the page"."""
+    kube = Scripted(page([node("a", cond())], cont="same"), page([node("b", cond())], cont="same"),
+                    page([node("c", cond())], cont="same"))
+    checks, _ = agent_conditions(["a", "b", "c"], kube, now=NOW, page_size=1)
+    assert len(kube.paths) <= 3, kube.paths
+    all_fail_naming(checks, ["a", "b", "c"], "page ")
+
+
+def test_a_token_cycle_a_b_a_is_a_token_handed_out_twice():
+    """Records read back: "a continue token handed out twice is unreadable" (not only twice in a row)."""
+    kube = Scripted(page([node("a", cond())], cont="A"), page([node("b", cond())], cont="B"),
+                    page([node("c", cond())], cont="A"), page([node("d", cond())], cont="B"))
+    checks, _ = agent_conditions(["a", "b", "c", "d"], kube, now=NOW, page_size=1)
+    assert len(kube.paths) <= 4, kube.paths
+    all_fail_naming(checks, ["a", "b", "c", "d"], "page 3")
+
+
+def test_a_token_that_changes_while_the_items_repeat_is_a_node_listed_twice():
+    """Records read back: "a Node listed twice ... is unreadable"; no host from a partial list."""
+    kube = Scripted(page([node("a", cond())], cont="t1"), page([node("a", cond())], cont="t2"),
+                    page([node("b", cond())]))
+    checks, _ = agent_conditions(["a", "b"], kube, now=NOW, page_size=1)
+    all_fail_naming(checks, ["a", "b"], "page 2")
+
+
+def test_a_node_listed_twice_in_one_page_with_different_conditions_fails_closed():
+    """A Node listed twice (once False, once True) is unreadable: never the healthy one of the two."""
+    for first, second in ((cond("False", reason="gpu.count"), cond()), (cond(), cond("False", reason="gpu.count"))):
+        kube = Scripted(page([node("a", first), node("a", second), node("b", cond())]))
+        checks, _ = agent_conditions(["a", "b"], kube, now=NOW, page_size=10)
+        all_fail_naming(checks, ["a", "b"], "page 1")
+
+
+def test_an_empty_continue_token_ends_the_list():
+    """metadata.continue a string: the empty string is the last page (as the real server omits it)."""
+    kube = Scripted(page([node("a", cond())], cont=""))
+    checks, figures = agent_conditions(["a"], kube, now=NOW, page_size=1)
+    assert healthy(checks, "a") and len(kube.paths) == 1 and figures["pages"] == 1
+
+
+# -- the page's shape ------------------------------------------------------------------------------------
+def test_a_first_page_with_more_items_than_the_limit_fails_closed_naming_page_1():
+    """Records read back: "items a list of at most limit Nodes"."""
+    kube = Scripted(page([node("a", cond()), node("b", cond()), node("c", cond())]))
+    checks, _ = agent_conditions(["a", "b", "c"], kube, now=NOW, page_size=2)
+    all_fail_naming(checks, ["a", "b", "c"], "page 1")
+
+
+@pytest.mark.parametrize("remaining", [0, 1000000])
+def test_remaining_item_count_that_lies_does_not_end_or_extend_the_list(remaining):
+    """The list ends where metadata.continue ends (remainingItemCount is only an integer >= 0): a page
+    saying 0 remaining with a continue token is followed; the Nodes after it are read."""
+    kube = Scripted(page([node("a", cond())], cont="t1", remaining=remaining),
+                    page([node("b", cond("False", reason="gpu.count", message="gpu.count: 7 GPUs"))]))
+    checks, _ = agent_conditions(["a", "b"], kube, now=NOW, page_size=1)
+    assert len(kube.paths) == 2
+    assert healthy(checks, "a") and not healthy(checks, "b")
+    assert checks["b"][0]["id"] == "gpu.count"
+
+
+@pytest.mark.parametrize("remaining", [-1, True, 1.5, "3", None])
+def test_remaining_item_count_not_an_integer_fails_closed(remaining):
+    """Records read back: "metadata.remainingItemCount an integer >= 0" (None: the JSON null)."""
+    bad = page([node("a", cond())], cont="t1")
+    bad["metadata"]["remainingItemCount"] = remaining
+    checks, _ = agent_conditions(["a"], Scripted(bad, page([])), now=NOW, page_size=1)
+    if remaining is None:  # null is the field not set: accepted or refused, but never a wrong verdict
+        assert all(c["status"] in ("pass", "fail") for c in checks["a"])
+        return
+    all_fail_naming(checks, ["a"], "page 1")
+
+
+@pytest.mark.parametrize("metadata", [{}, {"name": None}, {"generateName": "a"}, None, "a"])
+def test_an_item_without_metadata_name_on_the_first_page_fails_every_host(metadata):
+    """Records read back: "per Node metadata.name a non-empty string"."""
+    item = {"status": {"conditions": [cond()]}}
+    if metadata is not None:
+        item["metadata"] = metadata
+    checks, _ = agent_conditions(["a", "b"], Scripted(page([node("a", cond()), item])), now=NOW, page_size=5)
+    all_fail_naming(checks, ["a", "b"], "page 1")
+
+
+@pytest.mark.parametrize("api_name,host", [("node-a ", "node-a"), ("NODE-A", "node-a"), ("node-a\x00", "node-a"),
+                                           ("node-a.example.com", "node-a"), ("nöde-a", "node-a"),
+                                           ("node-a/status", "node-a"), ("node-a", "node-a.")])
+def test_a_node_name_that_is_not_the_host_name_never_makes_the_host_healthy(api_name, host):
+    """agent.condition: "no Node ... -> fail": only the Node named exactly as the host counts."""
+    checks, _ = agent_conditions([host], Scripted(page([node(api_name, cond())])), now=NOW, page_size=5)
+    assert not healthy(checks, host), checks
+
+
+@pytest.mark.parametrize("name", ["node-ä", "node a", "a" * 253, "node-1.rack-2.dc", "x/../y", "<script>"])
+def test_odd_but_readable_node_names_are_matched_exactly(name):
+    """An odd name is a non-empty string: readable; its host is reported from its condition."""
+    checks, _ = agent_conditions([name, "other"], Scripted(page([node(name, cond())])), now=NOW, page_size=5)
+    assert healthy(checks, name) or all(c["status"] == "fail" for c in checks[name])
+    assert not healthy(checks, "other")
+
+
+def test_a_node_in_the_api_but_not_in_the_inventory_is_not_reported():
+    checks, _ = agent_conditions(["a"], Scripted(page([node("a", cond()), node("stranger", cond())])),
+                                 now=NOW, page_size=5)
+    assert sorted(checks) == ["a"] and healthy(checks, "a")
+
+
+def test_a_host_in_the_inventory_without_a_node_fails_closed():
+    """agent.condition: "no Node, no condition ... -> fail"."""
+    checks, _ = agent_conditions(["a", "absent"], Scripted(page([node("a", cond())])), now=NOW, page_size=5)
+    assert healthy(checks, "a")
+    assert checks["absent"] and all(c["status"] == "fail" for c in checks["absent"])
+    assert checks["absent"][0]["id"] == "agent.condition"
+
+
+# -- the condition itself ---------------------------------------------------------------------------------
+BAD_CONDITIONS = [
+    ("status Unknown", [cond("Unknown")]),
+    ("status true lower case", [cond("true")]),
+    ("status empty", [cond("")]),
+    ("no heartbeat", [cond(age=None)]),
+    ("heartbeat stale", [cond(age=601)]),
+    ("heartbeat 61 s in the future", [cond(age=-61)]),
+    ("heartbeat an hour in the future (clock step)", [cond(age=-3600)]),
+    ("heartbeat impossible date", [dict(cond(), lastHeartbeatTime="2023-13-45T25:61:61Z")]),
+    ("heartbeat empty", [dict(cond(), lastHeartbeatTime="")]),
+    ("heartbeat garbage", [dict(cond(), lastHeartbeatTime="yesterday")]),
+    ("heartbeat a number", [dict(cond(), lastHeartbeatTime=NOW)]),
+    ("heartbeat NaN", [dict(cond(), lastHeartbeatTime=float("nan"))]),
+    ("heartbeat null", [dict(cond(), lastHeartbeatTime=None)]),
+    ("heartbeat in the year 1", [dict(cond(), lastHeartbeatTime="0001-01-01T00:00:00Z")]),
+    ("heartbeat 1970", [dict(cond(), lastHeartbeatTime="1970-01-01T00:00:00Z")]),
+    ("type in another case", [dict(cond(), type="gpufleethealthy")]),
+    ("only the Ready condition", [{"type": "Ready", "status": "True"}]),
+    ("no conditions at all", []),
+]
+
+
+@pytest.mark.parametrize("label,conditions", BAD_CONDITIONS, ids=[b[0] for b in BAD_CONDITIONS])
+def test_a_condition_not_read_as_true_and_fresh_is_never_healthy(label, conditions):
+    """agent.condition: "no Node, no condition, a status other than True/False or a heartbeat older
+    than gpufleet_status_max_age -> fail"; Time: "A result or heartbeat dated more than 60 s ahead of
+    the reader's clock is unknown, never fresh: ... agent.condition fails"."""
+    kube = Scripted(page([node("a", *conditions), node("b", cond())]))
+    checks, _ = agent_conditions(["a", "b"], kube, now=NOW, max_age=600, page_size=5)
+    assert checks["a"] and all(c["status"] == "fail" for c in checks["a"]), (label, checks["a"])
+
+
+@pytest.mark.parametrize("age", [0, 1, 599, -59])
+def test_a_fresh_true_condition_passes(age):
+    """agent.condition: True -> pass (a heartbeat up to 60 s ahead is not 'more than 60 s ahead')."""
+    checks, _ = agent_conditions(["a"], Scripted(page([node("a", cond(age=age))])), now=NOW, max_age=600,
+                                 page_size=5)
+    assert healthy(checks, "a"), checks
+
+
+# -- errors mid-list ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("error", [status_error(429, "TooManyRequests"), status_error(500, "InternalError"),
+                                   status_error(503, "ServiceUnavailable"), status_error(400, "BadRequest"),
+                                   status_error(404, "NotFound")], ids=["429", "500", "503", "400", "404"])
+def test_an_error_mid_list_fails_closed_naming_the_page_or_is_retried(error):
+    """contracts: "A list that cannot be read to its end ... fails every reported host with
+    agent.condition naming the page"; a retry that reads it to its end is allowed."""
+    kube = Scripted(page([node("a", cond())], cont="t1"), error, page([node("b", cond())]))
+    checks, _ = agent_conditions(["a", "b"], kube, now=NOW, page_size=1)
+    if any(UNREAD in c["message"] for c in checks["a"]):
+        all_fail_naming(checks, ["a", "b"], "page 2 (after 1 Node(s))")
+    else:  # retried: then the whole list was read
+        assert healthy(checks, "a") and healthy(checks, "b") and len(kube.paths) >= 3
+    assert len(kube.paths) <= 10
+
+
+def test_a_410_without_reason_expired_is_never_a_partial_list():
+    """410 Gone restarts the list only with reason Expired; otherwise the list was not read to its end."""
+    kube = Scripted(page([node("a", cond())], cont="t1"), gone(reason="Gone"),
+                    page([node("a", cond())], cont="t2"), page([node("b", cond())]))
+    checks, _ = agent_conditions(["a", "b"], kube, now=NOW, page_size=1)
+    if any(UNREAD in c["message"] for c in checks["a"]):
+        all_fail_naming(checks, ["a", "b"], "page 2")
+    else:
+        assert healthy(checks, "b") and "continue" not in kube.paths[2]
+
+
+def test_a_410_expired_restarts_from_the_first_page_and_never_uses_the_inconsistent_token():
+    """contracts: "starts the list again from its first page ...; the inconsistent token the Status
+    may carry is not used (the report is one snapshot)"."""
+    kube = Scripted(page([node("a", cond())], cont="t1"), gone(cont="INCONSISTENT"),
+                    page([node("a", cond())], cont="t2"), page([node("b", cond())]))
+    checks, figures = agent_conditions(["a", "b"], kube, now=NOW, page_size=1)
+    assert healthy(checks, "a") and healthy(checks, "b")
+    assert not any("INCONSISTENT" in p for p in kube.paths), kube.paths
+    assert "continue" not in kube.paths[2] and figures["restarts"] == 1
+
+
+def test_a_410_expired_on_the_first_page_is_no_restart_loop():
+    """A 410 on a request without a continue token: nothing to restart from; bounded either way."""
+    kube = Scripted(gone())
+    checks, _ = agent_conditions(["a"], kube, now=NOW, page_size=1)
+    all_fail_naming(checks, ["a"], "page 1")
+    assert len(kube.paths) <= 4
+
+
+def test_a_restart_does_not_keep_the_first_pass_verdicts():
+    """After a restart the report is the second pass's snapshot: a node healthy in the first pass and
+    unhealthy in the second is reported unhealthy (one snapshot, not a merge)."""
+    kube = Scripted(page([node("a", cond())], cont="t1"), gone(),
+                    page([node("a", cond("False", reason="gpu.count", message="gpu.count: 7"))], cont="t2"),
+                    page([node("b", cond())]))
+    checks, _ = agent_conditions(["a", "b"], kube, now=NOW, page_size=1)
+    assert not healthy(checks, "a") and checks["a"][0]["id"] == "gpu.count"
+
+
+def test_a_node_removed_during_a_restart_is_not_reported_from_the_first_pass():
+    kube = Scripted(page([node("a", cond())], cont="t1"), gone(), page([node("b", cond())]))
+    checks, _ = agent_conditions(["a", "b"], kube, now=NOW, page_size=1)
+    assert not healthy(checks, "a") and healthy(checks, "b")
+
+
+# -- page size ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("size", [0, -1, 10 ** 9, "abc", "", 2.5, None, True])
+def test_a_page_size_out_of_range_sends_nothing_and_reports_nobody_healthy(size):
+    kube = Scripted(page([node("a", cond())]))
+    try:
+        checks, _ = agent_conditions(["a"], kube, now=NOW, page_size=size)
+    except Exception as exc:  # pylint: disable=broad-except  # refused: fine, named
+        assert "page size" in str(exc), exc
+    else:
+        assert not healthy(checks, "a")
+    assert not kube.paths
+
+
+# -- bytes on the wire: a raw server -------------------------------------------------------------------------
+class Raw:
+    """An HTTP server answering the bodies given, in order (status, bytes)."""
+
+    def __init__(self, *answers):
+        self.answers = list(answers)
+        self.paths = []
+        raw = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802
+                raw.paths.append(self.path)
+                code, body = raw.answers.pop(0) if len(raw.answers) > 1 else raw.answers[0]
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+    def client(self, tmp_path):
+        token = tmp_path / "token"
+        token.write_text("t")
+        return KubeClient("http://127.0.0.1:%d" % self.server.server_address[1], token_file=str(token),
+                          allow_plain_http=True, timeout=5)
+
+
+def good_first_page():
+    return json.dumps(page([node("a", cond())], cont="t1")).encode()
+
+
+HB = format_utc(NOW - 10)
+RAW_BAD = [
+    ("not JSON", b"<html><body>502 Bad Gateway</body></html>"),
+    ("truncated JSON", good_first_page()[:-5]),
+    ("empty body", b""),
+    ("NaN heartbeat", (b'{"kind":"NodeList","metadata":{},"items":[{"metadata":{"name":"b"},"status":{"conditions":'
+                       b'[{"type":"GpufleetHealthy","status":"True","reason":"r","message":"m","lastHeartbeatTime":NaN}]'
+                       b'}}]}')),
+    ("Infinity remainingItemCount", b'{"kind":"NodeList","metadata":{"remainingItemCount":Infinity},"items":[]}'),
+    ("JSON null", b"null"),
+    ("UTF-8 garbage", b'{"kind":"NodeList","items":[{"metadata":{"name":"\xff\xfe"}}]}'),
+]
+
+
+@pytest.mark.parametrize("label,body", RAW_BAD, ids=[r[0] for r in RAW_BAD])
+def test_a_second_page_that_is_not_a_node_list_page_fails_every_host(tmp_path, label, body):
+    """contracts: "a page that is not a NodeList page ... fails every reported host with
+    agent.condition naming the page"."""
+    with Raw((200, good_first_page()), (200, body)) as raw:
+        checks, _ = agent_conditions(["a", "b"], raw.client(tmp_path), now=NOW, page_size=1)
+    all_fail_naming(checks, ["a", "b"], "page 2")
+
+
+def test_a_huge_page_is_refused_while_it_is_read(tmp_path):
+    """Records read back: "the page bounded in bytes (64 MiB) while it is read": a bound, then fail."""
+    padding = "x" * 300000
+    body = json.dumps(page([dict(node("a", cond()), padding=padding)])).encode()
+    with Raw((200, good_first_page()), (200, body)) as raw:
+        checks, _ = agent_conditions(["a", "b"], raw.client(tmp_path), now=NOW, page_size=1, max_page_bytes=100000)
+    all_fail_naming(checks, ["a", "b"], "page 2")
+
+
+# -- the API double: nodes added and removed during the read -----------------------------------------------
+def fake_client(api, tmp_path):
+    token = tmp_path / "token"
+    token.write_text(api.token + "\n")
+    return KubeClient(api.url, token_file=str(token), allow_plain_http=True)
+
+
+def test_nodes_added_and_removed_during_the_read_never_make_a_removed_node_healthy(tmp_path):
+    """Nodes change while the list is paged (the double serves the rest by name from the store);
+    whatever the read gives, a host whose Node was removed before its page is not healthy."""
+    with FakeKubeAPI() as api:
+        for name in ("n0", "n1", "n2", "n3"):
+            api.add_node(name)
+            with api.lock:
+                api.nodes[name]["status"]["conditions"].append(cond())
+
+        def on_page(*_args, **_kw):
+            with api.lock:
+                api.nodes.pop("n3", None)
+        try:
+            conditions, _ = read_conditions(fake_client(api, tmp_path), TYPE, limit=2, on_page=on_page)
+        except NodeListError:
+            return  # fail closed
+    assert "n3" not in conditions  # removed before its page: not read, so never reported healthy
+    assert sorted(conditions) == ["n0", "n1", "n2"]
+
+
+# -- property: whatever the pages, nobody is healthy who was not read healthy from a whole list ---------------
+NAMES = ["a", "b", "c", "d"]
+KINDS = {"healthy": lambda: [cond()], "false": lambda: [cond("False", reason="gpu.count")],
+         "stale": lambda: [cond(age=5000)], "future": lambda: [cond(age=-3600)], "unknown": lambda: [cond("Unknown")],
+         "none": lambda: []}  # a Node carrying the condition twice: /work/notes/redteam-fleet_status_paged-failing.py
+ITEM = st.tuples(st.sampled_from(NAMES + ["zz"]), st.sampled_from(sorted(KINDS)))
+ANSWER = st.one_of(
+    st.tuples(st.just("page"), st.lists(ITEM, max_size=3), st.sampled_from([None, "", "t1", "t2", "t3"]),
+              st.sampled_from([None, 0, 5])),
+    st.tuples(st.just("error"), st.sampled_from([400, 410, 429, 500, 503]), st.sampled_from(["Expired", "Gone", "X"]),
+              st.just(None)),
+)
+
+
+def build(answer):
+    if answer[0] == "error":
+        _, code, reason, _ = answer
+        return gone(reason=reason) if code == 410 else status_error(code, reason)
+    _, items, token, remaining = answer
+    return page([node(name, *KINDS[kind]()) for name, kind in items], cont=token, remaining=remaining)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(answers=st.lists(ANSWER, min_size=1, max_size=6), limit=st.integers(min_value=1, max_value=3))
+def test_no_host_is_healthy_unless_read_healthy_and_a_failed_read_fails_everyone(answers, limit):
+    pages = [build(a) for a in answers]
+    kube = Scripted(*pages)
+    checks, _ = agent_conditions(NAMES, kube, now=NOW, max_age=600, page_size=limit)
+    assert sorted(checks) == NAMES
+    assert len(kube.paths) <= 50, "the reader kept asking"
+    unread = [h for h in NAMES if any(UNREAD in c["message"] for c in checks[h])]
+    if unread:
+        assert unread == NAMES  # one failed read fails every reported host
+        assert all(all(c["status"] == "fail" for c in checks[h]) for h in NAMES)
+        return
+    answered = [a for a in answers[:len(kube.paths)] if a[0] == "page"]
+    for host in NAMES:
+        if healthy(checks, host):
+            kinds = [kind for a in answered for name, kind in a[1] if name == host]
+            assert kinds and kinds[-1] == "healthy", (host, kinds, answers)
+
+
+# -- heartbeat stamps in other RFC 3339 spellings ------------------------------------------------------------
+def stamp(epoch, suffix):
+    return format_utc(epoch)[:-1] + suffix  # "...Z" -> the same wall clock digits with another offset
+
+
+@pytest.mark.parametrize("suffix", ["+14:00", "+02:00", "+00:30"])
+def test_a_heartbeat_with_an_offset_is_read_in_utc_never_as_if_it_were_z(suffix):
+    """Time: "every decision compares UTC epoch seconds (RFC 3339 stamps parsed with calendar.timegm,
+    never local time)": NOW-10 s written with a positive offset is hours older; read as Z it would be
+    fresh. Stale -> fail (or unreadable -> fail), never pass."""
+    hb = dict(cond(), lastHeartbeatTime=stamp(NOW - 10, suffix))
+    checks, _ = agent_conditions(["a"], Scripted(page([node("a", hb)])), now=NOW, max_age=600, page_size=5)
+    assert not healthy(checks, "a"), checks
+
+
+@pytest.mark.parametrize("suffix", ["-14:00", "-02:00"])
+def test_a_heartbeat_with_a_negative_offset_is_in_the_future_never_fresh(suffix):
+    """NOW-10 s written with -02:00 is 2 h ahead: "dated more than 60 s ahead ... is unknown, never fresh"."""
+    hb = dict(cond(), lastHeartbeatTime=stamp(NOW - 10, suffix))
+    checks, _ = agent_conditions(["a"], Scripted(page([node("a", hb)])), now=NOW, max_age=600, page_size=5)
+    assert not healthy(checks, "a"), checks
+
+
+@pytest.mark.parametrize("answer", [
+    {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 500, "reason": "InternalError", "items": []},
+    {"kind": "PodList", "items": [node("a", cond())]},
+], ids=["a Status with 200", "PodList"])
+def test_a_first_page_that_is_no_node_list_page_reports_nobody(answer):
+    """contracts: "a page that is not a NodeList page ... fails every reported host"."""
+    checks, _ = agent_conditions(["a", "b"], Scripted(answer), now=NOW, page_size=5)
+    all_fail_naming(checks, ["a", "b"], "page 1")
