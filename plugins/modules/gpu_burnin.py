@@ -47,7 +47,8 @@ options:
     description: Test parameters passed to C(dcgmi diag -p) (for example C(memtest.test_duration=60)).
     type: str
   timeout:
-    description: Seconds the diagnostic may take; past it, it is killed and the burn-in fails.
+    description: Seconds the diagnostic may take (more than 0, at most 604800, 7 days); past it, it is killed and the burn-in
+      fails.
     type: float
     default: 1800
   nccl:
@@ -62,7 +63,7 @@ options:
         description: Minimum average bus bandwidth in GB/s; unset checks only that the run completed and was correct.
         type: float
       timeout:
-        description: Seconds the run may take.
+        description: Seconds the run may take (more than 0, at most 604800, 7 days).
         type: float
         default: 600
 extends_documentation_fragment:
@@ -120,6 +121,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu.dcgm import R
 from ansible_collections.gpufleet.cluster.plugins.module_utils.core.framework import ModuleFailure, run_module
 from ansible_collections.gpufleet.cluster.plugins.module_utils.core.runner import ModuleRunner
 from ansible_collections.gpufleet.cluster.plugins.module_utils.core.validation import common_argspec
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu.burnin import MAX_TIMEOUT
 
 ARGUMENT_SPEC = dict(
     dcgmi=dict(type="str", default="dcgmi"),
@@ -138,11 +140,13 @@ ARGUMENT_SPEC = dict(
 
 def burnin_work(module):
     params = module.params
-    if params["timeout"] <= 0:
-        raise ModuleFailure("option timeout must be more than 0 seconds (got %s)" % params["timeout"])
+    if not 0 < params["timeout"] <= MAX_TIMEOUT:  # NaN fails too; a larger wait crashes the clock's conversion
+        raise ModuleFailure("option timeout must be more than 0 and at most %d seconds (got %s)"
+                            % (MAX_TIMEOUT, params["timeout"]))
     nccl = params["nccl"] or {}
-    if nccl.get("command") and (nccl.get("timeout") or 0) <= 0:
-        raise ModuleFailure("option nccl.timeout must be more than 0 seconds (got %s)" % nccl.get("timeout"))
+    if nccl.get("command") and not 0 < (nccl.get("timeout") or 0) <= MAX_TIMEOUT:
+        raise ModuleFailure("option nccl.timeout must be more than 0 and at most %d seconds (got %s)"
+                            % (MAX_TIMEOUT, nccl.get("timeout")))
     results = CheckResults()
     if module.check_mode:
         results.skip(RUN_CHECK, "node", "check mode: the DCGM diagnostic was not run")

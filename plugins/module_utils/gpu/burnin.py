@@ -6,7 +6,8 @@ their checks, shared by the admission burn-in (tier variable ``gpufleet_burnin``
 and the remediation's ``gpufleet_remediation.burn_in`` (docs/remediation.md).
 
 Keys: ``enabled`` (bool), ``dcgm_level`` (``dcgmi diag -r`` 1..4), ``dcgm_tests`` (test names instead
-of a level), ``dcgm_parameters`` (``dcgmi diag -p``), ``timeout`` (seconds, > 0), ``nccl_command``
+of a level), ``dcgm_parameters`` (``dcgmi diag -p``), ``timeout`` (seconds, > 0 and at most
+MAX_TIMEOUT: seven days; a larger wait cannot be taken by the module's clock), ``nccl_command``
 (a single-node nccl-tests argv; empty: no NCCL run), ``nccl_min_busbw_gbps`` (> 0 or None).
 """
 
@@ -19,6 +20,7 @@ import math
 
 DEFAULTS = {"enabled": True, "dcgm_level": 2, "dcgm_tests": [], "dcgm_parameters": "", "timeout": 1800,
             "nccl_command": [], "nccl_min_busbw_gbps": None}
+MAX_TIMEOUT = 7 * 24 * 3600  # seconds: no burn-in takes a week; 1e20 or 2**63 crash the module's wait
 
 
 class SettingsError(ValueError):
@@ -49,6 +51,9 @@ def settings(value, variable):
     if isinstance(merged["dcgm_level"], bool) or merged["dcgm_level"] not in (1, 2, 3, 4):
         raise SettingsError("%s.dcgm_level must be 1, 2, 3 or 4, got %r" % (variable, merged["dcgm_level"]))
     _positive(merged["timeout"], "%s.timeout" % variable)
+    if merged["timeout"] > MAX_TIMEOUT:
+        raise SettingsError("%s.timeout must be at most %d seconds (7 days), got %r"
+                            % (variable, MAX_TIMEOUT, merged["timeout"]))
     for key in ("dcgm_tests", "nccl_command"):
         if not isinstance(merged[key], list) or not all(isinstance(item, str) and item for item in merged[key]):
             raise SettingsError("%s.%s must be a list of strings" % (variable, key))
