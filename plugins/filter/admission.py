@@ -13,6 +13,7 @@ import base64
 import time
 
 from ansible.errors import AnsibleFilterError
+from ansible.module_utils.parsing.convert_bool import boolean
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent import health_record
 from ansible_collections.gpufleet.cluster.plugins.module_utils.core.records import RecordError
@@ -96,6 +97,17 @@ def _slurped(value):
         return "\x00unreadable: %s" % exc
 
 
+def _force(value):
+    """``force`` read as Ansible reads a boolean (true/false, yes/no, on/off, 1/0); anything else fails."""
+    if value is None:
+        return False
+    try:
+        return boolean(value, strict=True)
+    except TypeError:
+        raise AnsibleFilterError("admission_decision: force (gpufleet_burnin_force) must be a boolean, got %r"
+                                 % (value,))
+
+
 def admission_decision(annotations, settings=None, node="node", driver=None, force=False, state_file=None,
                        kubernetes=True, node_status=None, taint_key=None, evidence=None):
     """``annotations``: the Node's (node_gate_status.annotations); ``state_file``: the registered read
@@ -112,6 +124,7 @@ def admission_decision(annotations, settings=None, node="node", driver=None, for
     if annotations is not None and not isinstance(annotations, dict):
         raise AnsibleFilterError("admission_decision: the Node's annotations must be a mapping, got %s"
                                  % type(annotations).__name__)
+    force = _force(force)
     sources = []
     if kubernetes:
         sources.append(("Node %s annotation %s" % (node, admission.ANNOTATION), (annotations or {}).get(
@@ -124,7 +137,7 @@ def admission_decision(annotations, settings=None, node="node", driver=None, for
     else:
         seen = in_service_evidence(files=evidence if isinstance(evidence, list) else [])
     try:
-        decision = admission.decide(sources, checked, node=node, driver=driver or None, force=bool(force),
+        decision = admission.decide(sources, checked, node=node, driver=driver or None, force=force,
                                     annotations=(annotations or {}) if kubernetes else None, in_service=seen)
     except ValueError as exc:
         raise AnsibleFilterError("admission_decision: %s" % exc)
@@ -135,14 +148,16 @@ def admission_decision(annotations, settings=None, node="node", driver=None, for
     return decision
 
 
-def admission_record(result, decision, driver=None, now=None):
+def admission_record(result, decision, driver=None, now=None, fail_on="fail"):
     """The record of this run's burn-in (``result``: gpu_burnin's registered result) with ``text``
-    (what is written) and ``check`` (node.admission)."""
+    (what is written) and ``check`` (node.admission). ``fail_on``: the gate's (node_gate_fail_on):
+    with ``warn`` a burn-in check that warns makes the record fail, as it holds the node back."""
     if not isinstance(decision, dict) or "settings" not in decision:
         raise AnsibleFilterError("admission_record: expected the answer of admission_decision")
     try:
         record = admission.build_record(result, decision["settings"], decision.get("trigger"),
-                                        time.time() if now is None else now, driver or None)
+                                        time.time() if now is None else now, driver or None,
+                                        fail_on=fail_on or "fail", repair=decision.get("repair"))
         text = admission.record_text(record)
     except ValueError as exc:
         raise AnsibleFilterError("admission_record: %s" % exc)

@@ -35,48 +35,79 @@ CHECK_ID = "node.admission"
 MAX_BYTES = 16 * 1024  # a record of ours is well under 4 KiB
 MAX_CHECKS = 32        # failing checks kept in a record
 MAX_CHECK_TEXT = 300
-KEYS = ("when", "level", "tests", "result", "dcgm_version", "driver", "checks", "trigger")
+KEYS = ("when", "level", "tests", "result", "dcgm_version", "driver", "checks", "trigger", "repair")
 REQUIRED = ("when", "level", "result", "dcgm_version", "driver", "checks")
 IN_SERVICE = "in_service"
 RESULTS = ("pass", "fail", IN_SERVICE)
 ADMITTED = ("pass", IN_SERVICE)  # results that admit the node
-TRIGGERS = ("new", "failed", "unreadable", "repaired", "driver", "level", "force", IN_SERVICE)
+TRIGGERS = ("new", "failed", "unreadable", "repaired", "driver", "level", "force", "clock", IN_SERVICE)
+# a record or a remediation step dated later than this controller's clock plus this allowance (seconds)
+# was stamped by a stepped clock: the record is not an admission (trigger clock); a step is a repair once
+CLOCK_SKEW = 300
 IN_SERVICE_NOTE = "gpufleet_burnin_force burns it in"
 # what an earlier gpufleet run leaves on a Node it brought into service (module_utils/health/gate.py):
 # the gate's label gpufleet.io/healthy "true", the node health agent's condition GpufleetHealthy True
 GATE_HEALTH_LABEL = "gpufleet.io/healthy"
 AGENT_CONDITION = "GpufleetHealthy"
 REPAIR_STEPS = ("reset", "reboot")
+BURNIN_PREFIX = "burnin."  # the ids of module gpu_burnin's checks
+
+
+def _plain(value, record, field, max_length):
+    """A text field without control characters (they would be echoed into messages and reports)."""
+    records.string(value, record, field, max_length=max_length)
+    if any(ord(ch) < 32 or 127 <= ord(ch) < 160 for ch in value):
+        raise RecordError(record, "a control character in %r" % (value[:80],), field)
+    return value
 
 
 def read_record(raw, record):
     """The admission record of ``raw`` (the annotation's or the file's text). RecordError naming
     ``record`` for anything else: larger than MAX_BYTES, not strict JSON, an unknown or missing key,
     ``when`` not a plausible epoch (2020..2100), ``level`` not 1..4, ``result`` not pass/fail/in_service, a
-    text field over its bound, ``checks`` not a list of at most MAX_CHECKS strings."""
+    text field over its bound or with a control character, ``checks`` not a list of at most MAX_CHECKS
+    strings, ``repair`` (optional: the newest repair in the remediation history the burn-in covered)
+    not a plausible epoch."""
     value = records.load_json(raw, record, max_bytes=MAX_BYTES, max_depth=3)
     records.mapping(value, record, required=REQUIRED, allowed=KEYS)
     records.timestamp(value["when"], record, "when")
     records.integer(value["level"], record, "level", 1, 4)
     records.string(value["result"], record, "result", choices=RESULTS)
-    records.string(value["dcgm_version"], record, "dcgm_version", max_length=64)
-    records.string(value["driver"], record, "driver", max_length=64)
+    _plain(value["dcgm_version"], record, "dcgm_version", 64)
+    _plain(value["driver"], record, "driver", 64)
     for index, item in enumerate(records.listing(value["checks"], record, "checks", max_items=MAX_CHECKS)):
-        records.string(item, record, "checks[%d]" % index, max_length=MAX_CHECK_TEXT)
+        _plain(item, record, "checks[%d]" % index, MAX_CHECK_TEXT)
     for index, item in enumerate(records.listing(value.get("tests", []), record, "tests", max_items=64)):
         records.string(item, record, "tests[%d]" % index, max_length=128, allow_empty=False)
     if "trigger" in value:
         records.string(value["trigger"], record, "trigger", choices=TRIGGERS)
+    if "repair" in value:
+        records.timestamp(value["repair"], record, "repair")
     return value
 
 
-def repaired_at(annotations, node):
-    """Epoch of the last repair (a ``reset`` or ``reboot`` step done) in the Node's remediation
-    history, None when there is none. RecordError (the breaker's reader) when it cannot be read."""
+def repair_times(annotations, node):
+    """Epochs of the repairs (``reset`` or ``reboot`` steps done) in the Node's remediation history.
+    RecordError (the breaker's reader) when it cannot be read."""
     steps = breaker.read_history({"metadata": {"annotations": annotations}}, node)
-    times = [float(calendar.timegm(time.strptime(step["at"], "%Y-%m-%dT%H:%M:%SZ"))) for step in steps
-             if step["step"] in REPAIR_STEPS and step["status"] == "done"]
+    return [float(calendar.timegm(time.strptime(step["at"], "%Y-%m-%dT%H:%M:%SZ"))) for step in steps
+            if step["step"] in REPAIR_STEPS and step["status"] == "done"]
+
+
+def repaired_at(annotations, node):
+    """Epoch of the last repair in the Node's remediation history, None when there is none.
+    RecordError (the breaker's reader) when it cannot be read."""
+    times = repair_times(annotations, node)
     return max(times) if times else None
+
+
+def new_repairs(times, record, now):
+    """The repairs (epochs) the ``record`` does not cover: done at or after its ``when``, except a
+    step dated later than ``now`` + CLOCK_SKEW (a stepped clock) that is not later than the record's
+    ``repair`` (the newest repair seen when it was burnt in): such a step counts as a repair once."""
+    covered = record.get("repair")
+    return [at for at in times if at >= record["when"]
+            and not (covered is not None and now + CLOCK_SKEW < at <= covered)]
 
 
 def _conditions(status):
@@ -131,7 +162,7 @@ def in_service_record(settings, now, driver=None):
     the group's level (not run: no DCGM version, no tests), the driver now."""
     records.timestamp(now, "this controller's clock", "now")
     return {"when": float(int(now)), "level": int(settings["dcgm_level"]), "tests": [], "result": IN_SERVICE,
-            "dcgm_version": "", "driver": _text(driver, 64), "checks": [], "trigger": IN_SERVICE}
+            "dcgm_version": "", "driver": _plain_text(driver, 64), "checks": [], "trigger": IN_SERVICE}
 
 
 def decide(sources, settings, node="node", driver=None, force=False, annotations=None, in_service=None, now=None):
@@ -146,19 +177,30 @@ def decide(sources, settings, node="node", driver=None, force=False, annotations
     (kube_in_service, local_in_service), None when there is none: a node without a record and with
     this evidence is not burnt in (unless ``force``); its new record (``new_record``) is
     in_service_record's, made at ``now`` (None: this clock)."""
+    now = time.time() if now is None else now
+    records.timestamp(now, "this controller's clock", "now")
     if not settings["enabled"]:
         return {"burn_in": False, "off": True, "trigger": None, "record": None, "source": None,
                 "reason": "burn-in off for this node (gpufleet_burnin.enabled: false)"}
     source, raw = next(((name, text) for name, text in sources if text is not None), (None, None))
 
+    repair = None  # the newest repair in the history, kept in the new record (new_repairs)
+    if annotations is not None:
+        try:
+            times = repair_times(annotations, node)
+        except RecordError:
+            times = None
+        repair = max(times) if times else None
+
     def burn(trigger, reason, record=None):
-        return {"burn_in": True, "trigger": trigger, "reason": reason, "record": record, "source": source}
+        return {"burn_in": True, "trigger": trigger, "reason": reason, "record": record, "source": source,
+                "repair": repair}
 
     if source is None:
         if in_service and force:
             return burn("force", "gpufleet_burnin_force (in service before admission burn-in: %s)" % in_service)
         if in_service:
-            record = in_service_record(settings, time.time() if now is None else now, driver)
+            record = in_service_record(settings, now, driver)
             return {"burn_in": False, "trigger": IN_SERVICE, "record": record, "source": None, "new_record": True,
                     "reason": "in service before admission burn-in (%s; %s)" % (in_service, IN_SERVICE_NOTE)}
         return burn("new", "new node: no admission record")
@@ -173,16 +215,19 @@ def decide(sources, settings, node="node", driver=None, force=False, annotations
     if record["result"] not in ADMITTED:
         return burn("failed", "the last burn-in failed (%s)" % (", ".join(record["checks"][:3]) or "no check named"),
                     record)
+    if record["when"] > now + CLOCK_SKEW:
+        return burn("clock", "recorded %s, later than this controller's clock %s (+%d s): not an admission"
+                    % (_utc(record["when"]), _utc(now), CLOCK_SKEW), record)
     if annotations is not None:
         try:
-            repaired = repaired_at(annotations, node)
+            repaired = new_repairs(repair_times(annotations, node), record, now)
         except RecordError as exc:
             return burn("repaired", "%s: a repair cannot be ruled out" % exc, record)
-        if repaired is not None and repaired >= record["when"]:
-            return burn("repaired", "repaired (remediation %s) after its admission"
-                        % time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(repaired)), record)
-    if driver and record["driver"] and str(driver) != record["driver"]:
-        return burn("driver", "driver %s now, %s at admission" % (driver, record["driver"]), record)
+        if repaired:
+            return burn("repaired", "repaired (remediation %s) after its admission" % _utc(max(repaired)), record)
+    if driver and str(driver) != record["driver"]:
+        return burn("driver", "driver %s now, %s at admission" % (driver, record["driver"] or "not recorded"),
+                    record)
     if record["level"] < settings["dcgm_level"] and not settings["dcgm_tests"]:
         return burn("level", "admitted at level %d, the group asks for %d" % (record["level"], settings["dcgm_level"]),
                     record)
@@ -192,9 +237,14 @@ def decide(sources, settings, node="node", driver=None, force=False, annotations
                     time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(record["when"])), record["driver"] or "unknown",
                     IN_SERVICE_NOTE)}
     return {"burn_in": False, "trigger": None, "record": record, "source": source,
-            "reason": "admitted %s (level %d, DCGM %s, driver %s)" % (
+            "reason": "admitted %s (level %d, DCGM %s, driver %s%s)" % (
                 time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(record["when"])), record["level"],
-                record["dcgm_version"] or "unknown", record["driver"] or "unknown")}
+                record["dcgm_version"] or "unknown", record["driver"] or "unknown",
+                "" if driver else "; the driver now is not known: not compared")}
+
+
+def _utc(epoch):
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
 
 
 def _text(value, limit):
@@ -202,18 +252,32 @@ def _text(value, limit):
     return text[:limit]
 
 
-def build_record(result, settings, trigger, now, driver=None):
+def _plain_text(value, limit):
+    """_text with control characters replaced by "?" (read_record refuses them)."""
+    return "".join("?" if ord(ch) < 32 or 127 <= ord(ch) < 160 else ch for ch in _text(value, limit))
+
+
+def build_record(result, settings, trigger, now, driver=None, fail_on="fail", repair=None):
     """The admission record (a dict read_record accepts) of module gpu_burnin's registered
-    ``result``: result ``pass`` only when the module ran (not failed, not skipped, not check mode)
-    and reported healthy; ``checks`` the failing ``<id>:<target>`` (or the module's error)."""
+    ``result``: result ``pass`` only when the module ran (not failed, not skipped, not check mode),
+    reported ``healthy`` (the boolean true) and no ``burnin.*`` check fails (with ``fail_on`` ``warn``,
+    the gate's node_gate_fail_on, none warns either: the record follows what holds the node back);
+    ``checks`` the failing ``<id>:<target>`` (or the module's error). ``repair``: the newest repair
+    of the remediation history when the burn-in was decided (decide's ``repair``), kept so that a
+    repair dated by a stepped clock is a repair once (new_repairs)."""
     records.timestamp(now, "this controller's clock", "now")
+    if fail_on not in ("fail", "warn", "never"):
+        raise ValueError("fail_on must be fail, warn or never, got %r" % (fail_on,))
     if not isinstance(result, dict):
         result = {}
     checks = [c for c in (result.get("checks") or []) if isinstance(c, dict)]
+    bad = ("fail", "warn") if fail_on == "warn" else ("fail",)
     failing = ["%s:%s" % (_text(c.get("id"), 100), _text(c.get("target"), 150)) for c in checks
-               if c.get("status") == "fail"]
+               if c.get("status") in bad]
     ran = any(c.get("id") == "burnin.dcgm.run" and c.get("status") == "pass" for c in checks)
-    passed = bool(result.get("healthy")) and not result.get("failed") and not result.get("skipped") and ran
+    burnin_bad = any(str(c.get("id")).startswith(BURNIN_PREFIX) and c.get("status") in bad for c in checks)
+    passed = (result.get("healthy") is True and not result.get("failed") and not result.get("skipped") and ran
+              and not burnin_bad)
     if not passed and not failing:
         failing = ["burnin.dcgm.run:node"]
     dcgm = result.get("dcgm") if isinstance(result.get("dcgm"), dict) else {}
@@ -222,8 +286,12 @@ def build_record(result, settings, trigger, now, driver=None):
     record = {"when": float(int(now)), "level": int(settings["dcgm_level"]), "tests": list(settings["dcgm_tests"]),
               "result": "pass" if passed else "fail",
               "dcgm_version": _text(dcgm.get("version") or observed.get("version"), 64),
-              "driver": _text(driver or observed.get("driver"), 64),  # the driver the next decision compares
-              "checks": [item[:MAX_CHECK_TEXT] for item in failing[:MAX_CHECKS]]}
+              "driver": _plain_text(driver or observed.get("driver"), 64),  # the driver the next decision compares
+              "checks": [_plain_text(item, MAX_CHECK_TEXT) for item in failing[:MAX_CHECKS]]}
+    record["dcgm_version"] = _plain_text(record["dcgm_version"], 64)
+    if repair is not None:
+        records.timestamp(repair, "the remediation history", "repair")
+        record["repair"] = float(repair)
     if trigger in TRIGGERS:
         record["trigger"] = trigger
     return record
