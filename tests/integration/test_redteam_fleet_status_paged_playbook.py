@@ -54,3 +54,45 @@ def test_key_value_page_size_opted_out_host_and_missing_node(tmp_path):
     (check,) = hosts["no-node"]["checks"]
     assert (check["id"], check["status"]) == ("agent.condition", "fail")  # "no Node ... -> fail"
     assert proc.returncode != 0
+
+
+def run_kv(api, tmp_path, name, *extra):
+    token = tmp_path / "token"
+    token.write_text(api.token)
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(json.dumps({"all": {"hosts": {"cp-1": {}}, "children": {"gpu_nodes": {"hosts": {
+        "node-a": {}, "node-b": {}, "node-c": {}}}}}}))
+    reports = tmp_path / ("reports-" + name)
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), GPUFLEET_REPORT_DIR=str(reports))
+    argv = [ANSIBLE_PLAYBOOK, "-i", str(inventory), os.path.join(REPO, "playbooks", "fleet_status.yml"),
+            "-e", "gpufleet_status_source=kubernetes", "-e", "gpufleet_status_kube_server=%s" % api.url,
+            "-e", "gpufleet_status_kube_token_file=%s" % token]
+    for item in extra:
+        argv += ["-e", item]
+    proc = subprocess.run(argv, check=False, env=env, cwd=REPO, capture_output=True, text=True, timeout=120)
+    report = reports / "fleet-report.json"
+    return proc, (json.loads(report.read_text())["hosts"] if report.exists() else None)
+
+
+def test_key_value_max_age(tmp_path):
+    """Header comment: gpufleet_status_max_age "seconds after which a result is stale", given as -e
+    name=value (a string), still decides staleness; page size 1 given the same way pages by one."""
+    import time
+
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_kube import KubePublisher
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.kube_node import KubeClient
+    from fake_kube_api.server import FakeKubeAPI
+
+    with FakeKubeAPI() as api:
+        (tmp_path / "publisher-token").write_text(api.token)
+        client = KubeClient(api.url, token_file=str(tmp_path / "publisher-token"), allow_plain_http=True)
+        for name in ("node-a", "node-b", "node-c"):
+            api.add_node(name)
+        KubePublisher(client, "node-a").publish(True, [])
+        KubePublisher(client, "node-b", clock=lambda: time.time() - 120).publish(True, [])  # 2 min old
+        KubePublisher(client, "node-c", clock=lambda: time.time() - 120).publish(True, [])
+        proc, hosts = run_kv(api, tmp_path, "max-age", "gpufleet_status_max_age=60", "gpufleet_status_kube_page_size=1")
+    assert hosts is not None, proc.stdout[-3000:]
+    assert hosts["node-a"]["healthy"] and not hosts["node-b"]["healthy"] and not hosts["node-c"]["healthy"], hosts
+    assert "stale" in hosts["node-b"]["checks"][0]["message"]
+    assert proc.returncode != 0
