@@ -505,3 +505,15 @@ def test_a_first_page_that_is_no_node_list_page_reports_nobody(answer):
     """contracts: "a page that is not a NodeList page ... fails every reported host"."""
     checks, _ = agent_conditions(["a", "b"], Scripted(answer), now=NOW, page_size=5)
     all_fail_naming(checks, ["a", "b"], "page 1")
+
+
+@pytest.mark.parametrize("reason,message", [("", "m"), ("AllChecksPass", "all gpufleet checks pass"),
+                                            ("agent.condition", "m"), ("gpu.count", ""), ("x" * 5000, "m"),
+                                            ("pass", "pass")])
+def test_a_false_condition_fails_whatever_its_reason_and_message_say(reason, message):
+    """agent.condition: "A False condition is reported as its reason (the first failing check id)
+    instead": a reason that looks like a pass, is empty or is huge still fails the host."""
+    checks, _ = agent_conditions(["a", "b"], Scripted(page([node("a", cond("False", reason=reason, message=message)),
+                                                            node("b", cond())])), now=NOW, page_size=5)
+    assert checks["a"] and all(c["status"] == "fail" for c in checks["a"]), checks["a"]
+    assert healthy(checks, "b")
