@@ -20,15 +20,14 @@ fail are in /work/notes/redteam-admission-failing.py (not committed; it imports 
     rt-level3    host_vars gpufleet_burnin {dcgm_level: 3} over the group's opt-out -> burnt in at -r 3
     rt-optout    the group's opt-out (group_vars enabled false) -> skip, nothing run
     rt-future    a record written in 2099 by a node with a stepped clock, a GPU reset in 2026 -> burnt in
-                 (asserted only in the failing file: it is not)
     rt-unread    held back by its failed admission, then its record damaged; passes now -> burnt in, the
-                 taint lifted (its cordon: failing file)
-    rt-warn      a DCGM Pass carrying a warning, node_gate_fail_on warn -> warn in the report (the record
-                 of a node held for it: failing file)
+                 taint lifted and uncordoned
+    rt-warn      a DCGM Pass carrying a warning, node_gate_fail_on warn -> warn in the report, held back,
+                 its record fail
   first/second (two gate runs in a row)
     rt-flip        memtest fails, then passes -> held, then released
-    rt-flip-admin  cordoned by an admin, memtest fails, then passes (its cordon: failing file)
-    rt-flip-warn   held for a DCGM warning twice (the second run's burn-in: failing file)
+    rt-flip-admin  cordoned by an admin, memtest fails, then passes -> the admin's cordon stays
+    rt-flip-warn   held for a DCGM warning, burnt in again and held by the second run
   site run (node.yml's admission play, then the gate of kubernetes.yml, one ansible-playbook)
     rt-twice     burnt in once, the record on the Node
   local run (node.yml's admission play alone, no API)
@@ -57,6 +56,7 @@ TRANSCRIPTS = os.path.join(REPO, "tests", "transcripts", "dcgmi")
 TAINT_KEY = "gpufleet.io/unhealthy"
 REASON = "gpufleet.io/unhealthy-reason"
 ADMISSION = "gpufleet.io/admission"
+CORDON_MARK = "gpufleet.io/admission-cordon"  # "true": the admission cordoned the node (docs/node-lifecycle.md)
 HISTORY = "gpufleet.io/remediation-history"
 PASS = "dcgmi/4.2.3/diag-r2-pass"
 MEMTEST_FAIL = "dcgmi/4.2.3/diag-memtest-temp-fail"
@@ -487,3 +487,81 @@ def test_check_mode_runs_no_burn_in_and_writes_nothing(runs, name):
     assert bool(after["spec"].get("unschedulable")) == bool(before["spec"].get("unschedulable"))
     (check,) = report_checks(runs, "check", name)
     assert check["status"] == "fail", check
+
+
+# -- moved from /work/notes/redteam-admission-failing.py once fixed -------------------------------------
+def test_f4_a_record_from_a_stepped_clock_does_not_hide_a_repair(runs):
+    """node-lifecycle.md table: "dated later than this controller's clock plus 300 s ... yes: not taken as
+    an admission | `clock`" (rt-future: `when` 2099-10-18, a reset of 2026-10-01 in its history)."""
+    assert argv(runs, "rt-future") == [R2], annotations(runs, "rt-future")[ADMISSION]
+    rec = admission(runs, "rt-future")
+    assert rec["result"] == "pass" and rec["trigger"] == "clock" and rec["when"] < 4096000000.0, rec
+
+
+def test_f5_a_node_held_by_its_failed_admission_is_released_when_it_passes_even_if_its_record_was_damaged(runs):
+    """node-lifecycle.md: "What the admission set is read on the Node, not from the record (a record damaged
+    since is burnt in as `unreadable` and released all the same)": rt-unread, cordoned and tainted
+    burnin.dcgm (no gpufleet.io/admission-cordon: held before the annotation existed)."""
+    assert argv(runs, "rt-unread") == [R2]
+    assert admission(runs, "rt-unread")["result"] == "pass"
+    assert taint(runs, "rt-unread") is None, node(runs, "rt-unread")["spec"]
+    assert not cordoned(runs, "rt-unread"), node(runs, "rt-unread")["spec"]
+    assert CORDON_MARK not in annotations(runs, "rt-unread")
+
+
+def test_f6_a_burn_in_warning_that_holds_the_node_is_not_recorded_as_a_pass(runs):
+    """node-lifecycle.md table: the last burn-in failed "(with `node_gate_fail_on: warn`, also a burn-in
+    check that warned: the record follows what held the node back)"."""
+    checks = report_checks(runs, "gate", "rt-warn", "burnin.dcgm")
+    assert any(c["status"] == "warn" for c in checks), checks
+    held = taint(runs, "rt-warn")
+    assert held is not None and held["value"].startswith("burnin"), node(runs, "rt-warn")["spec"]
+    record = admission(runs, "rt-warn")
+    assert record["result"] == "fail", record
+    admitted = report_checks(runs, "gate", "rt-warn")
+    assert admitted and all(c["status"] == "fail" for c in admitted), admitted
+    assert annotations(runs, "rt-warn")[CORDON_MARK] == "true" and cordoned(runs, "rt-warn")
+
+
+def test_f9_an_admins_cordon_survives_a_failed_then_passed_burn_in(runs):
+    """node-lifecycle.md: "a node that was already cordoned (by an administrator) is not cordoned again and
+    gets `"false"`: that cordon is never released by the admission"."""
+    before = runs["after_first"]["rt-flip-admin"]
+    assert before["spec"].get("unschedulable")
+    assert [t["value"] for t in before["spec"].get("taints") or [] if t["key"] == TAINT_KEY] == ["burnin.dcgm"]
+    assert before["metadata"]["annotations"][CORDON_MARK] == "false"
+    assert argv(runs, "rt-flip-admin") == [R2, R2]
+    assert admission(runs, "rt-flip-admin")["result"] == "pass"
+    assert cordoned(runs, "rt-flip-admin"), node(runs, "rt-flip-admin")["spec"]
+    assert taint(runs, "rt-flip-admin") is None and CORDON_MARK not in annotations(runs, "rt-flip-admin")
+
+
+def test_f9_the_admissions_own_cordon_is_marked_and_the_mark_removed_on_release(runs):
+    """node-lifecycle.md: "role `node_gate` cordons it, marking the cordon as the admission's with
+    annotation `gpufleet.io/admission-cordon: "true"`" (rt-flip: schedulable before)."""
+    assert runs["after_first"]["rt-flip"]["metadata"]["annotations"][CORDON_MARK] == "true"
+    assert CORDON_MARK not in annotations(runs, "rt-flip") and not cordoned(runs, "rt-flip")
+
+
+def test_f6b_a_node_held_for_a_burn_in_warning_is_burnt_in_again_next_run(runs):
+    """node-lifecycle.md: "A node that fails stays cordoned and tainted ... The next run burns it in again"
+    (rt-flip-warn: a DCGM Pass with a warning in both runs, node_gate_fail_on warn)."""
+    before = runs["after_first"]["rt-flip-warn"]
+    held = [t["value"] for t in before["spec"].get("taints") or [] if t["key"] == TAINT_KEY]
+    assert held == ["burnin.dcgm"], before["spec"]
+    assert len(argv(runs, "rt-flip-warn")) == 2, argv(runs, "rt-flip-warn")
+    assert taint(runs, "rt-flip-warn") is not None, node(runs, "rt-flip-warn")["spec"]
+    assert admission(runs, "rt-flip-warn")["trigger"] == "failed"
+
+
+def test_f1_the_module_refuses_a_timeout_it_cannot_wait():
+    """ansible-doc gpu_burnin `timeout`: "more than 0, at most 604800, 7 days" (1e300 crashed it with
+    Python's "timestamp too large to convert to C _PyTime_t")."""
+    env = dict(os.environ, PATH=os.path.join(REPO, "tests", "standins", "bin") + ":" + os.environ["PATH"],
+               GPUFLEET_REPLAY_CASE="dcgmi/4.2.3/diag-r2-pass", ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"))
+    proc = subprocess.run([os.path.join(REPO, ".venv", "bin", "ansible"), "localhost", "-c", "local", "-e",
+                           "ansible_python_interpreter=" + str(VENV_PYTHON),
+                           "-m", "gpufleet.cluster.gpu_burnin", "-a", "timeout=1e300 fail_on=never"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
+    out = proc.stdout + proc.stderr
+    assert "_PyTime_t" not in out and "at most 604800 seconds" in out, out[-2000:]

@@ -11,6 +11,7 @@ docs/remediation.md ("Burn-in"). Attacks that fail are in /work/notes/redteam-ad
 import base64
 import json
 import math
+import time
 
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
@@ -18,6 +19,7 @@ from hypothesis import given, settings as hsettings, strategies as st
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpufleet.cluster.plugins.filter.admission import admission_decision, admission_record
 from ansible_collections.gpufleet.cluster.plugins.module_utils.core.records import RecordError
+from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu import burnin
 from ansible_collections.gpufleet.cluster.plugins.module_utils.remediation import admission
 
 ANNOTATION = "gpufleet.io/admission"
@@ -533,3 +535,124 @@ def test_a_hostile_dcgm_version_or_driver_from_the_burn_in_still_makes_a_readabl
     except AnsibleFilterError:
         return  # refused before anything is written: documented ("read back before it is written")
     admission.read_record(out["text"], SOURCE)
+
+
+# -- moved from /work/notes/redteam-admission-failing.py once fixed -------------------------------------
+@pytest.mark.parametrize("timeout", [1e300, 10 ** 30, 2 ** 63, 1e20, 9.3e9, 604800.5])
+def test_f1_a_huge_timeout_is_refused_naming_the_key(timeout):
+    """contracts.md tier `gpufleet_burnin`: "a bad key or value fails naming `gpufleet_burnin.<key>`;
+    `timeout` at most 604800 s, 7 days" (1e20 crashed module gpu_burnin: "timestamp too large")."""
+    with pytest.raises(AnsibleFilterError, match="gpufleet_burnin.timeout"):
+        admission_decision({}, {"timeout": timeout}, node="n")
+    assert decide(rec(), settings={"timeout": 604800})["settings"]["timeout"] == 604800
+
+
+@pytest.mark.parametrize("force", ["false", "no", "0", "off", "sometimes"])
+def test_f2_force_as_a_string_is_read_as_a_boolean_or_refused(force):
+    """ansible-doc admission_decision: `force` "type: bool", "read as Ansible reads a boolean (a string
+    other than true/false, yes/no, on/off, 1/0 fails naming it)"."""
+    try:
+        decision = decide(rec(), force=force)
+    except AnsibleFilterError as exc:
+        assert force == "sometimes" and "force" in str(exc)
+        return
+    assert force != "sometimes" and not decision["burn_in"], (force, decision)
+
+
+@pytest.mark.parametrize("result", [
+    {"healthy": True, "checks": [{"id": "burnin.dcgm", "target": "gpu0/memtest", "status": "fail"},
+                                 {"id": "burnin.dcgm.run", "target": "node", "status": "pass"}]},
+    {"healthy": "yes", "checks": PASS_RESULT["checks"]},
+    {"healthy": 1, "checks": PASS_RESULT["checks"]},
+])
+def test_f3_a_failing_check_is_never_recorded_pass(result):
+    """ansible-doc admission_record: "A record is C(pass) only when C(healthy) is the boolean true and no
+    C(burnin.*) check fails"."""
+    out = admission_record(result, decide(None), now=WHEN)
+    assert out["record"]["result"] == "fail", out["record"]
+    assert admission.read_record(out["text"], SOURCE)["result"] == "fail"
+
+
+WARN_RESULT = {"healthy": True, "dcgm": {"version": "4.2.3"},
+               "checks": PASS_RESULT["checks"] + [{"id": "burnin.dcgm", "target": "gpu0/persistence_mode",
+                                                   "status": "warn"}]}
+
+
+def test_f6_a_burn_in_warning_fails_the_record_only_under_fail_on_warn():
+    """node-lifecycle.md table: "with `node_gate_fail_on: warn`, also a burn-in check that warned: the
+    record follows what held the node back"."""
+    held = admission_record(WARN_RESULT, decide(None), now=WHEN, fail_on="warn")
+    assert held["record"]["result"] == "fail" and held["record"]["checks"] == ["burnin.dcgm:gpu0/persistence_mode"]
+    assert decide(held["text"])["trigger"] == "failed"
+    assert admission_record(WARN_RESULT, decide(None), now=WHEN)["record"]["result"] == "pass"
+    with pytest.raises(AnsibleFilterError):
+        admission_record(WARN_RESULT, decide(None), now=WHEN, fail_on="sometimes")
+
+
+def test_f7_a_history_step_from_a_stepped_clock_does_not_burn_in_forever():
+    """node-lifecycle.md "Clocks": "A repair step dated more than 300 s in the future counts as a repair
+    once"; a real repair after that burn-in still burns in."""
+    future = step("reset", "2099-01-01T00:00:00Z")
+    history = json.dumps([future])
+    first = decide(rec(), history=history)
+    assert first["burn_in"] and first["trigger"] == "repaired"
+    out = admission_record(PASS_RESULT, first, now=WHEN + 86400)
+    assert out["record"]["repair"] == 4070908800.0
+    assert not decide(out["text"], history=history)["burn_in"]
+    later = json.dumps([future, step("reboot", "2026-09-23T00:00:00Z")])  # after the record's when
+    assert decide(out["text"], history=later)["trigger"] == "repaired"
+    further = json.dumps([future, step("reset", "2099-06-01T00:00:00Z")])  # another future one, later
+    assert decide(out["text"], history=further)["trigger"] == "repaired"
+
+
+def test_f4_a_record_from_a_stepped_clock_is_not_an_admission():
+    """node-lifecycle.md table: "dated later than this controller's clock plus 300 s ... yes: not taken
+    as an admission | `clock`" (its `when` would hide every repair)."""
+    history = json.dumps([step("reset", "2026-10-01T00:00:00Z")])
+    for raw in (rec(when=4096000000.0), rec(when=4096000000.0, repair=4096000000.0)):
+        decision = decide(raw, history=history)
+        assert decision["burn_in"] and decision["trigger"] == "clock", decision
+        assert decision["check"]["status"] == "fail"
+    assert decide(rec(when=WHEN), history=history)["trigger"] == "repaired"
+    within = admission.decide([(SOURCE, rec(when=WHEN + 299))], burnin.settings(None, "gpufleet_burnin"),
+                              driver=DRIVER, now=WHEN)  # within the skew allowance: admitted
+    assert within["burn_in"] is False, within
+
+
+def test_f8_a_record_without_a_driver_is_not_taken_as_todays_driver():
+    """node-lifecycle.md table: "no driver recorded (`""`) and a known driver now | yes | `driver`"; a
+    driver not known now is not compared and the reason says so."""
+    decision = decide(rec(driver=""), driver="580.95.05")
+    assert decision["burn_in"] and decision["trigger"] == "driver", decision
+    assert "not recorded" in decision["reason"]
+    unknown = decide(rec(driver=""), driver="")
+    assert not unknown["burn_in"] and "not compared" in unknown["reason"], unknown
+
+
+@pytest.mark.parametrize("field, value", [("driver", "580\x1b[2J"), ("driver", "5\n80"), ("dcgm_version", "4\x00"),
+                                          ("checks", ["burnin.dcgm:gpu0\r/memtest"]), ("checks", ["a\x85b"])])
+def test_control_characters_in_a_record_text_are_unreadable(field, value):
+    """contracts.md "Records read back": "(no control characters in these texts)": never echoed into a
+    message or the report."""
+    decision = unreadable(rec(**{field: value}), field)
+    assert (value if isinstance(value, str) else value[0]) not in decision["reason"]
+
+
+@hsettings(max_examples=200, deadline=None)
+@given(when=st.floats(1577836800.0, 4102444799.0), repair=st.one_of(st.none(), st.floats(1577836800.0, 4102444799.0)),
+       ats=st.lists(st.integers(1577836800, 4102444799), max_size=4), now=st.floats(1700000000.0, 1900000000.0))
+def test_a_record_or_history_from_any_clock_is_a_verdict_and_a_future_record_never_admits(when, repair, ats, now):
+    """Any plausible `when`, `repair`, history dates and clock: a verdict, never a crash; a record dated past
+    now + 300 s is never an admission; a repair dated between the record and now always burns in."""
+    fields = {"when": when} if repair is None else {"when": when, "repair": repair}
+    history = json.dumps([step("reset", time_text(at)) for at in ats])
+    decision = admission.decide([(SOURCE, rec(**fields))], burnin.settings(None, "gpufleet_burnin"), node="n",
+                                driver=DRIVER, annotations={HISTORY: history}, now=now)
+    if when > now + admission.CLOCK_SKEW:
+        assert decision["burn_in"] and decision["trigger"] == "clock"
+    elif any(when <= at <= now for at in ats):
+        assert decision["burn_in"] and decision["trigger"] == "repaired"
+
+
+def time_text(epoch):
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
