@@ -20,6 +20,7 @@ import re
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.core.clock import FRESH, FUTURE, describe, freshness, parse_utc
 from ansible_collections.gpufleet.cluster.plugins.module_utils.health.gate import CONDITION_TYPE
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.node_list import DUPLICATES
 
 CONDITION_CHECK = "agent.condition"
 _FIRST = re.compile(r"^([A-Za-z0-9_.]+)\[([^\]]*)\]: ")
@@ -31,11 +32,17 @@ def _check(check_id, target, status, message):
 
 
 def node_condition(node):
-    """The first GpufleetHealthy condition of a Node object (a dict), or None."""
-    for condition in (node.get("status") or {}).get("conditions") or []:
+    """The GpufleetHealthy condition of a Node object (a dict) or None; when the Node carries more than
+    one of that type, the first with ``DUPLICATES`` set to the index of the second (``condition_checks``
+    fails it), as module_utils/kube/node_list reduces a Node of a page."""
+    found = None
+    for index, condition in enumerate((node.get("status") or {}).get("conditions") or []):
         if isinstance(condition, dict) and condition.get("type") == CONDITION_TYPE:
-            return condition
-    return None
+            if found is not None:
+                return dict(found, **{DUPLICATES: index})
+            found = dict(condition)
+            found.pop(DUPLICATES, None)
+    return found
 
 
 def condition_checks(condition, now, max_age):
@@ -44,6 +51,14 @@ def condition_checks(condition, now, max_age):
         return [_check(CONDITION_CHECK, "node", "fail",
                        "no %s condition: is the node health agent publishing to Kubernetes "
                        "(node_health_agent_kubernetes)?" % CONDITION_TYPE)]
+    duplicate = condition.get(DUPLICATES)
+    if duplicate is not None:
+        # two conditions of one type: the API server merges conditions by type, a JSON patch or a
+        # PUT can still leave two; neither is the verdict (which one would a reader take?): fail closed
+        return [_check(CONDITION_CHECK, "node", "fail",
+                       "the Node carries more than one %s condition (status.conditions[%s] repeats the type): "
+                       "its verdict is unknown; remove the duplicate (kubectl edit node --subresource=status)"
+                       % (CONDITION_TYPE, duplicate))]
     heartbeat = parse_utc(condition.get("lastHeartbeatTime"))
     verdict, age = freshness(heartbeat, now, max_age)
     if verdict == FUTURE:

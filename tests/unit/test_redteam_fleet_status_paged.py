@@ -517,3 +517,40 @@ def test_a_false_condition_fails_whatever_its_reason_and_message_say(reason, mes
                                                             node("b", cond())])), now=NOW, page_size=5)
     assert checks["a"] and all(c["status"] == "fail" for c in checks["a"]), checks["a"]
     assert healthy(checks, "b")
+
+
+# -- fixes of the failing cases (red team, /work/notes/redteam-fleet_status_paged-failing.py) ----------------
+def test_two_gpufleet_conditions_on_one_node_are_never_read_as_the_healthy_one():
+    """Fail closed: a Node carrying GpufleetHealthy twice (False and True: not what the server merges
+    by type, but what a JSON patch can leave) is not reported healthy; the failure names the duplicate."""
+    for pair in ((cond("False", reason="gpu.count"), cond()), (cond(), cond("False", reason="gpu.count")),
+                 (cond(age=5000), cond()), (cond(), cond(age=5000)), (cond(), cond())):
+        checks, _ = agent_conditions(["a", "b"], Scripted(page([node("a", *pair), node("b", cond())])),
+                                     now=NOW, page_size=5)
+        assert not healthy(checks, "a"), (pair, checks)
+        (check,) = checks["a"]
+        assert (check["id"], check["status"]) == ("agent.condition", "fail"), check
+        assert "more than one GpufleetHealthy" in check["message"] and "conditions[1]" in check["message"], check
+        assert healthy(checks, "b"), checks
+
+
+_CONDITION = st.fixed_dictionaries({"type": st.sampled_from([TYPE, "Ready", "gpufleethealthy"]),
+                                    "status": st.sampled_from(["True", "False", "Unknown"]),
+                                    "lastHeartbeatTime": st.sampled_from([format_utc(NOW - 10), format_utc(NOW - 5000),
+                                                                          format_utc(NOW + 3600)])})
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_CONDITION, max_size=4))
+def test_the_paged_reader_and_the_unpaged_filter_give_one_verdict(conditions):
+    """One verdict for both readers (plugin_utils/agent_status): the lookup (a page) and the filter
+    agent_status_checks (the whole NodeList) agree on any list of conditions, duplicates included; a
+    host is healthy only with exactly one GpufleetHealthy condition, True and fresh."""
+    from ansible_collections.gpufleet.cluster.plugins.filter.agent_status import agent_status_checks
+
+    paged, _ = agent_conditions(["a"], Scripted(page([node("a", *conditions)])), now=NOW, max_age=600, page_size=5)
+    unpaged = agent_status_checks(page([node("a", *conditions)]), ["a"], now=NOW, max_age=600)
+    assert paged == unpaged
+    ours = [c for c in conditions if c["type"] == TYPE]
+    assert healthy(paged, "a") == (len(ours) == 1 and ours[0]["status"] == "True"
+                                   and ours[0]["lastHeartbeatTime"] == format_utc(NOW - 10)), (conditions, paged)

@@ -55,6 +55,9 @@ MAX_RESTARTS = 3
 MAX_PAGES_NODES = 1000000
 MAX_CONDITIONS = 256
 KEPT = ("status", "reason", "message", "lastHeartbeatTime")
+# set on the kept condition when the Node carries a second condition of the type: the index of that
+# second one (plugin_utils/agent_status fails the Node: two conditions of one type are no verdict)
+DUPLICATES = "duplicateIndex"
 
 
 class NodeListError(KubeError):
@@ -79,7 +82,8 @@ def page_path(limit, token=None):
 
 
 def _condition(conditions, record, field, condition_type):
-    """The first condition of ``condition_type`` in ``conditions`` reduced to KEPT, or None."""
+    """The first condition of ``condition_type`` in ``conditions`` reduced to KEPT (with DUPLICATES,
+    the index of the second, when there is one), or None."""
     if conditions is None:
         return None
     records.listing(conditions, record, field, max_items=MAX_CONDITIONS)
@@ -88,7 +92,10 @@ def _condition(conditions, record, field, condition_type):
         where = "%s[%d]" % (field, index)
         records.mapping(condition, record, where, required=("type",))
         kind = records.string(condition["type"], record, where + ".type", max_length=316)
-        if kind != condition_type or found is not None:
+        if kind != condition_type:
+            continue
+        if found is not None:
+            found.setdefault(DUPLICATES, index)
             continue
         found = {"type": kind}
         for key in KEPT:
