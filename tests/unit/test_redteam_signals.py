@@ -146,6 +146,43 @@ def test_any_attribute_chain_and_length_gives_events_or_a_count(attrs, length):
         assert all(e["ifname"] is None or (0 < len(e["ifname"]) <= 15 and "\0" not in e["ifname"]) for e in events)
 
 
+# rtnl_fill_ifinfo (net/core/rtnetlink.c) always puts IFLA_IFNAME, once, with nla_put_string: the name and
+# one NUL (rta_len = 4 + len(name) + 1), then RTA_ALIGN padding outside rta_len
+def test_an_ifname_without_its_nul_is_not_the_kernels_layout():
+    events, dropped = nl.parse_rtnetlink(link(rta(IFLA_IFNAME, b"ibp26s0x")))
+    assert events == [] and dropped == 1, (events, dropped)
+
+
+def test_a_link_message_without_ifla_ifname_is_malformed():
+    for attrs in (b"", rta(IFLA_OPERSTATE, b"\x02")):
+        events, dropped = nl.parse_rtnetlink(link(attrs))
+        assert events == [] and dropped == 1, (attrs, events, dropped)
+
+
+@pytest.mark.parametrize("payload", [b"ib\0p26s0\0", b"ibp26s0\0\0", b"ibp26s0\0x"])
+def test_an_ifname_with_bytes_after_or_inside_its_nul_is_malformed(payload):
+    events, dropped = nl.parse_rtnetlink(link(rta(IFLA_IFNAME, payload)))
+    assert events == [] and dropped == 1, (payload, events, dropped)
+
+
+def test_a_link_message_naming_two_netdevs_is_malformed():
+    events, dropped = nl.parse_rtnetlink(link(rta(IFLA_IFNAME, b"ibp26s0\0") + rta(IFLA_IFNAME, b"ibp60s0\0")))
+    assert events == [] and dropped == 1, (events, dropped)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(min_size=0, max_size=24))
+def test_an_ifname_is_read_only_as_nla_put_string_writes_it(payload):
+    events, dropped = nl.parse_rtnetlink(link(rta(IFLA_IFNAME, payload)))
+    name = payload[:-1]
+    kernel = (payload.endswith(b"\0") and 0 < len(name) < 16 and b"\0" not in name and b"/" not in name
+              and all(byte < 0x80 for byte in bytearray(name)))
+    if kernel:
+        assert dropped == 0 and [e["ifname"] for e in events] == [name.decode("ascii")]
+    else:
+        assert events == [] and dropped == 1
+
+
 # -- hostile uevents: "Malformed: `uevent_dropped`" --------------------------------------------------------
 GPU = "0000:18:00.0"
 GPU_DEVPATH = "/devices/pci0000:10/0000:10:03.0/0000:11:00.0/0000:12:00.0/" + GPU
@@ -213,6 +250,22 @@ def test_a_malformed_uevent_is_counted_and_never_a_signal(sources, data):
     assert counters["uevent_messages"] >= 1 and counters["uevent_dropped"] >= 1
     sources.uevent_in.send(uevent("remove", SUBSYSTEM="pci", PCI_ID="10DE:2330", PCI_SLOT_NAME=GPU, SEQNUM="9"))
     assert [s for s, _ in sources.sources.poll()] == ["gpu"]  # the next good one still read
+
+
+@pytest.mark.parametrize("data", [
+    b"remove@" + GPU_DEVPATH.encode() + b"\0SUBSYSTEM=pci\0PCI_ID=10DE:2330\0PCI_SLOT_NAME=" + GPU.encode() + b"\0",
+    b"remove@" + GPU_DEVPATH.encode() + b"\0ACTION=remove\0SUBSYSTEM=pci\0PCI_ID=10DE:2330\0PCI_SLOT_NAME="
+    + GPU.encode() + b"\0",
+    b"remove@" + GPU_DEVPATH.encode() + b"\0DEVPATH=" + GPU_DEVPATH.encode() + b"\0SUBSYSTEM=pci\0PCI_ID=10DE:2330"
+    + b"\0PCI_SLOT_NAME=" + GPU.encode() + b"\0",
+], ids=["no ACTION nor DEVPATH", "no DEVPATH", "no ACTION"])
+def test_a_uevent_without_action_or_devpath_is_malformed(sources, data):
+    """lib/kobject_uevent.c kobject_uevent_env always adds ACTION= and DEVPATH= (and SUBSYSTEM=)."""
+    sources.uevent_in.send(data)
+    found = sources.sources.poll()
+    counters = sources.sources.counters()
+    assert found == [] and counters["uevent_dropped"] == 1, (found, counters)
+    assert nl.parse_uevent(data) is None
 
 
 def test_a_removal_of_a_pci_device_that_is_neither_gpu_nor_hca_is_no_signal(sources):

@@ -12,10 +12,14 @@
   s32 ifi_index, u32 ifi_flags, u32 ifi_change), then ``struct rtattr`` attributes (rtnetlink.h:
   u16 rta_len, u16 rta_type, RTA_ALIGN 4) of which ``IFLA_IFNAME`` (3, a NUL-terminated name) and
   ``IFLA_OPERSTATE`` (16, u8, RFC 2863 states IF_OPER_*) are read (include/uapi/linux/if_link.h).
+  rtnl_fill_ifinfo (net/core/rtnetlink.c) always puts ``IFLA_IFNAME``, once, with nla_put_string
+  (the name, then one NUL ending the attribute's payload): a link message without it, with it twice,
+  or whose name is not followed by exactly that NUL is malformed.
 - kernel uevents (``NETLINK_KOBJECT_UEVENT``, group 1, the kernel's own broadcast, not udev's
   group 2 with its ``libudev`` header): ``<action>@<devpath>\\0`` then ``KEY=value\\0`` pairs
   (lib/kobject_uevent.c, kobject_uevent_env: the "%s@%s" header and the env buffer;
-  ``ACTION``, ``DEVPATH``, ``SUBSYSTEM``, ``SEQNUM`` always; the PCI bus adds ``PCI_CLASS``,
+  ``ACTION``, ``DEVPATH``, ``SUBSYSTEM``, ``SEQNUM`` always: a uevent without ``ACTION`` or
+  ``DEVPATH`` is malformed; the PCI bus adds ``PCI_CLASS``,
   ``PCI_ID``, ``PCI_SUBSYS_ID``, ``PCI_SLOT_NAME``, ``MODALIAS``: drivers/pci/pci-driver.c,
   pci_uevent). At most UEVENT_BUFFER_SIZE (2048, include/linux/kobject.h) bytes of variables.
 
@@ -61,7 +65,8 @@ def _align(length):
 def parse_rtnetlink(data):
     """([{"type": "newlink"|"dellink", "index", "ifname", "flags", "operstate", "lower_up"}],
     dropped) of one datagram of rtnetlink messages. A message that is not a link message is
-    skipped (not counted); a truncated or malformed one ends the datagram and counts as dropped."""
+    skipped (not counted); a truncated or malformed one (a link message without its name among
+    them) ends the datagram and counts as dropped."""
     events, dropped, offset, count = [], 0, 0, 0
     size = len(data)
     while offset + NLMSGHDR.size <= size:
@@ -104,8 +109,10 @@ def _link(body, kind):
         value = body[offset + RTATTR.size:offset + length]
         rta_type &= 0x3fff  # NLA_F_NESTED / NLA_F_NET_BYTEORDER bits
         if rta_type == IFLA_IFNAME:
-            name = value.split(b"\0", 1)[0]
-            if not name or len(name) >= IFNAMSIZ or b"/" in name:
+            # nla_put_string: the name and its one NUL, nothing after it; once per message
+            name = value[:-1]
+            if (event["ifname"] is not None or value[-1:] != b"\0" or not name or b"\0" in name
+                    or len(name) >= IFNAMSIZ or b"/" in name):
                 return None
             try:
                 event["ifname"] = name.decode("ascii")
@@ -114,6 +121,8 @@ def _link(body, kind):
         elif rta_type == IFLA_OPERSTATE and len(value) >= 1:
             event["operstate"] = OPERSTATES.get(bytearray(value)[0], "unknown")
         offset += _align(length)
+    if event["ifname"] is None:  # rtnl_fill_ifinfo always puts IFLA_IFNAME: names no netdev
+        return None
     return event
 
 
@@ -134,7 +143,8 @@ def build_link_message(ifname, index=2, flags=IFF_UP | IFF_RUNNING | IFF_LOWER_U
 def parse_uevent(data):
     """{"action", "devpath", "subsystem", "pci_slot", "pci_id", "pci_class", "seqnum"} of one
     kernel uevent datagram, or None when it is not one (udev's ``libudev`` messages, a header
-    without ``@``, variables that do not match it, not ASCII)."""
+    without ``@``, no ``ACTION`` or ``DEVPATH`` variable or one that does not match the header
+    (kobject_uevent_env always adds both), not ASCII)."""
     if not data or len(data) > MAX_UEVENT or data.startswith(b"libudev\0"):
         return None
     parts = data.rstrip(b"\0").split(b"\0")
@@ -152,7 +162,7 @@ def parse_uevent(data):
         if not sep or not key or key in env:
             return None
         env[key] = value
-    if env.get("ACTION", action) != action or env.get("DEVPATH", devpath) != devpath:
+    if env.get("ACTION") != action or env.get("DEVPATH") != devpath:  # always added, equal to the header
         return None
     return {"action": action, "devpath": devpath, "subsystem": env.get("SUBSYSTEM"),
             "pci_slot": env.get("PCI_SLOT_NAME"), "pci_id": env.get("PCI_ID"), "pci_class": env.get("PCI_CLASS"),
