@@ -175,7 +175,7 @@ def test_a_410_without_a_continue_token_is_no_restart(tmp_path):
     class Gone:
         calls = 0
 
-        def request(self, method, path, max_bytes=None):
+        def request(self, method, path, max_bytes=None, **_):
             Gone.calls += 1
             raise ApiStatusError(410, "gone", {"kind": "Status", "reason": "Expired", "code": 410})
 
@@ -191,7 +191,7 @@ class Scripted:
         self.pages = list(pages)
         self.paths = []
 
-    def request(self, method, path, max_bytes=None):
+    def request(self, method, path, max_bytes=None, **_):
         self.paths.append(path)
         page = self.pages.pop(0)
         if isinstance(page, Exception):

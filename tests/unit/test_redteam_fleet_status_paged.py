@@ -554,3 +554,58 @@ def test_the_paged_reader_and_the_unpaged_filter_give_one_verdict(conditions):
     ours = [c for c in conditions if c["type"] == TYPE]
     assert healthy(paged, "a") == (len(ours) == 1 and ours[0]["status"] == "True"
                                    and ours[0]["lastHeartbeatTime"] == format_utc(NOW - 10)), (conditions, paged)
+
+
+DUPLICATE_KEYS = [
+    ("status False then True", '{"type":"GpufleetHealthy","status":"False","status":"True","reason":"gpu.count",'
+                               '"message":"m","lastHeartbeatTime":"%s"}' % HB),
+    ("type twice", '{"type":"Ready","type":"GpufleetHealthy","status":"True","reason":"r",'
+                   '"message":"m","lastHeartbeatTime":"%s"}' % HB),
+]
+
+
+@pytest.mark.parametrize("label,condition_json", DUPLICATE_KEYS, ids=[d[0] for d in DUPLICATE_KEYS])
+def test_a_condition_with_duplicate_keys_is_never_read_as_healthy(tmp_path, label, condition_json):
+    """Fail closed: a condition that says both False and True (duplicate JSON keys; json keeps the
+    last) is not a condition read as healthy: every host fails naming the page."""
+    body = ('{"kind":"NodeList","metadata":{},"items":[{"metadata":{"name":"a"},"status":{"conditions":[%s]}}]}'
+            % condition_json).encode()
+    with Raw((200, body)) as raw:
+        checks, _ = agent_conditions(["a"], raw.client(tmp_path), now=NOW, page_size=5)
+    all_fail_naming(checks, ["a"], "page 1")
+    assert "duplicate key" in checks["a"][0]["message"], checks
+
+
+def test_a_duplicate_metadata_name_key_never_lends_one_nodes_health_to_another(tmp_path):
+    """{"name": "a", "name": "b"}: which Node is this? Not a reason for host b to pass."""
+    body = ('{"kind":"NodeList","metadata":{},"items":[{"metadata":{"name":"a","name":"b"},"status":{"conditions":'
+            '[{"type":"GpufleetHealthy","status":"True","reason":"r","message":"m","lastHeartbeatTime":"%s"}]}}]}'
+            % HB).encode()
+    with Raw((200, body)) as raw:
+        checks, _ = agent_conditions(["a", "b"], raw.client(tmp_path), now=NOW, page_size=5)
+    all_fail_naming(checks, ["a", "b"], "page 1")
+
+
+def test_a_duplicate_key_on_a_later_page_fails_every_host_naming_that_page(tmp_path):
+    """A duplicate key anywhere in a page (here in a field not kept: the whole page is decoded strictly)."""
+    second = (b'{"kind":"NodeList","metadata":{"resourceVersion":"7"},"items":[{"metadata":{"name":"b",'
+              b'"labels":{"x":"1","x":"2"}},"status":{"conditions":[]}}]}')
+    with Raw((200, good_first_page()), (200, second)) as raw:
+        checks, _ = agent_conditions(["a", "b"], raw.client(tmp_path), now=NOW, page_size=1)
+    all_fail_naming(checks, ["a", "b"], "page 2")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(st.binary(max_size=200), st.text(max_size=200).map(lambda t: t.encode("utf-8", "surrogatepass")),
+                 st.dictionaries(st.text(max_size=3), st.integers(), max_size=4).map(
+                     lambda d: (json.dumps(d)[:-1] + (', "k": 1, "k": 2}' if d else '"k": 1, "k": 2}')).encode())))
+def test_the_strict_page_decoder_decodes_or_refuses_never_crashes(raw):
+    """records.loads (the page decoder): any bytes are a value or a RecordError; a duplicate key never a value."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.core import records
+
+    try:
+        value = records.loads(raw, "node list page 1")
+    except records.RecordError as exc:
+        assert "node list page 1" in str(exc)
+        return
+    assert b'"k": 1, "k": 2' not in raw, value

@@ -49,10 +49,11 @@ class ApiStatusError(KubeError):
     """The API server answered an HTTP error status (``code``: 404, 409, 422 ...); ``status``: the
     answer when it is a JSON object (a Status: ``reason``, ``metadata.continue`` ...), else None."""
 
-    def __init__(self, code, message, status=None):
+    def __init__(self, code, message, status=None, retry_after=None):
         KubeError.__init__(self, "API server answered %s: %s" % (code, message))
         self.code = code
         self.status = status if isinstance(status, dict) else None
+        self.retry_after = retry_after  # the Retry-After header (text) of a 429/5xx, or None
 
 
 class ConflictError(KubeError):
@@ -124,10 +125,12 @@ class KubeClient(object):
             return http_client.HTTPSConnection(self.host, self.port, timeout=timeout, context=self.context)
         return http_client.HTTPConnection(self.host, self.port, timeout=timeout)
 
-    def request(self, method, path, body=None, content_type=None, deadline=None, max_bytes=MAX_ANSWER_BYTES):
+    def request(self, method, path, body=None, content_type=None, deadline=None, max_bytes=MAX_ANSWER_BYTES,
+                decode=None):
         """The decoded JSON answer. ``deadline`` (time.monotonic() value) bounds the whole request
         together with ``timeout``; an answer of more than ``max_bytes`` is refused while it is read;
-        ApiStatusError for HTTP errors, KubeError otherwise."""
+        ApiStatusError for HTTP errors, KubeError otherwise. ``decode``: a function of the bytes of a
+        successful answer returning its value, instead of ``json.loads`` (its exceptions propagate)."""
         start = time.monotonic()
         end = start + self.timeout if deadline is None else min(deadline, start + self.timeout)
         left = end - start
@@ -154,6 +157,7 @@ class KubeClient(object):
                     raise KubeError("API server %s: answer larger than %d bytes" % (self.server, max_bytes))
                 chunks.append(chunk)
             status, location = answer.status, answer.getheader("Location")
+            retry_after = answer.getheader("Retry-After")
         except KubeError:
             raise
         except (OSError, http_client.HTTPException, ValueError) as exc:
@@ -175,7 +179,9 @@ class KubeClient(object):
                 message = answer.get("message")
             except (ValueError, AttributeError, UnicodeDecodeError):
                 message = raw[:200].decode("utf-8", "replace") or http_client.responses.get(status, "")
-            raise ApiStatusError(status, message, answer)
+            raise ApiStatusError(status, message, answer, retry_after)
+        if decode is not None:
+            return decode(raw)
         try:
             return json.loads(raw.decode("utf-8"))
         except (ValueError, UnicodeDecodeError) as exc:
