@@ -42,6 +42,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import tempfile
 
 try:
@@ -52,6 +53,7 @@ except ImportError:  # pragma: no cover - not on the controllers Ansible support
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.fleet_report import (
     FAIL, SCHEMA_VERSION, SYNTHETIC_IDS, UNREACHABLE_ID, host_entry, host_status, normalise_check, rank_hosts, text,
     to_json, totals_of)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core import records, state_files
 
 RUNS = "runs"
 LATEST = "latest"
@@ -128,33 +130,94 @@ def _job_text(value):
     return value or None
 
 
-def read_sequence(runs_dir):
-    """``{"last": N, "runs": {name: N}, "jobs": {name: job}}`` of ``runs/.sequence``; rebuilt from
-    the runs' own fleet-report.json (``run.sequence``, ``run.job``) when the file is missing or
-    unreadable."""
+MAX_SEQUENCE = 2 ** 63 - 1  # run numbers: 0 <= n < 2**63
+SEQUENCE_MAX_BYTES = 4 * 1024 * 1024  # runs/.sequence: a few hundred runs take some KB
+RUN_JSON_MAX_BYTES = 512 * 1024 * 1024  # a run's fleet-report.json read while rebuilding the sequence
+
+
+def parse_sequence(raw, record):
+    """The strict reader of ``runs/.sequence``: ``{"last": N, "runs": {name: N}, "jobs": {name: job}}``
+    with ``last`` and every run number an integer (never a bool), ``0 <= n < 2**63``, the run numbers
+    unique and none above ``last``; RecordError naming the record otherwise (the caller rebuilds)."""
+    index = records.mapping(records.load_json(raw, record, max_bytes=SEQUENCE_MAX_BYTES), record, required=("runs",))
+    last = records.integer(index.get("last", 0), record, "last", 0, MAX_SEQUENCE)
+    runs = {}
+    for name, number in records.mapping(index["runs"], record, "runs").items():
+        runs[name] = records.integer(number, record, "runs.%s" % name[:80], 0, last)
+    if len(set(runs.values())) != len(runs):
+        raise records.RecordError(record, "two runs with one number", "runs")
+    jobs = index.get("jobs") or {}
+    jobs = dict((k, _job_text(v)) for k, v in records.mapping(jobs, record, "jobs").items()
+                if k in runs and _job_text(v) is not None)
+    return {"last": last, "runs": runs, "jobs": jobs}
+
+
+def _run_sequence(path):
+    """``run.sequence`` and ``run.job`` of a run's fleet-report.json; None when unreadable (only a
+    regular file is read, never a FIFO or a device; its number an integer 0 <= n < 2**63)."""
     try:
-        with open(os.path.join(runs_dir, SEQUENCE_NAME), encoding="utf-8") as handle:
-            index = json.load(handle)
-        runs = dict((str(k), int(v)) for k, v in index["runs"].items() if isinstance(v, int) and not isinstance(v, bool))
-        last = int(index.get("last") or 0)
-        jobs = dict((str(k), _job_text(v)) for k, v in (index.get("jobs") or {}).items()
-                    if str(k) in runs and _job_text(v) is not None)
-        return {"last": max([last] + list(runs.values())), "runs": runs, "jobs": jobs}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        pass
+        raw = state_files.read_bytes(path, max_bytes=RUN_JSON_MAX_BYTES, follow_links=False)
+        meta = json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant).get("run", {})
+        number = records.integer(meta.get("sequence"), path, "run.sequence", 0, MAX_SEQUENCE)
+    except (OSError, ValueError, AttributeError, RecursionError):  # RecordError is a ValueError
+        return None
+    return number, _job_text(meta.get("job"))
+
+
+def _refuse_constant(name):
+    raise ValueError("%s is not a JSON number" % name)
+
+
+def read_sequence(runs_dir, warnings=None):
+    """``{"last": N, "runs": {name: N}, "jobs": {name: job}}`` of ``runs/.sequence`` (parse_sequence);
+    rebuilt from the runs' own fleet-report.json (``run.sequence``, ``run.job``) when the file is
+    missing or unreadable. An unreadable file (damaged JSON, numbers out of range or repeated, a
+    FIFO, a device or a link in its place) is set aside (``.sequence.damaged-<UTC time>``) and named
+    in ``warnings``; the next write replaces it."""
+    path = os.path.join(runs_dir, SEQUENCE_NAME)
+    index, problem = state_files.read_record(path, parse_sequence, max_bytes=SEQUENCE_MAX_BYTES)
+    if problem is not None and warnings is not None:
+        warnings.append("fleet_report: %s; rebuilt from the run directories" % problem)
+    if index is not None:
+        return index
     runs, jobs = {}, {}
-    for name in _run_names(runs_dir):
-        try:
-            with open(os.path.join(runs_dir, name, JSON_NAME), encoding="utf-8") as handle:
-                meta = json.load(handle).get("run", {})
-            number, job = meta.get("sequence"), _job_text(meta.get("job"))
-        except (OSError, ValueError, AttributeError):
+    for name in sorted(_run_names(runs_dir)):
+        found = _run_sequence(os.path.join(runs_dir, name, JSON_NAME))
+        if found is None or found[0] in runs.values():
             continue
-        if isinstance(number, int) and not isinstance(number, bool):
-            runs[name] = number
-            if job is not None:
-                jobs[name] = job
+        runs[name] = found[0]
+        if found[1] is not None:
+            jobs[name] = found[1]
     return {"last": max(runs.values()) if runs else 0, "runs": runs, "jobs": jobs}
+
+
+def open_lock(runs_dir, warnings=None):
+    """``runs/.lock`` opened for ``flock`` (created when missing): only a regular file, opened without
+    blocking and without following a link (O_NONBLOCK, O_NOFOLLOW), so a FIFO or a link to a device
+    in its place cannot hang the writer; such a file is set aside (named in ``warnings``) and a new
+    lock file made."""
+    path = os.path.join(runs_dir, LOCK_NAME)
+    flags = (os.O_RDONLY | os.O_CREAT | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
+             | getattr(os, "O_CLOEXEC", 0))
+    for attempt in range(3):
+        try:
+            handle = os.fdopen(os.open(path, flags, 0o644), "rb")
+        except OSError as exc:
+            if exc.errno not in (errno.ELOOP, errno.ENXIO, errno.EISDIR) or attempt == 2:
+                raise
+            reason = "not a regular file (%s)" % (exc.strerror or exc)
+        else:
+            if stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                return handle
+            handle.close()
+            reason = "not a regular file"
+        if attempt == 2:
+            break
+        target, reason = state_files.set_aside(path, reason)
+        if warnings is not None:
+            warnings.append("fleet_report: lock file %s is %s: set aside as %s, a new lock file made"
+                            % (path, reason, target))
+    raise OSError(errno.EINVAL, "lock file is not a regular file", path)
 
 
 def write_sequence(runs_dir, index):
@@ -337,7 +400,9 @@ class ReportStore(object):
 
     def __init__(self, directory, keep_runs=20, merge_runs=True):
         self.directory = directory
-        self.keep_runs = max(int(keep_runs), 1)
+        if isinstance(keep_runs, bool) or not isinstance(keep_runs, int) or keep_runs < 1:
+            raise ValueError("keep_runs must be a whole number, at least 1, not %r" % (keep_runs,))
+        self.keep_runs = keep_runs
         self.merge_runs = merge_runs
         self.warnings = []
         self.fleet = None
@@ -350,11 +415,11 @@ class ReportStore(object):
         directory = self.directory
         runs_dir = os.path.join(directory, RUNS)
         os.makedirs(runs_dir, exist_ok=True)
-        lock = open(os.path.join(runs_dir, LOCK_NAME), "a", encoding="utf-8")  # pylint: disable=consider-using-with
+        lock = open_lock(runs_dir, self.warnings)
         try:
             if fcntl is not None:
                 fcntl.flock(lock, fcntl.LOCK_EX)
-            sequence = read_sequence(runs_dir)
+            sequence = read_sequence(runs_dir, self.warnings)
             number = sequence["last"] + 1
             name = new_run_dir(runs_dir, run_document["run"]["id"])
             run_document["run"]["id"] = name

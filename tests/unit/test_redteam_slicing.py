@@ -15,8 +15,11 @@ import time
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils import fleet_report_store as store
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.records import RecordError
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.fleet_report import FleetReport
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -245,9 +248,11 @@ def _new_sequence_is_newest(directory):
     return latest
 
 
-# the damages this test found mishandled are in /work/notes/redteam-slicing-failing.py (report)
-SEQUENCE_DAMAGE_HELD = ("empty", "float", "garbage", "huge_bare", "list", "nan", "runs_negative", "string_last",
-                        "truncated")
+# bool_last, deep, duplicate_numbers, huge, infinity, negative: found mishandled by the red team (a
+# RecursionError or OverflowError crashed the write, bool/negative/400-digit numbers were taken): the
+# strict reader fleet_report_store.parse_sequence refuses them, the index is rebuilt from the runs
+SEQUENCE_DAMAGE_HELD = ("bool_last", "deep", "duplicate_numbers", "empty", "float", "garbage", "huge", "huge_bare",
+                        "infinity", "list", "nan", "negative", "runs_negative", "string_last", "truncated")
 
 
 @pytest.mark.parametrize("damage", SEQUENCE_DAMAGE_HELD)
@@ -296,7 +301,7 @@ def test_a_sequence_symlink_to_a_foreign_file_is_not_written_through(tmp_path):
     assert set(fleet(directory)["hosts"]) == {"a-1", "a-2", "b-1", "c-1"}
 
 
-@pytest.mark.parametrize("target", ["dangling"])  # /dev/zero, /dev/urandom: failing, see the report
+@pytest.mark.parametrize("target", ["dangling", "/dev/zero", "/dev/urandom"])
 def test_a_sequence_symlink_to_an_endless_device_never_hangs(tmp_path, target):
     directory = _damaged_store(tmp_path)
     sequence = str(directory / "runs" / store.SEQUENCE_NAME)
@@ -305,6 +310,46 @@ def test_a_sequence_symlink_to_an_endless_device_never_hangs(tmp_path, target):
     assert bounded(_write, str(directory), ok(["c-1"]), 3, seconds=20) == 0
     assert set(fleet(directory)["hosts"]) == {"a-1", "a-2", "b-1", "c-1"}
     _new_sequence_is_newest(directory)
+
+
+def test_a_sequence_fifo_never_hangs(tmp_path):
+    """A FIFO at runs/.sequence blocked the writer forever while it held the lock (red team F1): it is
+    set aside and the index rebuilt from the runs."""
+    directory = _damaged_store(tmp_path)
+    sequence = str(directory / "runs" / store.SEQUENCE_NAME)
+    os.unlink(sequence)
+    os.mkfifo(sequence)
+    assert bounded(_write, str(directory), ok(["c-1"]), 3, seconds=20) == 0
+    assert set(fleet(directory)["hosts"]) == {"a-1", "a-2", "b-1", "c-1"}
+    _new_sequence_is_newest(directory)
+    assert os.path.isfile(sequence) and not os.path.islink(sequence)
+    assert any(n.startswith(store.SEQUENCE_NAME + ".damaged-") for n in os.listdir(str(directory / "runs")))
+
+
+@pytest.mark.parametrize("kind", ["fifo", "/dev/zero", "dangling", "directory"])
+def test_a_lock_that_is_not_a_file_never_hangs(tmp_path, kind):
+    """runs/.lock replaced by a FIFO, a link or a directory: set aside, a new lock file made, the run written."""
+    directory = _damaged_store(tmp_path)
+    lock = str(directory / "runs" / store.LOCK_NAME)
+    os.unlink(lock)
+    if kind == "fifo":
+        os.mkfifo(lock)
+    elif kind == "directory":
+        os.mkdir(lock)
+    else:
+        os.symlink(kind if kind.startswith("/") else str(tmp_path / "nowhere"), lock)
+    assert bounded(_write, str(directory), ok(["c-1"]), 3, seconds=20) == 0
+    assert set(fleet(directory)["hosts"]) == {"a-1", "a-2", "b-1", "c-1"}
+    assert os.path.isfile(lock) and not os.path.islink(lock)
+
+
+def test_a_damaged_sequence_is_named_in_the_warnings(tmp_path):
+    directory = _damaged_store(tmp_path)
+    with open(str(directory / "runs" / store.SEQUENCE_NAME), "wb") as handle:
+        handle.write(SEQUENCE_DAMAGE["deep"])
+    writer = store.ReportStore(str(directory))
+    writer.write(document(ok(["c-1"]), 3))
+    assert any(store.SEQUENCE_NAME in w and "rebuilt" in w for w in writer.warnings), writer.warnings
 
 
 def test_a_sequence_directory_never_hangs(tmp_path):
@@ -718,3 +763,29 @@ def test_after_a_damaged_sequence_keep_runs_still_keeps_the_newest_writes(tmp_pa
     assert bounded(_write, str(directory), ok(["d-1"]), 4, None, 2, seconds=20) == 0
     assert set(fleet(directory)["hosts"]) == {"c-1", "d-1"}
     assert len(run_dirs(directory)) == 2
+
+
+# --- the strict reader of runs/.sequence (red team F2/F3) ---------------------------------------------
+
+_SEQUENCE_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-2 ** 70, max_value=2 ** 70) | st.floats() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+    max_leaves=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(last=_SEQUENCE_VALUES, runs=st.dictionaries(st.text(max_size=6), _SEQUENCE_VALUES, max_size=5),
+       raw_tail=st.binary(max_size=40))
+def test_the_sequence_reader_gives_a_strict_index_or_refuses(last, runs, raw_tail):
+    """Any .sequence is either an index whose numbers are integers 0 <= n < 2**63, unique and none
+    above last, or a RecordError (unreadable: rebuilt) - never another exception."""
+    for raw in (json.dumps({"last": last, "runs": runs, "jobs": {}}, allow_nan=True).encode("utf-8"),
+                json.dumps({"last": last, "runs": runs}).encode("utf-8", "surrogatepass")[:40] + raw_tail):
+        try:
+            index = store.parse_sequence(raw, ".sequence")
+        except RecordError:
+            continue
+        numbers = list(index["runs"].values()) + [index["last"]]
+        assert all(type(n) is int and 0 <= n < 2 ** 63 for n in numbers)  # pylint: disable=unidiomatic-typecheck
+        assert len(set(index["runs"].values())) == len(index["runs"])
+        assert all(n <= index["last"] for n in index["runs"].values())
