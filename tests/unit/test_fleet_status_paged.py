@@ -242,7 +242,7 @@ def test_a_page_with_garbage_fails_closed_naming_the_page_and_field(label, page,
 
 
 def test_a_node_listed_twice_and_a_token_loop_fail_closed():
-    twice = dict(GOOD, metadata={"continue": "b"})
+    twice = dict(GOOD, metadata={"resourceVersion": "7", "continue": "b"})
     with pytest.raises(NodeListError, match="listed twice"):
         read_conditions(Scripted(GOOD, twice), TYPE, limit=2)
     loop = dict(GOOD, items=[item("b")])
@@ -282,7 +282,7 @@ def test_read_page_keeps_only_the_condition():
             "items": [item("a", [{"type": "Ready", "status": "True", "message": "x" * 10},
                                  dict(condition(), extra="dropped"), dict(condition(status="False"))]),
                       {"metadata": {"name": "b"}}]}
-    summaries, token, remaining = read_page(page, "node list page 1", 500, TYPE)
+    summaries, token, remaining, _version = read_page(page, "node list page 1", 500, TYPE)
     assert token == "" and remaining is None
     assert summaries[0][0] == "a" and summaries[0][1]["status"] == "True" and "extra" not in summaries[0][1]
     assert summaries[1] == ("b", None)

@@ -609,3 +609,44 @@ def test_the_strict_page_decoder_decodes_or_refuses_never_crashes(raw):
         assert "node list page 1" in str(exc)
         return
     assert b'"k": 1, "k": 2' not in raw, value
+
+
+@pytest.mark.parametrize("answer", [{"kind": "NodeList", "items": None}, {"kind": "NodeList"},
+                                    {"kind": "NodeList", "metadata": {"continue": "t1"}}],
+                         ids=["items null", "no items", "no items, a continue token"])
+def test_a_page_without_an_items_list_is_not_a_node_list_page(answer):
+    """contracts, Records read back, A page of the Node list: "items a list of at most limit Nodes" ->
+    "every reported host fails agent.condition naming the page and the field" (was: read as empty)."""
+    checks, _ = agent_conditions(["a", "b"], Scripted(answer, page([node("a", cond())])), now=NOW, page_size=5)
+    all_fail_naming(checks, ["a", "b"], "page 1")
+    assert all("field items" in c[0]["message"] for c in checks.values()), checks
+
+
+def test_an_empty_fleet_is_items_an_empty_list():
+    """What a real API server answers for no Node ("items": []): read, every host has no Node."""
+    checks, _ = agent_conditions(["a"], Scripted(page([])), now=NOW, page_size=5)
+    assert checks["a"][0]["status"] == "fail" and "no Node of this name" in checks["a"][0]["message"], checks
+
+
+@pytest.mark.parametrize("versions", [("7", "9"), ("7", None), (None, "7"), ("7", "7", "8")],
+                         ids=["7 then 9", "7 then none", "none then 7", "7, 7 then 8"])
+def test_resource_version_changing_between_pages_is_not_one_snapshot(versions):
+    """contracts: "(the report is one snapshot)": pages of one list carry one resourceVersion (api-concepts,
+    Retrieving large results sets in chunks); a page of another revision mixes two lists."""
+    names = ["a", "b", "c"][:len(versions)]
+    pages = [page([node(n, cond())], cont=("t%d" % i if i < len(names) - 1 else None), rv=rv)
+             for i, (n, rv) in enumerate(zip(names, versions))]
+    for item in pages:
+        if item["metadata"]["resourceVersion"] is None:
+            del item["metadata"]["resourceVersion"]
+    checks, _ = agent_conditions(names, Scripted(*pages), now=NOW, page_size=1)
+    all_fail_naming(checks, names, "page %d" % len(versions))
+    assert all("resourceVersion" in c[0]["message"] for c in checks.values()), checks
+
+
+def test_a_restart_after_410_may_read_a_newer_snapshot():
+    """The list started again after an expired continue token is a new list: its own resourceVersion."""
+    kube = Scripted(page([node("a", cond())], cont="t1", rv="7"), gone(),
+                    page([node("a", cond())], cont="t2", rv="12"), page([node("b", cond())], rv="12"))
+    checks, figures = agent_conditions(["a", "b"], kube, now=NOW, page_size=1)
+    assert healthy(checks, "a") and healthy(checks, "b") and figures["restarts"] == 1, (checks, figures)

@@ -125,7 +125,8 @@ def node_summary(item, record, field, condition_type):
 
 def read_page(answer, record, limit, condition_type):
     """The strict reader of one page: ([(name, condition or None)], continue token ("" on the last
-    page), remainingItemCount or None). RecordError naming ``record`` and the field otherwise."""
+    page), remainingItemCount or None, resourceVersion or None). RecordError naming ``record`` and
+    the field otherwise."""
     records.mapping(answer, record)
     kind = answer.get("kind")
     if kind is not None:
@@ -137,10 +138,15 @@ def read_page(answer, record, limit, condition_type):
     remaining = metadata.get("remainingItemCount")
     if remaining is not None:
         remaining = records.integer(remaining, record, "metadata.remainingItemCount", minimum=0)
+    version = metadata.get("resourceVersion")
+    if version is not None:
+        version = records.string(version, record, "metadata.resourceVersion", max_length=64)
     items = answer.get("items")
-    items = [] if items is None else records.listing(items, record, "items", max_items=limit)
+    if items is None:  # the API server answers [] for no Node: null or absent is no NodeList page
+        raise records.RecordError(record, "absent or null, not a list of Nodes", "items")
+    items = records.listing(items, record, "items", max_items=limit)
     return [node_summary(item, record, "items[%d]" % index, condition_type)
-            for index, item in enumerate(items)], token, remaining
+            for index, item in enumerate(items)], token, remaining, version
 
 
 def _expired(exc):
@@ -161,7 +167,7 @@ def read_conditions(client, condition_type, limit=PAGE_SIZE, max_restarts=MAX_RE
     figures = {"pages": 0, "requests": 0, "restarts": 0}
     restarts = 0
     while True:
-        nodes, token, page, seen_tokens = {}, None, 0, set()
+        nodes, token, page, seen_tokens, first_version = {}, None, 0, set(), None
         try:
             while True:
                 page += 1
@@ -182,9 +188,21 @@ def read_conditions(client, condition_type, limit=PAGE_SIZE, max_restarts=MAX_RE
                 except KubeError as exc:
                     raise NodeListError(str(exc), page, len(nodes))
                 try:
-                    summaries, token, remaining = read_page(answer, record, limit, condition_type)
+                    summaries, token, remaining, version = read_page(answer, record, limit, condition_type)
                 except records.RecordError as exc:
                     raise NodeListError(str(exc), page, len(nodes))
+                if page == 1:
+                    first_version = version
+                elif version != first_version:
+                    # the chunks of one list come from one snapshot. ListMeta.continue (k8s.io/apimachinery
+                    # pkg/apis/meta/v1, API reference "ListMeta"): "The resourceVersion field returned
+                    # when using this continue value will be identical to the value in the first
+                    # response, unless you have received this token from an error message" (the 410's
+                    # inconsistent token, never used here). Another version mixes two lists.
+                    raise NodeListError(
+                        "unreadable record %s (field metadata.resourceVersion): %r, but page 1 of this list "
+                        "was %r: the pages of one list are one snapshot" % (record, version, first_version),
+                        page, len(nodes))
                 figures["pages"] += 1
                 for index, (name, condition) in enumerate(summaries):
                     if name in nodes:
