@@ -342,14 +342,62 @@ def role_value(variables, role, variable, root=COLLECTION_ROOT):
         return value
     names = set(re.findall(r"\b[a-z_][a-z0-9_]*\b", value))
     scope = dict(defaults)
+    overridden = []
     for name in names:
         host_value = _get(variables, name)
         if host_value is not None:
             scope[name] = host_value
+            overridden.append(name)
     value = _TIER_LOOKUP.sub(lambda match: _tier_in_scope(scope, variables, match.group(1), variable, role), value)
     # an image default under the mirror filter: the upstream reference (the mirror changes the registry,
     # never the tag a rule reads; the filter is a controller plugin no Templar here loads)
     value = _MIRROR_IMAGE.sub(lambda match: "{{ %s }}" % match.group(1), value)
+    # the same template over the same values renders the same: rendered once per run (the inventory check
+    # asks for every host, nearly all with the same values); the scope differs from the role's defaults
+    # only in the host's values of the names the default references and the tier values put in
+    path = os.path.join(root, "roles", role, "defaults", "main.yml")
+    rendered = _RENDERED.get(path)
+    if rendered is None or rendered[0] is not defaults:
+        rendered = _RENDERED[path] = (defaults, {})
+    key = _render_key(value, scope, overridden + [name for name in scope if name.startswith("__tier_")])
+    if key is not None and key in rendered[1]:
+        return rendered[1][key]
+    result = _render(scope, value, variable, role)
+    if key is not None and (result is None or isinstance(result, _PLAIN)):
+        rendered[1][key] = result
+    return result
+
+
+_RENDERED = {}  # {defaults path: (its defaults, {render key: result})}
+_PLAIN = (str, int, float, bool)
+
+
+def _frozen(value):
+    """A hashable stand-in of a plain value that renders as itself (no template text in it), or a
+    ValueError: then the default is rendered without the cache."""
+    if value is None:
+        return ("none",)
+    if isinstance(value, bool):
+        return ("bool", bool(value))
+    if isinstance(value, float):
+        return ("float", float(value))
+    if isinstance(value, int):  # Ansible's tagged int of an inventory value is an int
+        return ("int", int(value))
+    if isinstance(value, str) and "{" not in value:
+        return ("str", str(value))
+    if isinstance(value, (list, tuple)):
+        return ("list", tuple(_frozen(item) for item in value))
+    raise ValueError(value)
+
+
+def _render_key(value, scope, names):
+    try:
+        return (value,) + tuple((name, _frozen(scope[name])) for name in sorted(set(names)))
+    except (ValueError, TypeError):
+        return None
+
+
+def _render(scope, value, variable, role):
     try:
         from ansible.parsing.dataloader import DataLoader
         from ansible.template import Templar

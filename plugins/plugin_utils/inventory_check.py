@@ -634,8 +634,47 @@ def _checked(what, check, *args):
 
 
 def _compatibility_problems(variables, matrix):
+    matrix = matrix or compatibility.load_matrix()
     facts = compatibility.facts_from_vars(variables, matrix=matrix)
-    return ["compatibility %s" % p["message"] for p in compatibility.evaluate(facts, matrix=matrix)]
+    # the same facts give the same verdict: evaluated once per run for each set of facts (a fleet has few)
+    if _EVALUATED[0] is not matrix:
+        _EVALUATED[:] = [matrix, {}]
+    key = _facts_key(facts)
+    if key is not None and key in _EVALUATED[1]:
+        return list(_EVALUATED[1][key])
+    found = ["compatibility %s" % p["message"] for p in compatibility.evaluate(facts, matrix=matrix)]
+    if key is not None:
+        _EVALUATED[1][key] = tuple(found)
+    return found
+
+
+_EVALUATED = [None, {}]  # [the matrix, {facts key: problems}]
+
+
+def _frozen(value):
+    """A hashable stand-in of a plain value (None, bool, int, float, str, lists of them), or ValueError:
+    then the value is not cached."""
+    if value is None:
+        return ("none",)
+    if isinstance(value, bool):
+        return ("bool", bool(value))
+    if isinstance(value, float):
+        return ("float", float(value))
+    if isinstance(value, int):
+        return ("int", int(value))
+    if isinstance(value, str):
+        return ("str", str(value))
+    if isinstance(value, (list, tuple)):
+        return ("list", tuple(_frozen(item) for item in value))
+    raise ValueError(value)
+
+
+def _facts_key(facts):
+    try:
+        return tuple(sorted((name, _frozen(item.get("value")), _frozen(item.get("origin")), len(item))
+                            for name, item in facts.items()))
+    except (ValueError, TypeError, AttributeError):
+        return None
 
 
 def _foreign_group_hint(groups, group):
