@@ -187,8 +187,9 @@ def main(argv):
     parser.add_argument("--mode", choices=("both", "on", "off"), default="both",
                         help="fast signals off (periodic only for what announces nothing), on, or both")
     parser.add_argument("--smoke", action="store_true", help="one fault per kind, signals on, short idle: that it runs")
+    parser.add_argument("--probe", type=float, default=1.0, help="signals.fast_probe_interval, s (default 1)")
     args = parser.parse_args(argv)
-    args.min_gap, args.probe = 1.0, 1.0
+    args.min_gap = 1.0
     if args.smoke:
         args.faults, args.idle, args.interval, args.mode = 1, 1.0, 1.0, "on"
         args.min_gap, args.probe = 0.1, 0.1
@@ -202,7 +203,8 @@ def main(argv):
             for signals_on in modes:
                 runs[signals_on] = run_mode(args, signals_on, work)
             probe_us = probe_cost(200 if args.smoke else 3000, os.path.join(work, "node"))
-            quiet_idle = dict((signals_on, idle_threads(args.idle, work, signals_on)) for signals_on in modes)
+            quiet_idle = dict((signals_on, idle_threads(args.idle, work, signals_on, args.probe))
+                              for signals_on in modes)
         finally:
             sys.stdout = real_stdout
             shutil.rmtree(work, ignore_errors=True)
@@ -290,7 +292,7 @@ def run_mode(args, signals_on, work):
         finally:
             stop_loop(waiter, thread, sources, fast, ends)
         return {"results": results, "cycles": loop.cycles, "triggered": loop.triggered, "targeted": loop.targeted,
-                "events": events}
+                "confirmed": loop.confirmed, "events": events}
     finally:
         if writer is not None:
             os.close(writer)
@@ -441,10 +443,37 @@ def probe_cost(count, root):
             probe.poll()
         runs.append((time.process_time() - cpu) / count * 1e6)
     probe.release_nvml()
+    probe.files.close()
     return statistics.median(runs), len(probe.last)
 
 
-def idle_threads(seconds, work, signals_on=True):
+def sysfs_read_cost(count=2000):
+    """(us per read opened by path, us per read of a held descriptor, files) over this machine's
+    own sysfs attributes (/sys/class/net/*/{operstate,mtu,carrier}: what a real node's probe reads
+    is the same kernfs), or None without them: read_small against HeldFiles (check_inode False,
+    the probe's mode under root /)."""
+    import glob
+
+    paths = sorted(glob.glob("/sys/class/net/*/operstate") + glob.glob("/sys/class/net/*/mtu"))[:36]
+    if not paths:
+        return None
+    held = agent_signals.HeldFiles(check_inode=False)
+    figures_ = []
+    for read in (agent_netlink.read_small, held.read):
+        best = None
+        for _run in range(5):
+            cpu = time.process_time()
+            for _round in range(count):
+                for path in paths:
+                    read(path, 64)
+            spent = (time.process_time() - cpu) / count / len(paths) * 1e6
+            best = spent if best is None else min(best, spent)
+        figures_.append(best)
+    held.close()
+    return figures_[0], figures_[1], len(paths)
+
+
+def idle_threads(seconds, work, signals_on=True, probe=1.0):
     """The agent alone, idle: a fresh loop at the default interval (60 s) after its first cycle, the
     event sources (the kmsg FIFO, no line written; the NVML watcher) and the fast signals (the two
     stand-in sockets, the probe every 1 s) on; the CPU of its own threads (the loop, which select()s
@@ -452,7 +481,7 @@ def idle_threads(seconds, work, signals_on=True):
     /proc/self/task/<tid>/schedstat. Returns (CPU s, cycles meanwhile, watcher wake-ups, probes, cycle ms)."""
     pynvml.set_scenario(SCENARIO)
     root, state, scontrol, fifo = setup(work, 60)
-    args = argparse.Namespace(interval=60.0, min_gap=1.0, probe=1.0)
+    args = argparse.Namespace(interval=60.0, min_gap=1.0, probe=probe)
     path = agent_config(args, work, root, state, scontrol, fifo, None, signals_on)
     writer = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)  # the kernel log stays open, silent
     loop, waiter, thread, sources, fast, ends = start_loop(path, state, 60.0, True)
@@ -487,9 +516,10 @@ def report(args, runs, probe_us, quiet_idle):
     for signals_on in sorted(runs):
         run = runs[signals_on]
         results = run["results"]
-        print(" fast signals %s: cycles %d, of which %d event-triggered, %d targeted (signals)" % (
-            "on" if signals_on else "off (periodic only for what announces nothing)", run["cycles"],
-            run["triggered"], run["targeted"]))
+        print(" fast signals %s: cycles %d, of which %d event-triggered, %d targeted (signals; %d for a "
+              "confirmation reading; %s confirmation readings)" % (
+                  "on" if signals_on else "off (periodic only for what announces nothing)", run["cycles"],
+                  run["triggered"], run["targeted"], run["confirmed"], run["events"].get("probe_confirms", "-")))
         events = run["events"]
         print("  sources: kmsg: %s; nvml: %s; netlink: %s; uevent: %s; probe: %s" % tuple(
             events.get(k, "-") for k in ("kmsg", "nvml", "netlink", "uevent", "probe")))
@@ -502,7 +532,12 @@ def report(args, runs, probe_us, quiet_idle):
             print("  %-34s %-11s %s" % (label, "all others", figures(rest)))
     us, observations = probe_us
     print("  fast probe: %.1f us CPU per probe (%d observations: 8 GPUs NVML + PCI, 9 HCAs PCI, RDMA ports, "
-          "fabric manager cgroup) -> %.2f s CPU per hour at one a second" % (us, observations, us * 3600 / 1e6))
+          "fabric manager cgroup) -> %.2f s CPU per hour at one every %g s" % (
+              us, observations, us * 3600 / 1e6 / args.probe, args.probe))
+    cost = sysfs_read_cost(200 if args.smoke else 2000)
+    if cost is not None:
+        print("  this machine's sysfs (%d attributes): %.2f us per read opened by path, %.2f us per pread of a held "
+              "descriptor (the probe under root /)" % (cost[2], cost[0], cost[1]))
     for signals_on in sorted(quiet_idle):
         cpu, cycles, waits, probes, cycle_ms = quiet_idle[signals_on]
         per_hour = cpu * 3600.0 / args.idle

@@ -328,3 +328,229 @@ def test_the_signals_default_on_with_a_one_second_probe():
                                        "fabricmanager_unit": "nvidia-fabricmanager.service"}
     assert signals_settings({"signals": {"fast_probe_interval": 0, "fabricmanager_unit": ""}})[0][
         "fabricmanager_unit"] is None
+
+
+# -- fast confirmation (issue 46) ---------------------------------------------------------------------
+PORT = "port mlx5_0/1"
+
+
+class Clock(object):
+    """A monotonic clock the test moves (``wait`` moves it by the timeout: Loop.wait's double)."""
+
+    def __init__(self):
+        self.now = 100.0
+        self.waits = []
+
+    def __call__(self):
+        return self.now
+
+    def wait(self, timeout, fds=()):
+        self.waits.append(timeout)
+        self.now += timeout
+        return False
+
+
+def probe_sources(tree, clock, interval=1.0, repeat=2):
+    return sig.SignalSources({"netlink": False, "uevent": False, "fast_probe_interval": interval,
+                              "fabricmanager_unit": None}, str(tree), repeat=repeat, clock=clock)
+
+
+def test_the_confirmation_interval_is_a_tenth_of_the_probe_and_at_least_100_ms():
+    assert sig.confirm_interval(1) == pytest.approx(0.1) and sig.confirm_interval(5) == pytest.approx(0.5)
+    assert sig.confirm_interval(0.1) == sig.CONFIRM_MIN == 0.1 and sig.confirm_interval(0.4) == 0.1
+
+
+def test_a_bad_reading_is_read_again_alone_until_fail_after_measurements(tree):
+    clock = Clock()
+    sources = probe_sources(tree, clock)
+    try:
+        probe = sources.probe
+        assert sources.due() == 101.0  # all good: the normal interval only
+        port_file(tree, "state").write_text("1: DOWN\n")
+        clock.now = 101.0
+        found = sources.poll()
+        assert [s for s, _ in found] == ["rdma:mlx5_0"] and found[0][1].startswith("probe: ")
+        assert probe.pending() == [PORT] and sources.due() == pytest.approx(101.1)
+        confirmations = []
+        while sources.due() < 102.0:  # the confirmations come before the next probe
+            clock.now = sources.due()
+            confirmations.append(sources.poll())
+        # fail_after 3 (repeat 2): the change and two confirmations, each of that port alone
+        assert [[s for s, _ in c] for c in confirmations] == [["rdma:mlx5_0"], ["rdma:mlx5_0"]]
+        assert all(why.startswith(sig.CONFIRM_PREFIX + PORT + " still") for c in confirmations for _, why in c)
+        assert clock.now == pytest.approx(101.2)  # within (fail_after - 1) x the confirmation interval
+        assert probe.confirms == 2 and probe.runs == 2 and probe.pending() == []
+        assert sources.due() == 102.0  # back to the normal interval
+        clock.now = 102.0
+        assert sources.poll() == []  # still down, hysteresis served: the periodic cycle goes on
+    finally:
+        sources.close()
+
+
+def test_a_reading_good_again_at_a_confirmation_ends_it_and_is_signalled(tree):
+    clock = Clock()
+    sources = probe_sources(tree, clock)
+    try:
+        port_file(tree, "rate").write_text("100 Gb/sec (1X NDR)\n")
+        clock.now = 101.0
+        assert sources.poll()
+        port_file(tree, "rate").write_text("400 Gb/sec (4X NDR)\n")
+        clock.now = sources.due()
+        found = sources.poll()  # the flap is measured (the hysteresis' count starts again)
+        assert [s for s, _ in found] == ["rdma:mlx5_0"] and "->" in found[0][1]
+        assert found[0][1].startswith(sig.CONFIRM_PREFIX)
+        assert sources.probe.pending() == [] and sources.due() == 102.0
+    finally:
+        sources.close()
+
+
+def test_a_flapping_reading_resets_the_hysteresis_and_is_armed_once_per_probe(tree):
+    """Bad, good at the confirmation, bad at the next probe: the failing count the targeted cycles
+    step starts again; a burst is never longer than repeat confirmations."""
+    clock = Clock()
+    sources = probe_sources(tree, clock)
+    state, settings_ = {}, {"fail_after": 3, "recover_after": 1, "immediate": set(), "per_check": {}}
+    try:
+        for _round in range(3):
+            clock.now = sources.next
+            port_file(tree, "state").write_text("1: DOWN\n")
+            assert sources.poll()
+            state, _ = step(state, checks(("rdma.port.state", "mlx5_0/1", "fail", "DOWN")), settings_)
+            port_file(tree, "state").write_text("4: ACTIVE\n")
+            clock.now = sources.due()
+            assert sources.poll()
+            state, _ = step(state, checks(("rdma.port.state", "mlx5_0/1", "pass", "ACTIVE")), settings_)
+            assert sources.probe.pending() == []
+        assert state["healthy"] is True and state["checks"]["rdma.port.state|mlx5_0/1"]["fails"] == 0
+        assert sources.probe.confirms == 3  # one per flap: the good reading ended each
+    finally:
+        sources.close()
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.sampled_from(["4: ACTIVE\n", "1: DOWN\n", "2: INIT\n"]), min_size=1, max_size=12),
+       st.integers(1, 4))
+def test_any_sequence_of_readings_never_confirms_more_than_repeat_per_probe(tmp_path_factory, readings, repeat):
+    root = tmp_path_factory.mktemp("node")
+    ports = root / "sys" / "class" / "infiniband" / "mlx5_0" / "ports" / "1"
+    ports.mkdir(parents=True)
+    (ports / "state").write_text("4: ACTIVE\n")
+    (ports / "rate").write_text("400 Gb/sec (4X NDR)\n")
+    clock = Clock()
+    sources = probe_sources(root, clock, repeat=repeat)
+    try:
+        in_burst = 0
+        for reading in readings:
+            (ports / "state").write_text(reading)
+            due, was_probe = sources.due(), sources.due() == sources.next
+            clock.now = due
+            found = sources.poll()
+            if was_probe:
+                in_burst = 0
+            else:
+                in_burst += 1
+                assert in_burst <= repeat and all(w.startswith(sig.CONFIRM_PREFIX) for _, w in found)
+            if not reading.startswith("1") and not reading.startswith("2"):
+                assert sources.probe.pending() == []  # good: no confirmation due
+            assert sources.due() <= sources.next
+        assert sources.probe.confirms <= repeat * sources.probe.runs
+    finally:
+        sources.close()
+
+
+def test_a_netlink_announcement_arms_a_confirmation_of_that_devices_ports(tree):
+    route, route_in = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    clock = Clock()
+    sources = sig.SignalSources({"netlink": True, "uevent": False, "fast_probe_interval": 1,
+                                 "fabricmanager_unit": None}, str(tree), repeat=2, clock=clock,
+                                sockets={"netlink": route})
+    try:
+        port_file(tree, "state").write_text("1: DOWN\n")
+        route_in.send(nl.build_link_message("ibp26s0", flags=nl.IFF_UP, operstate=2))
+        route_in.send(nl.build_link_message("ibp26s0", flags=nl.IFF_UP, operstate=2))  # a storm arms it once
+        assert [s for s, _ in sources.poll()] == ["rdma:mlx5_0", "rdma:mlx5_0"]
+        assert sources.probe.pending() == [PORT] and sources.probe.confirm_left[PORT] == 3
+        whys = []
+        while sources.due() < 101.0:
+            clock.now = sources.due()
+            whys.append([why for _, why in sources.poll()])
+        # the port read alone: its change, then still down twice (the netlink cycle + 3 = fail_after + 1)
+        assert len(whys) == 3 and all(len(w) == 1 and w[0].startswith(sig.CONFIRM_PREFIX + PORT) for w in whys)
+        assert sources.counters()["probe_confirms"] == 3
+    finally:
+        sources.close()
+        route_in.close()
+
+
+def test_only_confirmation_signals_skip_min_gap():
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.agent import agent_daemon
+
+    class Signals(object):
+        min_gap, confirm = 5.0, 0.1
+
+        def __init__(self):
+            self.found = []
+
+        def poll(self):
+            found, self.found = self.found, []
+            return found
+
+        def fds(self):
+            return []
+
+        def pause(self):
+            pass
+
+        resume = pause
+
+    clock, signals, plans = Clock(), Signals(), []
+    loop = agent_daemon.Loop(lambda: "ok", 600, clock.wait, clock=clock, notify=lambda m: None, log=lambda line: None,
+                             signals=signals, run_targeted=plans.append)
+    loop.event_started = clock()  # a targeted cycle just started
+    signals.found = [("rdma:mlx5_0", sig.CONFIRM_PREFIX + "port mlx5_0/1 still ('1: DOWN', '400')")]
+    loop._signalled()
+    assert clock.waits == [pytest.approx(0.1)] and loop.confirmed == 1
+    signals.found = [("rdma:mlx5_0", "probe: port mlx5_0/1 ('4: ACTIVE', '400') -> ('1: DOWN', '400')"),
+                     ("rdma:mlx5_0", sig.CONFIRM_PREFIX + "port mlx5_0/1 still ('1: DOWN', '400')")]
+    loop._signalled()
+    assert clock.waits[1] == pytest.approx(5.0) and loop.confirmed == 1 and len(plans) == 2  # storm bound kept
+
+
+# -- files held open --------------------------------------------------------------------------------------
+def test_held_files_read_again_see_writes_renames_and_removals(tmp_path):
+    path = tmp_path / "state"
+    path.write_text("4: ACTIVE\n")
+    held = sig.HeldFiles(check_inode=True)
+    try:
+        assert held.read(str(path), 64) == b"4: ACTIVE\n" and list(held.held) == [str(path)]
+        path.write_text("1: DOWN\n")  # rewritten in place: the same descriptor reads it
+        assert held.read(str(path), 64) == b"1: DOWN\n"
+        new = tmp_path / "state.tmp"
+        new.write_text("2: INIT\n")
+        os.rename(str(new), str(path))  # replaced by a rename (Ansible's copy): the inode changed
+        assert held.read(str(path), 64) == b"2: INIT\n"
+        path.unlink()
+        assert held.read(str(path), 64) is None and held.held == {}
+        assert held.read(str(tmp_path / "missing")) is None
+    finally:
+        held.close()
+
+
+def test_held_files_are_bounded_and_let_go_after_a_discovery(tmp_path, tree):
+    paths = []
+    for index in range(5):
+        paths.append(str(tmp_path / ("f%d" % index)))
+        with open(paths[-1], "w") as out:
+            out.write("x%d" % index)
+    held = sig.HeldFiles(check_inode=False, limit=3)
+    assert [held.read(p) for p in paths] == [b"x0", b"x1", b"x2", b"x3", b"x4"] and len(held.held) == 3
+    held.keep(paths[:1])
+    assert list(held.held) == paths[:1]
+    held.close()
+    assert held.held == {}
+    probe = sig.FastProbe(str(tree), binding=None)
+    probe.poll()
+    # state and rate of each port (the fixture's PCI functions have no config file: nothing held for them)
+    assert sorted(probe.files.held) == sorted(p for row in probe.port_paths for p in row[2:])
+    probe.close()
+    assert probe.files.held == {}

@@ -47,14 +47,14 @@ class Waiter(object):
 class Agent(object):
     """The resident agent in a thread, with stand-in sockets (``route_in``, ``uevent_in``)."""
 
-    def __init__(self, tmp_path, fake, root):
+    def __init__(self, tmp_path, fake, root, min_gap=0.2, probe=0.2):
         self.tmp, self.fake, self.root = tmp_path, fake, root
         state = tmp_path / "state"
         state.mkdir(exist_ok=True)
         self.state = state
         config = {"node_name": "dgx-1", "state_dir": str(state), "interval": 600,
-                  "node_validate": dict(OPTIONS, root=str(root)), "events": {"kmsg": None, "nvml": False, "min_gap": 0.2},
-                  "signals": {"netlink": True, "uevent": True, "fast_probe_interval": 0.2, "fabricmanager_unit": UNIT}}
+                  "node_validate": dict(OPTIONS, root=str(root)), "events": {"kmsg": None, "nvml": False, "min_gap": min_gap},
+                  "signals": {"netlink": True, "uevent": True, "fast_probe_interval": probe, "fabricmanager_unit": UNIT}}
         self.path = str(tmp_path / "agent.json")
         with open(self.path, "w") as out:
             json.dump(config, out)
@@ -228,5 +228,31 @@ def test_a_lab_style_silent_gpu_loss_scenario_switch_and_config_space(tmp_path, 
         (root / "sys" / "bus" / "pci" / "devices" / gpu / "config").write_bytes(b"\xff\xff\xff\xff")
         doc = agent.wait_for(lambda d: failing(d, "gpu.lost"))
         assert targeted(doc) and any("vendor 0xffff" in why for why in doc["agent"]["signal"]["why"])
+    finally:
+        agent.stop()
+
+
+def test_a_port_down_reaches_unhealthy_through_confirmation_readings(tmp_path, monkeypatch):
+    """Issue 46: the probe alone (no netlink announcement) sees the port down, then reads that port
+    again every 0.1 s (the default 1 s probe / 10): its two confirmations run the targeted cycles
+    the hysteresis needs (fail_after 3) under a min_gap of 30 s that would otherwise hold each of
+    them back 30 s. Counted, not timed: which cycles ran, and what the hysteresis counted."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_signals import CONFIRM_PREFIX
+
+    root = tmp_path / "node"
+    shutil.copytree(DGX, str(root), symlinks=True)
+    fake = load_fake()
+    fake.set_scenario(scenario("h100-healthy"))
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    agent = Agent(tmp_path, fake, root, min_gap=30, probe=1).start()
+    try:
+        assert agent.sources.confirm == 0.1
+        (root / "sys" / "class" / "infiniband" / "mlx5_3" / "ports" / "1" / "state").write_text("1: DOWN\n")
+        doc = agent.wait_for(lambda d: failing(d, "rdma.port.state", "mlx5_3/1"))
+        assert targeted(doc) and doc["agent"]["signal"]["why"][0].startswith(CONFIRM_PREFIX + "port mlx5_3/1 still")
+        assert agent.loop.targeted == 3 and agent.loop.confirmed == 2  # the change, then two confirmations
+        state_doc = json.loads((agent.state / "agent-state.json").read_text())
+        assert state_doc["checks"]["rdma.port.state|mlx5_3/1"]["fails"] == 3
+        assert doc["agent"]["events"]["probe_confirms"] >= 1
     finally:
         agent.stop()

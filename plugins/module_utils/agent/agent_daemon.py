@@ -105,7 +105,9 @@ class Loop(object):
     ``signals`` (agent_signals.SignalSources, optional) with ``run_targeted(plan)``: the loop also
     wakes for the fast probe (``signals.due()``) and the netlink/uevent sockets; the signals found
     run one targeted cycle (only the checks they concern, agent_signals.plan), under the same
-    ``min_gap`` as the events."""
+    ``min_gap`` as the events; signals of the probe's confirmation readings alone
+    (agent_signals.CONFIRM_PREFIX) wait ``signals.confirm`` after the previous one instead (those
+    readings are bounded by the probe: ``fail_after`` measurements of a reading taken faster)."""
 
     def __init__(self, run_cycle, interval, wait, clock=time.monotonic, notify=sd_notify, log=None, events=None,
                  signals=None, run_targeted=None):
@@ -113,6 +115,7 @@ class Loop(object):
         self.signals = signals  # agent_signals.SignalSources: netlink, uevents, the fast probe
         self.run_targeted = run_targeted  # run_targeted(plan): a cycle of the checks a signal concerns
         self.targeted = 0  # targeted cycles run
+        self.confirmed = 0  # of which for a confirmation reading of the probe
         self.interval = float(interval)
         self.wait = wait
         self.clock = clock
@@ -154,9 +157,11 @@ class Loop(object):
             if problem:
                 self.log("%s: %s" % (AGENT_NAME, problem))
 
-    def _gap(self):
-        """Seconds still to wait before an event-triggered or targeted cycle (``min_gap``)."""
-        min_gap = self.events.min_gap if self.events is not None else getattr(self.signals, "min_gap", 1.0)
+    def _gap(self, min_gap=None):
+        """Seconds still to wait before an event-triggered or targeted cycle (``min_gap``, or the
+        one given: a confirmation's)."""
+        if min_gap is None:
+            min_gap = self.events.min_gap if self.events is not None else getattr(self.signals, "min_gap", 1.0)
         return (self.event_started + min_gap - self.clock()) if self.event_started is not None else 0
 
     def _sleep_until(self, slot):
@@ -194,12 +199,13 @@ class Loop(object):
 
     def _signalled(self):
         """Signals readable or due now: one targeted cycle for all of them; True to stop."""
-        from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_signals import plan
+        from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_signals import CONFIRM_PREFIX, plan
 
         found = self.signals.poll()
         if not found:
             return False
-        gap = self._gap()
+        confirm = getattr(self.signals, "confirm", None)
+        gap = self._gap(confirm if confirm and all(why.startswith(CONFIRM_PREFIX) for _, why in found) else None)
         if gap > 0:  # announcements arriving meanwhile wait in their sockets: read below
             if self.wait(gap):
                 return True
@@ -213,6 +219,8 @@ class Loop(object):
                                   for k in ("gpu", "rdma", "fabricmanager") if what[k]),
             what["why"][0][:200], more))
         self.targeted += 1
+        if found[0][1].startswith(CONFIRM_PREFIX):
+            self.confirmed += 1
         self.event_started = self.clock()
         self._cycle(what)
         return False

@@ -16,9 +16,25 @@ checks each signal concerns.
   config space vendor id (``config``, 0xffff: the device answers no more), per RDMA port
   ``state`` and ``rate`` (a link retrained to fewer lanes or a lower speed reads a lower rate), and
   the fabric manager unit's cgroup (``cgroup.events`` ``populated``). The probe signals an
-  observation that changes, and one that stays bad for ``repeat`` more probes (so a check with
+  observation that changes, and one that stays bad for ``repeat`` more readings (so a check with
   ``fail_after`` N is seen failing N times in a row, as the hysteresis asks, without waiting for
   N periodic cycles).
+- fast confirmation: a reading that turns bad (or an item a netlink announcement names) is read
+  again alone, every ``confirm_interval(fast_probe_interval)`` seconds (``fast_probe_interval /
+  CONFIRM_DIVISOR``, at least ``CONFIRM_MIN``), until it has been signalled ``repeat`` more times
+  or reads good again. A signal of a confirmation reading, and a bad reading signalled again
+  ("still", whichever reading took it), has the why ``CONFIRM_PREFIX``: the loop runs its targeted
+  cycle ``confirm_interval`` after the previous one instead of ``min_gap`` (the hysteresis still
+  counts ``fail_after`` measurements, taken faster). Bounded: "still" at most ``repeat`` times per
+  change of a reading; an item armed at most once per probe, for at most ``repeat + 1``
+  confirmation readings; anything else keeps ``min_gap``.
+
+The probe keeps the files it reads open and reads them again with ``pread`` at offset 0
+(Documentation/filesystems/sysfs.rst: a read at offset 0 calls the attribute's show() again;
+cgroup files are the same kernfs seq files): a file removed (device gone, cgroup removed when the
+unit stops) fails that read (ENODEV) and is opened again by path. Under a root other than ``/`` (a
+lab's fixture tree of regular files, rewritten by a rename as Ansible's ``copy`` does) the path's
+inode is compared first (``HeldFiles``).
 
 Why the fabric manager's cgroup: ``systemctl is-active`` forks and execs a process (milliseconds of
 CPU, 10-70 s per hour at one a second: over the agent's budget); D-Bus PropertiesChanged needs a
@@ -49,6 +65,83 @@ NVIDIA, MELLANOX = "0x10de", "0x15b3"
 GPU_CLASSES = ("0x0300", "0x0302")
 UNIT_DIRS = ("etc/systemd/system", "run/systemd/system", "lib/systemd/system", "usr/lib/systemd/system")
 NOT_SUPPORTED = 3  # NVML_ERROR_NOT_SUPPORTED
+# a bad reading is confirmed every fast_probe_interval / 10, never more often than every 0.1 s (0.1 s
+# at the default 1 s): how many confirmations a reading gets is bounded (fail_after - 1 per change,
+# repeat + 1 per arming), so a shorter interval makes none more, it only takes them sooner; a
+# targeted cycle (100-200 ms on the DGX fixture tree) is the longer part of each anyway
+CONFIRM_DIVISOR = 10
+CONFIRM_MIN = 0.1
+CONFIRM_PREFIX = "probe confirm: "  # the why of a signal of a confirmation reading (agent_daemon: its gap)
+MAX_HELD_FILES = 256  # files the probe keeps open (a DGX: 36); more are opened by path each probe
+READ_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
+
+
+def confirm_interval(interval):
+    """Seconds between two confirmation readings of a bad reading for a probe every ``interval``."""
+    return max(CONFIRM_MIN, float(interval) / CONFIRM_DIVISOR)
+
+
+class HeldFiles(object):
+    """Small files read again and again (``read(path, size)``, as agent_netlink.read_small: None
+    when unreadable) through a descriptor kept open: ``pread`` at offset 0, one system call instead
+    of open, read and close with a path walk (sysfs: about 10 times less CPU). A read that fails
+    (ENODEV: the kernfs node was removed; EIO) closes it and the path is opened again.
+    ``check_inode``: the path's (device, inode) is compared with the held descriptor's first (a
+    regular file replaced by a rename keeps its old content behind an old descriptor)."""
+
+    def __init__(self, check_inode, limit=MAX_HELD_FILES):
+        self.check_inode = check_inode
+        self.limit = limit
+        self.held = {}  # path -> (fd, (st_dev, st_ino))
+
+    def read(self, path, size=256):
+        entry = self.held.get(path)
+        if entry is not None and self.check_inode:
+            try:
+                stat = os.stat(path)
+            except OSError:
+                self.drop(path)
+                return None
+            if (stat.st_dev, stat.st_ino) != entry[1]:
+                self.drop(path)
+                entry = None
+        if entry is not None:
+            try:
+                return os.pread(entry[0], size, 0)
+            except OSError:
+                self.drop(path)
+        try:
+            fd = os.open(path, READ_FLAGS)
+        except OSError:
+            return None
+        try:
+            raw = os.pread(fd, size, 0)
+            if len(self.held) < self.limit:
+                stat = os.fstat(fd)
+                self.held[path], fd = (fd, (stat.st_dev, stat.st_ino)), None
+            return raw
+        except OSError:
+            return None
+        finally:
+            if fd is not None:
+                os.close(fd)
+
+    def drop(self, path):
+        entry = self.held.pop(path, None)
+        if entry is not None:
+            try:
+                os.close(entry[0])
+            except OSError:
+                pass
+
+    def keep(self, paths):
+        """Close the descriptors of the paths not in ``paths`` (after a new discovery)."""
+        for path in set(self.held) - set(paths):
+            self.drop(path)
+
+    def close(self):
+        for path in list(self.held):
+            self.drop(path)
 
 
 def _text(raw):
@@ -60,14 +153,14 @@ def unit_installed(root, unit):
     return any(os.path.exists(os.path.join(root, directory, unit)) for directory in UNIT_DIRS)
 
 
-def unit_running(root, unit):
+def unit_running(root, unit, read=read_small):
     """True / False from the unit's cgroup (v2 ``cgroup.events`` populated, v1 ``cgroup.procs``
-    not empty); a unit without a cgroup is not running."""
+    not empty); a unit without a cgroup is not running. ``read``: read_small or HeldFiles.read."""
     base = os.path.join(root, "sys/fs/cgroup")
-    raw = read_small(os.path.join(base, "system.slice", unit, "cgroup.events"))
+    raw = read(os.path.join(base, "system.slice", unit, "cgroup.events"))
     if raw is not None:
         return b"populated 1" in raw
-    raw = read_small(os.path.join(base, "systemd", "system.slice", unit, "cgroup.procs"), 64)
+    raw = read(os.path.join(base, "systemd", "system.slice", unit, "cgroup.procs"), 64)
     return bool(raw and raw.strip())
 
 
@@ -211,7 +304,11 @@ def merge_targeted(previous, payload, only):
 class FastProbe(object):
     """Cheap readings of what announces nothing, every ``interval`` seconds (``poll``). The first
     reading is the baseline (the periodic cycle judged it); afterwards an observation that
-    changes signals its scope, and one that stays bad signals again for ``repeat`` probes."""
+    changes signals its scope, and one that stays bad signals again for ``repeat`` readings.
+    A reading that turns bad at a probe, or an item ``arm``-ed (a netlink announcement), is read
+    again alone (``poll(pending())``, the confirmation readings) until it was signalled ``repeat``
+    more times or reads good: at most ``repeat + 1`` confirmation readings per arming, an item
+    armed at most once per probe."""
 
     def __init__(self, root, unit=DEFAULT_UNIT, binding=None, repeat=2, clock=time.monotonic):
         self.root = root
@@ -224,6 +321,10 @@ class FastProbe(object):
         self.last = None
         self.bad_left = {}
         self.base_rate = {}
+        self.confirm_left = {}  # key -> confirmation readings left
+        self.armed_run = {}  # key -> the probe run it was last armed at
+        self.confirms = 0  # confirmation readings taken
+        self.files = HeldFiles(check_inode=os.path.realpath(root) != "/")
         self.runs = 0
         self.cpu = 0.0  # CPU seconds spent probing (health.json agent.events.probe_us)
         self.discover()
@@ -264,7 +365,10 @@ class FastProbe(object):
                               for address in self.gpus + self.hcas)
         self.port_paths = [("port %s/%s" % (device, os.path.basename(port)), "rdma:" + device,
                             os.path.join(port, "state"), os.path.join(port, "rate")) for device, port in self.ports]
+        self.files.keep([c for c, _ in self.pci_paths.values()] + [p[2] for p in self.port_paths]
+                        + [p[3] for p in self.port_paths])
         self.last = None  # a new baseline
+        self.confirm_left, self.armed_run = {}, {}
 
     def hold_nvml(self):
         """NVML initialised and the handles taken (between two cycles)."""
@@ -324,69 +428,113 @@ class FastProbe(object):
         Its current link width and speed are not probed: no check compares them (gpu.pcie compares
         the link capability, the periodic cycle reads it)."""
         config, directory = self.pci_paths[address]
-        raw = read_small(config, 2)
+        raw = self.files.read(config, 2)
         if raw is None:
             return ("gone",) if not os.path.isdir(directory) else ("no config",), not os.path.isdir(directory)
         if raw[:2] == b"\xff\xff":
             return ("vendor 0xffff",), True
         return ("present",), False
 
-    def observe(self):
-        """{key: (scope, value, bad)} now (paths joined once, at discovery: the probe runs every second)."""
+    def observe(self, keys=None):
+        """{key: (scope, value, bad)} now, of every item or of ``keys`` only (paths joined once, at
+        discovery: the probe runs every second)."""
         seen = {}
         for address in self.gpus:
-            value, bad = self._pci(address)
-            seen["pci " + address] = ("gpu", value, bad)
+            if keys is None or "pci " + address in keys:
+                value, bad = self._pci(address)
+                seen["pci " + address] = ("gpu", value, bad)
         for address in self.hcas:
-            value, bad = self._pci(address)
-            seen["pci " + address] = ("rdma", value, bad)
+            if keys is None or "pci " + address in keys:
+                value, bad = self._pci(address)
+                seen["pci " + address] = ("rdma", value, bad)
         for key, scope, state_path, rate_path in self.port_paths:
+            if keys is not None and key not in keys:
+                continue
             # state and rate: phys_state changes with state (the periodic cycle reads it)
-            state = _text(read_small(state_path, 64))
-            rate = _text(read_small(rate_path, 64))
+            state = _text(self.files.read(state_path, 64))
+            rate = _text(self.files.read(rate_path, 64))
             # a port's rate has no "max" in sysfs: the rate first seen is its own (a retrain to
             # fewer lanes or a lower speed reads below it)
             base = self.base_rate.setdefault(key, rate)
             seen[key] = (scope, (state, rate), state is None or not state.endswith("ACTIVE") or rate != base)
         if self.nvml is not None and self.handles is not None:
-            if self.nvml_error:
+            if self.nvml_error and (keys is None or "nvml" in keys):
                 seen["nvml"] = ("gpu", self.nvml_error, True)
             for index, handle in self.handles:
-                value, bad = self._gpu_query(handle)
-                seen["nvml gpu%d" % index] = ("gpu", value, bad)
-        if self.fabric:
-            running = unit_running(self.root, self.unit)
+                if keys is None or "nvml gpu%d" % index in keys:
+                    value, bad = self._gpu_query(handle)
+                    seen["nvml gpu%d" % index] = ("gpu", value, bad)
+        if self.fabric and (keys is None or "unit " + self.unit in keys):
+            running = unit_running(self.root, self.unit, self.files.read)
             seen["unit " + self.unit] = ("fabricmanager", running, not running)
         return seen
 
-    def poll(self):
-        """[(scope, why)] of this probe."""
+    def keys_of(self, scope):
+        """The keys of the last reading whose scope is ``scope`` (``rdma:<device>``: its ports)."""
+        return sorted(key for key, item in (self.last or {}).items() if item[0] == scope)
+
+    def arm(self, keys):
+        """Read ``keys`` again at the next confirmation (a netlink announcement named their device):
+        up to ``repeat + 1`` confirmation readings, once per probe."""
+        for key in keys:
+            if self.armed_run.get(key) != self.runs:
+                self.armed_run[key] = self.runs
+                self.confirm_left[key] = self.repeat + 1
+
+    def pending(self):
+        """The keys a confirmation reading is due for."""
+        return sorted(key for key, left in self.confirm_left.items() if left > 0)
+
+    def poll(self, keys=None):
+        """[(scope, why)] of this probe (``keys`` None) or of a confirmation reading of ``keys``."""
         cpu = time.process_time()
-        self.runs += 1
-        now = self.observe()
+        if keys is None:
+            self.runs += 1
+        else:
+            self.confirms += 1
+        now = self.observe(keys)
         signals = []
+        prefix = "probe: " if keys is None else CONFIRM_PREFIX
         if self.last is not None:
             for key, (scope, value, bad) in now.items():
                 before = self.last.get(key)
                 if before is None or before[1] != value:
-                    signals.append((scope, "probe: %s %s -> %s" % (key, before[1] if before else "new", value)))
+                    signals.append((scope, "%s%s %s -> %s" % (prefix, key, before[1] if before else "new", value)))
                     self.bad_left[key] = self.repeat if bad else 0
-                elif bad and self.bad_left.get(key, 0) > 0:
+                    if keys is None and bad and self.armed_run.get(key) != self.runs:
+                        self.armed_run[key] = self.runs  # turned bad: confirmed at once, not a probe later
+                        self.confirm_left[key] = self.repeat
+                elif bad and self.bad_left.get(key, 0) > 0:  # a confirmation, whichever reading took it
                     self.bad_left[key] -= 1
-                    signals.append((scope, "probe: %s still %s" % (key, value)))
-            for key in set(self.last) - set(now):
-                signals.append((self.last[key][0], "probe: %s gone" % key))
-        self.last = now
+                    signals.append((scope, "%s%s still %s" % (CONFIRM_PREFIX, key, value)))
+                if keys is not None:
+                    left = self.confirm_left.get(key, 0) - 1
+                    # done: good again, signalled enough times, or the readings the arming allows taken
+                    self.confirm_left[key] = left if bad and self.bad_left.get(key, 0) > 0 else 0
+            if keys is None:
+                for key in set(self.last) - set(now):
+                    signals.append((self.last[key][0], "probe: %s gone" % key))
+            for key in set(keys if keys is not None else self.confirm_left) - set(now):
+                self.confirm_left.pop(key, None)  # not read now: the next probe says what became of it
+        if keys is None:
+            self.last = now
+        elif self.last is not None:
+            self.last.update(now)
         self.cpu += time.process_time() - cpu
         return signals
+
+    def close(self):
+        self.release_nvml()
+        self.files.close()
 
 
 # -- the sources together ---------------------------------------------------------------------------
 class SignalSources(object):
     """The signals the configuration asks for (``signals``), each optional: one that cannot be
     opened is reported in ``status`` (health.json ``agent.events``), the others go on.
-    ``fds()`` for select(), ``due()`` the monotonic time of the next probe, ``poll()`` the
-    signals readable or due now. ``sockets``: stand-ins for tests and the bench
+    ``fds()`` for select(), ``due()`` the monotonic time of the next probe or confirmation
+    reading, ``poll()`` the signals readable or due now (``confirm``: seconds between two
+    confirmation readings, confirm_interval). ``sockets``: stand-ins for tests and the bench
     ({"netlink": sock, "uevent": sock})."""
 
     min_gap = 1.0  # seconds between two targeted cycles (the events' min_gap, set by agent_daemon)
@@ -416,6 +564,8 @@ class SignalSources(object):
             self.status[name] = "watching %s" % ("link announcements (RTMGRP_LINK)" if name == "netlink"
                                                  else "kernel uevents")
         self.interval = settings.get("fast_probe_interval") or 0
+        self.confirm = confirm_interval(self.interval) if self.interval else None
+        self.confirm_at = None  # monotonic time of the next confirmation reading
         self.probe = None
         if self.interval:
             binding = None
@@ -427,9 +577,11 @@ class SignalSources(object):
             self.probe = FastProbe(root, settings.get("fabricmanager_unit"), binding, repeat, clock)
             self.probe.hold_nvml()
             self.probe.poll()  # the baseline
-            self.status["probe"] = "every %g s: %d GPU(s), %d HCA(s), %d RDMA port(s)%s%s" % (
+            self.status["probe"] = "every %g s: %d GPU(s), %d HCA(s), %d RDMA port(s)%s%s, a bad reading " \
+                "confirmed every %g s" % (
                 self.interval, len(self.probe.gpus), len(self.probe.hcas), len(self.probe.ports),
-                ", NVML" if binding is not None else "", ", %s" % self.probe.unit if self.probe.fabric else "")
+                ", NVML" if binding is not None else "", ", %s" % self.probe.unit if self.probe.fabric else "",
+                self.confirm)
         else:
             self.status["probe"] = "off (signals.fast_probe_interval 0)"
         self.next = self.clock() + self.interval if self.interval else None
@@ -438,7 +590,16 @@ class SignalSources(object):
         return [watcher.fileno() for watcher in self.watchers]
 
     def due(self):
-        return self.next if self.next is not None else float("inf")
+        if self.next is None:
+            return float("inf")
+        return self.next if self.confirm_at is None else min(self.next, self.confirm_at)
+
+    def _schedule(self, now):
+        """The next confirmation reading, one ``confirm`` from ``now``, while one is pending."""
+        if self.probe is None or not self.probe.pending():
+            self.confirm_at = None
+        elif self.confirm_at is None or self.confirm_at <= now:
+            self.confirm_at = now + self.confirm
 
     def pause(self):
         if self.probe is not None:
@@ -472,6 +633,9 @@ class SignalSources(object):
         if kind == "netlink":
             devices = rdma_devices_of(self.root, event.get("ifname"))
             state = event.get("operstate") or ("lower up" if event["lower_up"] else "lower down")
+            if self.probe is not None and devices:  # its ports read again at the next confirmation
+                self.probe.arm([key for device in devices for key in self.probe.keys_of("rdma:" + device)])
+                self._schedule(self.clock())
             return [("rdma:" + device, "netlink: %s %s %s" % (event["type"], event["ifname"], state))
                     for device in devices]
         if event.get("subsystem") != "pci" or event.get("action") not in ("remove", "add", "change", "unbind"):
@@ -492,7 +656,9 @@ class SignalSources(object):
     def poll(self):
         """[(scope, why)]: announcements readable now, and the probe when it is due."""
         signals = self._announcements()
-        if self.probe is not None and self.clock() >= self.next:
+        if self.probe is None:
+            return signals
+        if self.clock() >= self.next:
             try:
                 signals.extend(self.probe.poll())
             except Exception as exc:  # never the agent's end: said in health.json, the periodic cycle goes on
@@ -501,6 +667,14 @@ class SignalSources(object):
             self.next += self.interval
             if self.next <= now:  # a long cycle: the next probe one interval from now, no burst
                 self.next = now + self.interval
+            self._schedule(now)
+        elif self.confirm_at is not None and self.clock() >= self.confirm_at:
+            try:
+                signals.extend(self.probe.poll(self.probe.pending()))
+            except Exception as exc:
+                self.probe.confirm_left = {}
+                self.status["probe"] = "probe failed: %r; %s" % (exc, self.status["probe"].split("; ")[-1])
+            self._schedule(self.clock())
         return signals
 
     def counters(self):
@@ -511,11 +685,14 @@ class SignalSources(object):
         result["signals_overruns"] = self.overruns
         if self.probe is not None:
             result["probe_runs"] = self.probe.runs
+            result["probe_confirms"] = self.probe.confirms
             result["probe_us"] = round(self.probe.cpu * 1e6 / max(1, self.probe.runs), 1)
         return result
 
     def close(self):
         self.pause()
+        if self.probe is not None:
+            self.probe.files.close()
         for watcher in self.watchers:
             watcher.close()
         self.watchers = []
