@@ -476,10 +476,16 @@ def test_the_fabric_manager_cgroup_file_as_a_fifo_never_hangs(tmp_path):
 
 @pytest.mark.parametrize("content", [b"", b"populated\n", b"populated 2\n", b"populated one\n", b"\xff\xfe\0\0",
                                      b"frozen 0\n", b"POPULATED 1\n",
-                                     b"x" * 100000 + b"\npopulated 1\n"])
+                                     b"x" * 100000 + b"\npopulated 1\n",
+                                     # read strictly: a flat-keyed file, one `populated` line of 0 or 1
+                                     b"populated 1 extra\n", b"populated 0\npopulated 1\n", b"populated 1\nfrozen\n",
+                                     b"populated  1\n", b"populated 1", b"populated 1\n\n", b" populated 1\n",
+                                     b"populated 1\r\n", b"populated 01\n", b"populated 1\n" * 60])
 def test_a_garbage_fabric_manager_cgroup_file_is_never_running(tmp_path, content):
     """"the unit runs: its cgroup has a process (cgroup v2 ... `cgroup.events` says `populated 1` ...);
-    no cgroup or `populated 0`: not running" -- anything else is no evidence that it runs."""
+    no cgroup or `populated 0`: not running" -- anything else is no evidence that it runs.
+    cgroup.events is a flat-keyed file (Documentation/admin-guide/cgroup-v2.rst: `KEY VAL` lines;
+    `populated 0|1`, `frozen 0|1`): anything else is unreadable."""
     tree = tmp_path
     (tree / "lib" / "systemd" / "system").mkdir(parents=True)
     (tree / "lib" / "systemd" / "system" / UNIT).write_text("[Service]\n")
@@ -488,6 +494,26 @@ def test_a_garbage_fabric_manager_cgroup_file_is_never_running(tmp_path, content
     (cgroup / "cgroup.events").write_bytes(content)
     check = bounded(sig.fabricmanager_check, str(tree), UNIT)
     assert check is not None and check["status"] == "fail", check
+
+
+@pytest.mark.parametrize("content, running", [(b"populated 1\nfrozen 0\n", True), (b"populated 0\nfrozen 0\n", False),
+                                              (b"frozen 1\npopulated 1\n", True), (b"populated 1\n", True)])
+def test_the_kernels_cgroup_events_is_read(content, running):
+    assert sig.cgroup_populated(content) is running
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=64) | st.lists(st.sampled_from(["populated 0", "populated 1", "frozen 0", "frozen 1",
+                                                             "populated", "populated 1 1", "x y", ""]),
+                                          max_size=4).map(lambda lines: "".join(n + "\n" for n in lines).encode()))
+def test_cgroup_events_is_running_only_when_it_says_populated_1_once_in_the_kernels_form(raw):
+    running = sig.cgroup_populated(raw)
+    lines = raw.split(b"\n")
+    assert running in (True, False, None)
+    if running is not None:  # never a verdict on what is not the flat-keyed form
+        assert raw.endswith(b"\n") and all(len(n.split(b" ")) == 2 and all(n.split(b" ")) for n in lines[:-1])
+        assert [n for n in lines if n.startswith(b"populated ")] in ([b"populated 0"], [b"populated 1"])
+        assert running == (b"populated 1" in lines)
 
 
 def test_a_fabric_manager_unit_installed_as_a_symlink_to_dev_null_is_masked_and_checked_or_not(tmp_path):

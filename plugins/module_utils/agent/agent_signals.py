@@ -53,6 +53,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+import re
 import time
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_config import DEFAULT_SIGNALS, FM_CHECK
@@ -153,13 +154,34 @@ def unit_installed(root, unit):
     return any(os.path.exists(os.path.join(root, directory, unit)) for directory in UNIT_DIRS)
 
 
+CGROUP_EVENTS_LINE = re.compile(br"\A[a-z_]+ [0-9]+\Z")
+MAX_CGROUP_EVENTS = 512  # the kernel's file is about 21 bytes ("populated 1\nfrozen 0\n")
+
+
+def cgroup_populated(raw):
+    """True / False of a cgroup v2 ``cgroup.events`` (a flat-keyed file, Documentation/admin-guide/
+    cgroup-v2.rst: ``KEY VAL`` lines, each ended by a newline; ``populated 0|1``, ``frozen 0|1``),
+    or None when ``raw`` is not that: a line of another form, no or more than one ``populated``
+    line, a value other than 0 or 1, no final newline, too long."""
+    if not raw or len(raw) >= MAX_CGROUP_EVENTS or not raw.endswith(b"\n"):
+        return None
+    lines = raw[:-1].split(b"\n")
+    if not all(CGROUP_EVENTS_LINE.match(line) for line in lines):
+        return None
+    populated = [line for line in lines if line.startswith(b"populated ")]
+    if len(populated) != 1 or populated[0] not in (b"populated 0", b"populated 1"):
+        return None
+    return populated[0] == b"populated 1"
+
+
 def unit_running(root, unit, read=read_small):
     """True / False from the unit's cgroup (v2 ``cgroup.events`` populated, v1 ``cgroup.procs``
-    not empty); a unit without a cgroup is not running. ``read``: read_small or HeldFiles.read."""
+    not empty); a unit without a cgroup is not running; None: its ``cgroup.events`` is there but not
+    the kernel's (cgroup_populated), unreadable. ``read``: read_small or HeldFiles.read."""
     base = os.path.join(root, "sys/fs/cgroup")
-    raw = read(os.path.join(base, "system.slice", unit, "cgroup.events"))
+    raw = read(os.path.join(base, "system.slice", unit, "cgroup.events"), MAX_CGROUP_EVENTS)
     if raw is not None:
-        return b"populated 1" in raw
+        return cgroup_populated(raw)
     raw = read(os.path.join(base, "systemd", "system.slice", unit, "cgroup.procs"), 64)
     return bool(raw and raw.strip())
 
@@ -169,8 +191,13 @@ def fabricmanager_check(root, unit):
     ``root``; None otherwise (gpu.fabric judges the NVLink fabric itself)."""
     if not unit or not unit_installed(root, unit):
         return None
-    if unit_running(root, unit):
+    running = unit_running(root, unit)
+    if running:
         return {"id": FM_CHECK, "target": "node", "status": PASS, "message": "%s running (its cgroup has a process)"
+                % unit}
+    if running is None:
+        return {"id": FM_CHECK, "target": "node", "status": FAIL,
+                "message": "%s: its cgroup.events is unreadable (not the kernel's 'populated 0|1'): not seen running"
                 % unit}
     return {"id": FM_CHECK, "target": "node", "status": FAIL,
             "message": "%s is not running (no process in its cgroup): the NVLink fabric is not managed" % unit}
