@@ -22,7 +22,9 @@ description:
     list again from its first page, at most O(max_restarts) times.
   - "Fail closed: when the list cannot be read to its end (API server unreachable, 401/403, an
     answer that is not a NodeList page, a page larger than O(max_page_bytes), continue tokens that
-    keep expiring), every host fails C(agent.condition) with the reason, naming the page."
+    keep expiring), every host fails C(agent.condition) with the reason, naming the page. A page size
+    or credentials that cannot be used fail every host the same way (the lookup does not raise: the
+    report of the run replaces the hosts' earlier verdicts)."
   - Plain C(http://) is accepted only for a loopback address (C(kubectl proxy), a test double);
     credentials are never sent unencrypted elsewhere, and redirects are never followed.
 options:
@@ -66,8 +68,12 @@ options:
     type: int
     default: 600
   page_size:
-    description: Nodes per page (C(limit)); kubectl's default chunk size.
-    type: int
+    description:
+      - Nodes per page (C(limit)); kubectl's default chunk size. An integer from 1 to 5000 (or its
+        decimal text, as C(-e) gives it).
+      - Any other value fails every reported host (C(agent.condition) naming
+        C(gpufleet_status_kube_page_size)), so that the report of the run replaces earlier verdicts.
+    type: raw
     default: 500
   max_restarts:
     description: Times the list is started again after an expired continue token before it fails.
@@ -163,6 +169,16 @@ def opted_out(hosts, hostvars, name):
     return out
 
 
+def page_size_of(value):
+    """The page size of ``value`` (an int, or its ASCII decimal text as -e gives it) from 1 to
+    MAX_PAGE_SIZE, or None."""
+    if isinstance(value, str) and value.strip().isdigit() and value.strip().isascii():
+        value = int(value.strip())
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_PAGE_SIZE:
+        return None
+    return value
+
+
 def agent_conditions(hosts, client, now=None, max_age=600, page_size=500, max_restarts=3,
                      max_page_bytes=64 * 1024 * 1024):
     """({host: [checks]}, figures or None): the checks of ``hosts`` from the Node list read in pages;
@@ -192,16 +208,18 @@ class LookupModule(LookupBase):
             except KubeError as exc:
                 raise AnsibleLookupError(str(exc))
         hosts = [str(host) for host in hosts if str(host) not in excluded]
-        page_size = self.get_option("page_size")
-        if isinstance(page_size, bool) or not isinstance(page_size, int) or not 1 <= page_size <= MAX_PAGE_SIZE:
-            raise AnsibleLookupError("agent_conditions: page_size (gpufleet_status_kube_page_size) must be an integer "
-                                     "from 1 to %d, got %r" % (MAX_PAGE_SIZE, page_size))
+        page_size = page_size_of(self.get_option("page_size"))
+        if page_size is None:
+            # fail every reported host, not the lookup: a raise would fail localhost only and leave the
+            # fleet report with the previous run's verdicts of these hosts
+            return [unread_checks(hosts, "gpufleet_status_kube_page_size (page_size) must be an integer from 1 "
+                                         "to %d, got %r: nothing was read" % (MAX_PAGE_SIZE, self.get_option("page_size")))]
         try:
             client = client_for(self.get_option("server"), self.get_option("token_file"), self.get_option("ca_file"),
                                 self.get_option("cert_file"), self.get_option("key_file"),
                                 float(self.get_option("timeout")))
-        except KubeError as exc:
-            raise AnsibleLookupError("agent_conditions: %s" % exc)
+        except KubeError as exc:  # every host fails, as page_size above
+            return [unread_checks(hosts, "agent_conditions: %s" % exc)]
         checks, _figures = agent_conditions(hosts, client, max_age=self.get_option("max_age"),
                                             page_size=page_size,
                                             max_restarts=self.get_option("max_restarts"),

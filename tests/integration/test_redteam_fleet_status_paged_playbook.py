@@ -96,3 +96,29 @@ def test_key_value_max_age(tmp_path):
     assert hosts["node-a"]["healthy"] and not hosts["node-b"]["healthy"] and not hosts["node-c"]["healthy"], hosts
     assert "stale" in hosts["node-b"]["checks"][0]["message"]
     assert proc.returncode != 0
+
+
+@pytest.mark.parametrize("bad", ["lots", "0"])
+def test_a_page_size_that_is_no_number_after_a_healthy_run(tmp_path, bad):
+    """contracts, Fleet status: a list that cannot be read fails every reported host with agent.condition,
+    and the report is written. Was: with -e gpufleet_status_kube_page_size=lots (or 0) the lookup raised,
+    the run failed on localhost only, and fleet-report.json kept node-a/b/c healthy from the last run."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_kube import KubePublisher
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.kube_node import KubeClient
+    from fake_kube_api.server import FakeKubeAPI
+
+    with FakeKubeAPI() as api:
+        (tmp_path / "publisher-token").write_text(api.token)
+        client = KubeClient(api.url, token_file=str(tmp_path / "publisher-token"), allow_plain_http=True)
+        for name in ("node-a", "node-b", "node-c"):
+            api.add_node(name)
+            KubePublisher(client, name).publish(True, [])
+        proc, hosts = run_kv(api, tmp_path, "same", "gpufleet_status_kube_page_size=2")
+        assert proc.returncode == 0 and all(h["healthy"] for h in hosts.values())
+        proc, hosts = run_kv(api, tmp_path, "same", "gpufleet_status_kube_page_size=%s" % bad)
+    assert proc.returncode != 0 and hosts is not None
+    for name in ("node-a", "node-b", "node-c"):
+        assert not hosts[name]["healthy"], (name, hosts[name])
+        (check,) = hosts[name]["checks"]
+        assert (check["id"], check["status"]) == ("agent.condition", "fail"), hosts[name]
+        assert "gpufleet_status_kube_page_size" in check["message"], check

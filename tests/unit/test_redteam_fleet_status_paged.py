@@ -650,3 +650,46 @@ def test_a_restart_after_410_may_read_a_newer_snapshot():
                     page([node("a", cond())], cont="t2", rv="12"), page([node("b", cond())], rv="12"))
     checks, figures = agent_conditions(["a", "b"], kube, now=NOW, page_size=1)
     assert healthy(checks, "a") and healthy(checks, "b") and figures["restarts"] == 1, (checks, figures)
+
+
+def run_lookup(**kwargs):
+    """The lookup's answer, its options registered from its DOCUMENTATION as the plugin loader does
+    (as tests/unit/test_node_validate_action.py: the checkout is imported without the collection loader)."""
+    import yaml
+    from ansible import constants as C
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar
+
+    from ansible_collections.gpufleet.cluster.plugins.lookup import agent_conditions as module
+
+    name = "gpufleet.cluster.agent_conditions"
+    if not C.config.has_configuration_definition("lookup", name):
+        C.config.initialize_plugin_configuration_definitions(
+            "lookup", name, yaml.safe_load(module.DOCUMENTATION)["options"])
+    plugin = module.LookupModule(loader=DataLoader(), templar=Templar(loader=DataLoader(), variables={}))
+    plugin._load_name = name  # pylint: disable=protected-access
+    (checks,) = plugin.run([], variables={"hostvars": {}}, **kwargs)
+    return checks
+
+
+@pytest.mark.parametrize("value", ["lots", 0, "0", -1, 5001, "5001", True, "", 2.5, "٣", " ", [500]],
+                         ids=repr)
+def test_the_lookup_fails_every_host_for_a_page_size_it_cannot_use(value):
+    """-e gpufleet_status_kube_page_size=lots (or 0): every reported host fails agent.condition naming the
+    variable; the lookup does not raise (a raise fails localhost only and the fleet report keeps the
+    hosts' verdicts of the last run)."""
+    checks = run_lookup(hosts=["a", "b"], agent_var="", server="http://127.0.0.1:9", page_size=value)
+    all_fail_naming(checks, ["a", "b"], "gpufleet_status_kube_page_size")
+
+
+@pytest.mark.parametrize("value,expected", [(1, 1), ("500", 500), (" 7 ", 7), (5000, 5000)])
+def test_a_page_size_as_text_from_e_is_read(value, expected):
+    from ansible_collections.gpufleet.cluster.plugins.lookup.agent_conditions import page_size_of
+
+    assert page_size_of(value) == expected
+
+
+def test_credentials_that_cannot_be_loaded_fail_every_host(tmp_path):
+    checks = run_lookup(hosts=["a", "b"], agent_var="", server="https://127.0.0.1:9",
+                        ca_file=str(tmp_path / "missing-ca.crt"))
+    all_fail_naming(checks, ["a", "b"], "credentials cannot be loaded")
