@@ -116,7 +116,8 @@ def admission_decision(annotations, settings=None, node="node", driver=None, for
     the gate's ``taint_key``); without, ``evidence`` (the reads of role-state.json and health.json
     made before this run's roles ran). Returns module_utils/remediation/admission.py decide's answer
     with ``settings`` (checked), ``text`` (the record to write when ``new_record`` or carried from
-    the state file) and ``check`` (node.admission as it stands before any burn-in)."""
+    the state file), ``check`` (node.admission as it stands before any burn-in) and ``pending`` (a new
+    node, no record and no evidence: the text of its pending marker, admission.pending_record; else None)."""
     try:
         checked = burnin.settings(settings, "gpufleet_burnin")
     except burnin.SettingsError as exc:
@@ -145,6 +146,11 @@ def admission_decision(annotations, settings=None, node="node", driver=None, for
     # the record as written: an admitted node's record read from its state file is carried onto the Node
     decision["text"] = admission.record_text(decision["record"]) if decision["record"] else None
     decision["check"] = admission.admission_check(decision)
+    # a new node (no record anywhere, no evidence): the marker tasks/admission-evidence.yml writes before
+    # this run's roles stamp the node, so that a run stopped before the burn-in leaves it not admitted
+    decision["pending"] = (admission.record_text(admission.pending_record(checked, time.time()))
+                           if decision["burn_in"] and decision["source"] is None and decision["trigger"] == "new"
+                           else None)
     return decision
 
 

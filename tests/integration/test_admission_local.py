@@ -18,6 +18,14 @@ tests/transcripts/dcgmi) and each host's state file under the test's directory.
   loc-stamps-fifo     a FIFO at role-state.json (unreadable evidence) -> burnt in (fail closed)
   loc-stamped-now     no record, no stamps before the run; this run's roles stamp role-state.json
                  (a play before, as node.yml's node stack play, after it read the evidence) -> burnt in
+  loc-interrupted     a first run (before the main one) reads the evidence (the node is marked pending),
+                 stamps role-state.json and fails before its admission play -> the main run burns it in
+                 (trigger new), although it has stamps now
+  loc-tags       a first run with --tags nvidia_driver (the evidence read is tagged always: marked pending;
+                 the stamp tagged nvidia_driver; the admission play, tagged node, not run) -> the main run
+                 (all tags) burns it in
+  loc-check      a first run in check mode -> no marker written; the main run burns it in
+  loc-pending-damaged  a damaged pending marker and stamps -> unreadable, burnt in (never in service)
 
 Each host's files live in its own directory (role-state.json and health.json are read beside the
 admission state file). The play before the admission play is node.yml's first task of its node stack
@@ -61,11 +69,35 @@ NODES = {
     "loc-serving-health": {"dcgm": "dcgmi/4.2.3/diag-r2-pass", "health": True},
     "loc-stamps-fifo": {"dcgm": "dcgmi/4.2.3/diag-r2-pass", "stamps": "fifo"},
     "loc-stamped-now": {"dcgm": "dcgmi/4.2.3/diag-r2-pass", "stamp_now": True},
+    "loc-interrupted": {"dcgm": "dcgmi/4.2.3/diag-r2-pass", "first": []},
+    "loc-tags": {"dcgm": "dcgmi/4.2.3/diag-r2-pass", "first": ["--tags", "nvidia_driver"]},
+    "loc-check": {"dcgm": "dcgmi/4.2.3/diag-r2-pass", "first": ["--check"]},
+    "loc-pending-damaged": {"dcgm": "dcgmi/4.2.3/diag-r2-pass", "stamps": True,
+                            "state": '{"when": 1790000000.0, "level": 2, "result": "pending", "trig'},
 }
 STAMPS = json.dumps({"roles": {"nvidia_driver": {"inputs": "d" * 64}, "container_runtime": {"inputs": "e" * 64}}})
 HEALTH = json.dumps({"agent": {"healthy": True, "failing": []}, "generated_at": 1790000000.0, "cycle": 3,
                      "node": "loc-serving-health"})
 EVIDENCE_TASK = "Read the evidence of an earlier gpufleet run before the roles stamp the node"
+
+
+def _absolute(task):
+    """The task with its include_tasks file made absolute (a path, or the file: of include_tasks' mapping)."""
+    include = task.get("ansible.builtin.include_tasks")
+    if isinstance(include, dict):
+        include["file"] = os.path.join(REPO, "playbooks", include["file"])
+    elif include is not None:
+        task["ansible.builtin.include_tasks"] = os.path.join(REPO, "playbooks", include)
+    return task
+
+
+def _play(tmp, env, playbook, *args):
+    proc = subprocess.run([ANSIBLE_PLAYBOOK, "-i", str(tmp / "hosts.yml"), str(tmp / playbook)] + list(args),
+                          check=False, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    start = proc.stdout.find("{")
+    assert start >= 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    data, _ = json.JSONDecoder().raw_decode(proc.stdout[start:])
+    return data, proc.stdout[-6000:] + proc.stderr[-3000:]
 
 
 @pytest.fixture(scope="module")
@@ -80,12 +112,19 @@ def run(tmp_path_factory):
              "ansible.builtin.copy": {"content": STAMPS, "mode": "0644",
                                       "dest": "{{ gpufleet_admission_state_file | dirname }}/role-state.json"}}
     before = {"name": "Node stack (the evidence read before the roles, a stamp)", "hosts": "gpu_nodes",
-              "gather_facts": False, "tasks": [evidence, stamp]}
+              "gather_facts": False, "tags": stack["tags"], "tasks": [evidence, stamp]}
     for task in play["tasks"] + before["tasks"]:
-        if "ansible.builtin.include_tasks" in task:
-            task["ansible.builtin.include_tasks"] = os.path.join(REPO, "playbooks", task["ansible.builtin.include_tasks"])
+        _absolute(task)
     play["hosts"] = "gpu_nodes"
     (tmp / "play.yml").write_text(yaml.safe_dump([before, play]))
+    # a first run of this gpufleet version that leaves stamps and no admission: the roles' stamp (tagged
+    # as node.yml tags its state write: with the roles' tags), then a failure before the admission play
+    first_stamp = dict(stamp, when="true", tags=["nvidia_driver"])
+    stop = {"name": "Stand-in for a run that stops after the roles stamped the node", "tags": ["nvidia_driver"],
+            "ansible.builtin.fail": {"msg": "stopped before the admission play"},
+            "when": "inventory_hostname == 'loc-interrupted'"}
+    first = dict(before, tasks=[evidence, first_stamp, stop])
+    (tmp / "first.yml").write_text(yaml.safe_dump([first, play]))
     hosts = {}
     for name, spec in NODES.items():
         (tmp / name).mkdir()
@@ -123,12 +162,16 @@ def run(tmp_path_factory):
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
                GPUFLEET_REPORT_DIR=str(tmp / "reports"), TMPDIR=str(tmp), ANSIBLE_FORKS="5")
     env.pop("PYTHONPATH", None)
-    proc = subprocess.run([ANSIBLE_PLAYBOOK, "-i", str(tmp / "hosts.yml"), str(tmp / "play.yml")], check=False,
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-    start = proc.stdout.find("{")
-    assert start >= 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    data, _ = json.JSONDecoder().raw_decode(proc.stdout[start:])
-    return {"data": data, "tmp": tmp, "output": proc.stdout[-6000:] + proc.stderr[-3000:]}
+    firsts = {}
+    for name, spec in NODES.items():
+        if "first" in spec:
+            first_data, first_output = _play(tmp, env, "first.yml", "--limit", name, *spec["first"])
+            path = tmp / name / "admission.json"
+            firsts[name] = {"data": first_data, "output": first_output,
+                            "state": path.read_text() if path.exists() else None,
+                            "stamped": (tmp / name / "role-state.json").exists(), "argv": argv_of(tmp, name)}
+    data, output = _play(tmp, env, "play.yml")
+    return {"data": data, "tmp": tmp, "output": output, "first": firsts}
 
 
 def state(run, name):
@@ -144,9 +187,13 @@ def why(run, name):
     return None
 
 
-def argv(run, name):
-    path = run["tmp"] / ("%s-argv.jsonl" % name)
+def argv_of(tmp, name):
+    path = tmp / ("%s-argv.jsonl" % name)
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def argv(run, name):
+    return argv_of(run["tmp"], name)
 
 
 def failure(run, name):
@@ -221,3 +268,39 @@ def test_unreadable_evidence_or_stamps_of_this_run_are_no_evidence(run):
     assert (run["tmp"] / "loc-stamped-now" / "role-state.json").read_text() == STAMPS
     assert argv(run, "loc-stamped-now") == [["dcgmi", "diag", "-r", "2", "-j"]]
     assert state(run, "loc-stamped-now")["trigger"] == "new"
+
+
+def test_a_first_run_that_stopped_after_the_roles_stamped_the_node_leaves_it_pending_then_burnt_in(run):
+    first = run["first"]["loc-interrupted"]
+    assert first["data"]["stats"]["loc-interrupted"]["failures"] == 1, first["output"]
+    assert first["stamped"] and first["argv"] == []  # stamped, stopped before its burn-in
+    marker = json.loads(first["state"])  # the marker written before the roles stamped the node
+    assert marker["result"] == "pending" and marker["trigger"] == "new" and marker["level"] == 2
+    assert argv(run, "loc-interrupted") == [["dcgmi", "diag", "-r", "2", "-j"]], run["output"]
+    rec = state(run, "loc-interrupted")
+    assert rec["result"] == "pass" and rec["trigger"] == "new" and rec["driver"] == DRIVER  # the marker replaced
+    message = why(run, "loc-interrupted")
+    assert "admission pending since" in message and "in service" not in message, message
+
+
+def test_a_tagged_first_run_then_a_full_run_burns_the_node_in(run):
+    first = run["first"]["loc-tags"]
+    assert not first["data"]["stats"]["loc-tags"]["failures"], first["output"]
+    assert first["stamped"] and first["argv"] == []  # --tags nvidia_driver: the admission play did not run
+    assert json.loads(first["state"])["result"] == "pending", first["output"]
+    assert argv(run, "loc-tags") == [["dcgmi", "diag", "-r", "2", "-j"]]
+    assert state(run, "loc-tags")["trigger"] == "new" and state(run, "loc-tags")["result"] == "pass"
+
+
+def test_no_marker_in_check_mode_and_none_on_a_node_in_service(run):
+    first = run["first"]["loc-check"]
+    assert first["state"] is None and not first["stamped"], first["output"]  # check mode writes nothing
+    assert state(run, "loc-check")["trigger"] == "new"
+    assert state(run, "loc-serving")["result"] == "in_service"  # stamps, no record: no marker, in service
+
+
+def test_a_damaged_pending_marker_is_burnt_in_not_in_service(run):
+    message = why(run, "loc-pending-damaged")
+    assert message.startswith("admission of loc-pending-damaged: burn-in, unreadable record"), message
+    assert argv(run, "loc-pending-damaged") == [["dcgmi", "diag", "-r", "2", "-j"]]
+    assert state(run, "loc-pending-damaged")["trigger"] == "unreadable"

@@ -99,7 +99,7 @@ def test_any_annotation_is_a_record_or_refused_never_admitted_by_garbage(raw):
         decision = decide(raw)
         assert decision["burn_in"] and decision["trigger"] == "unreadable" and SOURCE in decision["reason"]
         return
-    assert record["result"] in ("pass", "fail", "in_service") and 1 <= record["level"] <= 4
+    assert record["result"] in ("pass", "fail", "in_service", "pending") and 1 <= record["level"] <= 4
 
 
 @hsettings(max_examples=200, deadline=None)
@@ -365,3 +365,104 @@ def test_a_regular_state_file_is_read_and_an_absent_one_is_a_new_node(tmp_path):
     assert stat.S_ISREG(os.lstat(str(path)).st_mode)
     not_aside = read(tmp_path, set_aside=False)  # a directory, left in place without set_aside
     assert "left in place" in not_aside["problem"] and os.path.isdir(str(tmp_path))
+
+
+# -- a new node's pending marker (the evidence read of node.yml, before the roles stamp it) ----------
+PENDING = json.dumps({"when": WHEN, "level": 2, "tests": [], "result": "pending", "dcgm_version": "", "driver": "",
+                      "checks": [], "trigger": "new"})
+STAMP_FILES = [{"path": "/var/lib/gpufleet/role-state.json", "exists": True, "content": STAMPS, "problem": None},
+               {"path": "/var/lib/gpufleet/health.json", "exists": True, "content": HEALTH, "problem": None}]
+
+
+def state_read(content):
+    return {"exists": content is not None, "content": content, "problem": None,
+            "path": "/var/lib/gpufleet/admission.json"}
+
+
+def test_a_pending_marker_is_read_not_admitted_and_burnt_in_as_new_whatever_the_evidence():
+    record = admission.read_record(PENDING, SOURCE)
+    assert record["result"] == "pending" and record["result"] not in admission.ADMITTED
+    for seen, force in ((None, False), ("role-state.json has the stamps of an earlier converge", False),
+                        ("stamps", True)):
+        decision = decide(PENDING, in_service=seen, force=force, now=WHEN)
+        assert decision["burn_in"] and decision["trigger"] == "new" and "admission pending since" in decision["reason"]
+        assert not decision.get("new_record")
+        check = admission.admission_check(decision)
+        assert check["status"] == "fail" and check["message"].startswith("not admitted")
+        assert admission.admission_check(dict(decision, burn_in=False), record)["status"] == "fail"
+    off = decide(PENDING, settings=burnin.settings({"enabled": False}, "gpufleet_burnin"))
+    assert not off["burn_in"] and off["off"]  # the group opted out: no burn-in, skip
+
+
+def test_the_marker_is_offered_only_to_a_new_node_without_record_or_evidence():
+    new = admission_decision(None, {}, state_file=state_read(None), kubernetes=False, evidence=[])
+    marker = admission.read_record(new["pending"], SOURCE)
+    assert marker["result"] == "pending" and marker["trigger"] == "new" and marker["level"] == DEFAULTS["dcgm_level"]
+    assert admission_decision(None, {"dcgm_level": 3}, kubernetes=False)["pending"] is not None
+    # evidence (an in-service node), a record (pending, admitted, failed, unreadable), burn-in off: no marker
+    assert admission_decision(None, {}, state_file=state_read(None), kubernetes=False,
+                              evidence=STAMP_FILES)["pending"] is None
+    for content in (PENDING, text(), text(result="fail"), "{", text(result="in_service")):
+        assert admission_decision(None, {}, state_file=state_read(content), kubernetes=False)["pending"] is None
+    damaged = {"exists": True, "content": None, "problem": "admission.json is damaged (not a regular file)"}
+    assert admission_decision(None, {}, state_file=damaged, kubernetes=False)["pending"] is None
+    assert admission_decision(None, {"enabled": False}, state_file=state_read(None), kubernetes=False)["pending"] is None
+
+
+def test_a_run_stopped_after_the_roles_stamped_a_new_node_leaves_it_burnt_in_as_new(tmp_path):
+    """node.yml: the evidence read marks the new node (state_file's atomic write), the roles stamp it,
+    the run stops; the next run's evidence read sees stamps, its admission play the marker: burnt in."""
+    path = tmp_path / "admission.json"
+    first = admission_decision(None, {}, state_file=read(path), kubernetes=False, evidence=[])
+    assert first["trigger"] == "new"
+    state_files.atomic_write(str(path), first["pending"] + "\n")
+    # a second run: the roles of the first stamped role-state.json, the agent may have written health.json
+    again = admission_decision(None, {}, state_file=read(path), kubernetes=False, evidence=STAMP_FILES)
+    assert again["burn_in"] and again["trigger"] == "new" and again["pending"] is None, again["reason"]
+    assert again["check"]["status"] == "fail"
+    # the burn-in's record replaces the marker; from then on it is an admitted node
+    result = {"healthy": True, "checks": [{"id": "burnin.dcgm.run", "target": "node", "status": "pass",
+                                           "observed": {"version": "4.2.3"}}]}
+    done = admission_record(result, again, driver="580.95.05")
+    assert done["record"]["result"] == "pass" and done["record"]["trigger"] == "new"
+    state_files.atomic_write(str(path), done["text"] + "\n")
+    later = admission_decision(None, {}, state_file=read(path), kubernetes=False, evidence=STAMP_FILES,
+                               driver="580.95.05")
+    assert not later["burn_in"] and later["reason"].startswith("admitted")
+
+
+def test_with_the_api_a_local_pending_marker_wins_over_the_nodes_in_service_evidence():
+    # the Node has no record and looks in service; the node's state file says pending: burnt in
+    gate = admission_decision({}, {}, state_file=state_read(PENDING), node_status=status(), taint_key=TAINT)
+    assert gate["burn_in"] and gate["trigger"] == "new" and "pending" in gate["reason"]
+    assert gate["pending"] is None  # the gate never writes a marker
+    # without the marker the same Node is in service; a record on the Node wins over the local marker
+    assert admission_decision({}, {}, state_file=state_read(None), node_status=status(),
+                              taint_key=TAINT)["trigger"] == "in_service"
+    admitted = admission_decision({admission.ANNOTATION: text()}, {}, driver="580.95.05",
+                                  state_file=state_read(PENDING), node_status=status(), taint_key=TAINT)
+    assert not admitted["burn_in"]
+
+
+@pytest.mark.parametrize("damaged", [
+    PENDING[:-20], PENDING.replace('"new"', '"nwe"'), PENDING.replace('"pending"', '"Pending"'),
+    PENDING.replace("2,", "7,"), PENDING + "x", PENDING.replace('"pending"', '"pending\\u0000"'),
+])
+def test_a_damaged_pending_marker_is_unreadable_and_burnt_in_even_with_evidence(damaged):
+    decision = admission_decision(None, {}, state_file=state_read(damaged), kubernetes=False, evidence=STAMP_FILES)
+    assert decision["burn_in"] and decision["trigger"] == "unreadable" and decision["pending"] is None
+
+
+@hsettings(max_examples=150, deadline=None)
+@given(st.fixed_dictionaries({"when": st.floats(min_value=1.6e9, max_value=4.0e9), "level": st.integers(1, 4)},
+                             optional={"tests": st.lists(st.text(min_size=1, max_size=5), max_size=3),
+                                       "trigger": st.sampled_from(admission.TRIGGERS),
+                                       "repair": st.floats(min_value=1.6e9, max_value=4.0e9)}),
+       st.one_of(st.none(), st.text(min_size=1, max_size=20)), st.booleans(), st.sampled_from([None, "580.95.05"]))
+def test_any_readable_pending_record_burns_the_node_in_as_new(fields, seen, force, driver):
+    raw = json.dumps(dict(fields, result="pending", dcgm_version="", driver="", checks=[]))
+    decision = decide(raw, in_service=seen, force=force, driver=driver, now=WHEN)
+    assert decision["burn_in"] and decision["trigger"] in ("new", "unreadable")
+    if decision["trigger"] == "unreadable":  # only a field out of the reader's bounds
+        with pytest.raises(RecordError):
+            admission.read_record(raw, SOURCE)

@@ -12,8 +12,12 @@ repaired (a ``reset``/``reboot`` step done in its remediation history, read by t
 reader) since, another driver, a lower level than its group's now, or ``force``. A node without a
 record that an earlier gpufleet run brought into service (``kube_in_service``, ``local_in_service``:
 the evidence, fail closed) is not burnt in by the upgrade of gpufleet: it gets a record of result
-``in_service`` (``in_service_record``). ``build_record`` makes the record from module gpu_burnin's
-result, ``admission_check`` the report's ``node.admission``.
+``in_service`` (``in_service_record``). A new node gets a record of result ``pending``
+(``pending_record``, written by playbooks/tasks/admission-evidence.yml before this run's roles stamp
+it, replaced by its burn-in's record): pending is not admitted, the node is burnt in (trigger
+``new``) and the evidence of an earlier run is not looked at, so a first run that stopped after its
+roles stamped the node and before its burn-in does not count as in service. ``build_record`` makes
+the record from module gpu_burnin's result, ``admission_check`` the report's ``node.admission``.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -38,7 +42,10 @@ MAX_CHECK_TEXT = 300
 KEYS = ("when", "level", "tests", "result", "dcgm_version", "driver", "checks", "trigger", "repair")
 REQUIRED = ("when", "level", "result", "dcgm_version", "driver", "checks")
 IN_SERVICE = "in_service"
-RESULTS = ("pass", "fail", IN_SERVICE)
+# a new node's marker, written before its first roles stamp it (playbooks/tasks/admission-evidence.yml):
+# not admitted, burnt in (trigger new) whatever evidence an interrupted or partial run left since
+PENDING = "pending"
+RESULTS = ("pass", "fail", IN_SERVICE, PENDING)
 ADMITTED = ("pass", IN_SERVICE)  # results that admit the node
 TRIGGERS = ("new", "failed", "unreadable", "repaired", "driver", "level", "force", "clock", IN_SERVICE)
 # a record or a remediation step dated later than this controller's clock plus this allowance (seconds)
@@ -64,7 +71,8 @@ def _plain(value, record, field, max_length):
 def read_record(raw, record):
     """The admission record of ``raw`` (the annotation's or the file's text). RecordError naming
     ``record`` for anything else: larger than MAX_BYTES, not strict JSON, an unknown or missing key,
-    ``when`` not a plausible epoch (2020..2100), ``level`` not 1..4, ``result`` not pass/fail/in_service, a
+    ``when`` not a plausible epoch (2020..2100), ``level`` not 1..4, ``result`` not
+    pass/fail/in_service/pending (pending: a new node's marker, not admitted), a
     text field over its bound or with a control character, ``checks`` not a list of at most MAX_CHECKS
     strings, ``repair`` (optional: the newest repair in the remediation history the burn-in covered)
     not a plausible epoch."""
@@ -165,6 +173,16 @@ def in_service_record(settings, now, driver=None):
             "dcgm_version": "", "driver": _plain_text(driver, 64), "checks": [], "trigger": IN_SERVICE}
 
 
+def pending_record(settings, now):
+    """The marker of a new node (no record, no evidence of an earlier run) written before this run's
+    roles stamp it: result ``pending``, trigger ``new``, the group's level, nothing run. Not admitted:
+    decide burns it in (trigger new) and ignores the evidence while it stands; the burn-in's record
+    replaces it."""
+    records.timestamp(now, "this controller's clock", "now")
+    return {"when": float(int(now)), "level": int(settings["dcgm_level"]), "tests": [], "result": PENDING,
+            "dcgm_version": "", "driver": "", "checks": [], "trigger": "new"}
+
+
 def decide(sources, settings, node="node", driver=None, force=False, annotations=None, in_service=None, now=None):
     """Whether this run burns the node in: ``{burn_in, trigger, reason, record, source}``.
 
@@ -210,6 +228,9 @@ def decide(sources, settings, node="node", driver=None, force=False, annotations
         record = read_record(raw, source)
     except RecordError as exc:
         return burn("unreadable", "%s: not admitted, burnt in again" % exc)
+    if record["result"] == PENDING:  # a new node whose first run stopped before its burn-in: no evidence taken
+        return burn("new", "new node: admission pending since %s (%s; a run stopped before its burn-in), "
+                    "not admitted" % (_utc(record["when"]), source), record)
     if force:
         return burn("force", "gpufleet_burnin_force", record)
     if record["result"] not in ADMITTED:
@@ -318,6 +339,9 @@ def admission_check(decision, record=None):
     record = record if record is not None else decision.get("record")
     observed = dict((key, record[key]) for key in KEYS if key in record)
     when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(record["when"]))
+    if record["result"] == PENDING:
+        return {"id": CHECK_ID, "target": "node", "status": "fail", "observed": observed,
+                "message": "not admitted: admission pending since %s, burn-in not run" % when}
     if record["result"] not in ADMITTED:
         return {"id": CHECK_ID, "target": "node", "status": "fail", "observed": observed,
                 "message": ("not admitted: burn-in (level %d) failed %s: %s" % (
