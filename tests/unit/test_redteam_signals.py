@@ -463,6 +463,60 @@ def test_a_probed_file_turned_into_a_fifo_or_odd_file_never_hangs_the_probe(tree
         path.write_bytes(original)
 
 
+# -- config space: anything but the device's vendor id is bad ----------------------------------------------
+VENDOR_BYTES = {"gpu": b"\xde\x10", "rdma": b"\xb3\x15"}  # 0x10de, 0x15b3 little-endian (PCI config offset 0)
+
+
+@pytest.mark.parametrize("what", ["fifo", "symlink to /dev/zero"])
+def test_a_gpu_config_space_that_reads_nothing_or_vendor_0000_is_a_gpu_signal(tree, what):
+    """A FIFO reads no bytes, /dev/zero vendor 0x0000: neither is the GPU answering."""
+    probe = sig.FastProbe(str(tree), binding=None, repeat=1)
+    gpu = probe.gpus[0]
+    config = devices(tree) / gpu / "config"
+    config.write_bytes(b"\xde\x10\x30\x23" + b"\0" * 60)
+    probe.poll()
+    make_odd(config, what, tree)
+    found = bounded(probe.poll)
+    assert [s for s, _ in found] == ["gpu"], found
+
+
+@pytest.mark.parametrize("content", [b"", b"\xde", b"\x00\x00\x00\x00", b"\xb3\x15\x21\x10", b"\xff\xff\xff\xff"])
+def test_a_config_space_other_than_the_gpus_vendor_id_is_bad(tree, content):
+    probe = sig.FastProbe(str(tree), binding=None, repeat=1)
+    config = devices(tree) / probe.gpus[0] / "config"
+    config.write_bytes(b"\xde\x10\x30\x23")
+    assert probe.poll() == []
+    config.write_bytes(content)
+    assert [s for s, _ in probe.poll()] == ["gpu"]
+    assert [s for s, _ in probe.poll()] == ["gpu"]  # still bad: signalled again (repeat 1)
+    assert probe.poll() == []
+
+
+def test_a_config_space_that_was_read_and_no_longer_opens_is_bad(tree):
+    probe = sig.FastProbe(str(tree), binding=None, repeat=1)
+    config = devices(tree) / probe.gpus[0] / "config"
+    config.write_bytes(b"\xde\x10\x30\x23")
+    assert probe.poll() == []
+    make_odd(config, "dangling symlink", tree)
+    assert [s for s, _ in probe.poll()] == ["gpu"]
+    assert [s for s, _ in probe.poll()] == ["gpu"]  # still bad: signalled again (repeat 1)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(["gpu", "rdma"]), st.binary(max_size=6))
+def test_any_config_bytes_are_good_only_as_the_devices_vendor_id(shared_tree, family, content):
+    probe = sig.FastProbe(str(shared_tree), binding=None, repeat=1)
+    address = (probe.gpus if family == "gpu" else probe.hcas)[0]
+    config = devices(shared_tree) / address / "config"
+    config.write_bytes(content)
+    try:
+        value, bad = probe._pci(address)
+    finally:
+        config.unlink()
+        probe.close()
+    assert bad == (content[:2] != VENDOR_BYTES[family]), (content, value)
+
+
 def test_the_fabric_manager_cgroup_file_as_a_fifo_never_hangs(tmp_path):
     tree = tmp_path
     (tree / "lib" / "systemd" / "system").mkdir(parents=True)

@@ -63,6 +63,9 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.core.checks impor
 
 DEFAULT_UNIT = DEFAULT_SIGNALS["fabricmanager_unit"]
 NVIDIA, MELLANOX = "0x10de", "0x15b3"
+# the first two bytes of the config space of a function that answers: its vendor id, little-endian
+# (PCI config offset 0); the probe's GPUs are NVIDIA's and its HCAs Mellanox's by discovery
+GPU_VENDOR_BYTES, HCA_VENDOR_BYTES = b"\xde\x10", b"\xb3\x15"
 GPU_CLASSES = ("0x0300", "0x0302")
 UNIT_DIRS = ("etc/systemd/system", "run/systemd/system", "lib/systemd/system", "usr/lib/systemd/system")
 NOT_SUPPORTED = 3  # NVML_ERROR_NOT_SUPPORTED
@@ -352,6 +355,7 @@ class FastProbe(object):
         self.armed_run = {}  # key -> the probe run it was last armed at
         self.confirms = 0  # confirmation readings taken
         self.files = HeldFiles(check_inode=os.path.realpath(root) != "/")
+        self.config_read = set()  # PCI functions whose config space was read (its vendor id) once
         self.runs = 0
         self.cpu = 0.0  # CPU seconds spent probing (health.json agent.events.probe_us)
         self.discover()
@@ -450,17 +454,26 @@ class FastProbe(object):
             return ("error", "%s" % (exc,)), getattr(exc, "value", None) != NOT_SUPPORTED
 
     def _pci(self, address):
-        """(value, bad) of a PCI function: the first two bytes of its config space (vendor 0xffff:
-        the device answers no more; a read that fails on a function whose directory is gone: gone).
+        """(value, bad) of a PCI function: the first two bytes of its config space, good only as the
+        vendor id it was discovered with (vendor 0xffff: the device answers no more; any other
+        value, 0x0000, fewer than 2 bytes: not a device answering); a read that fails on a function
+        whose directory is gone: gone; on one whose config was read before: unreadable (a function
+        whose config never opened, a fixture tree without config files, is not judged by it).
         Its current link width and speed are not probed: no check compares them (gpu.pcie compares
         the link capability, the periodic cycle reads it)."""
         config, directory = self.pci_paths[address]
         raw = self.files.read(config, 2)
         if raw is None:
-            return ("gone",) if not os.path.isdir(directory) else ("no config",), not os.path.isdir(directory)
-        if raw[:2] == b"\xff\xff":
-            return ("vendor 0xffff",), True
-        return ("present",), False
+            if not os.path.isdir(directory):
+                return ("gone",), True
+            return ("no config",) if address not in self.config_read else ("config unreadable",), \
+                address in self.config_read
+        self.config_read.add(address)
+        if raw[:2] == (GPU_VENDOR_BYTES if address in self.gpus else HCA_VENDOR_BYTES):
+            return ("present",), False
+        if len(raw) < 2:
+            return ("config reads %d byte(s)" % len(raw),), True
+        return ("vendor 0x%02x%02x" % (bytearray(raw)[1], bytearray(raw)[0]),), True
 
     def observe(self, keys=None):
         """{key: (scope, value, bad)} now, of every item or of ``keys`` only (paths joined once, at
