@@ -140,11 +140,15 @@ options:
   keep_runs:
     description:
       - How many runs are kept (their directories C(runs/<time>-<playbook>/)); older ones are deleted,
-        and hosts whose last run is gone leave the fleet picture. At least 1.
+        and hosts whose last run is gone leave the fleet picture. A whole number, at least 1.
       - The runs of one job (O(job), the slices of an AWX sliced job) count as one and are kept or
         deleted together.
-    type: int
-    default: 20
+      - "Any other value (C(GPUFLEET_REPORT_KEEP_RUNS=lots), C(0), C(-1)) is an error: the report is
+        still written, keeping 20 runs, and an error line naming C(GPUFLEET_REPORT_KEEP_RUNS) /
+        C(keep_runs) and the value is printed (read as text and checked by this callback, so a bad
+        value never makes Ansible drop the callback and the run end without a report)."
+    type: str
+    default: "20"
     env:
       - name: GPUFLEET_REPORT_KEEP_RUNS
     ini:
@@ -211,11 +215,29 @@ from ansible.release import __version__ as ansible_version
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.fleet_report import (
     GPU_GROUP, FleetReport, collection_info, is_validation_action, junit_xml, run_summary_line)
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.fleet_report_html import render
-from ansible_collections.gpufleet.cluster.plugins.plugin_utils.fleet_report_store import ReportStore, run_id
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils.fleet_report_store import (
+    ReportStore, run_id, write_unmerged)
 
 DEFAULTS = {"dir": "./reports", "html": True, "junit": True, "summary": True, "summary_limit": 40,
             "keep_runs": 20, "merge": True, "contracts_url": None, "job": None}
+MAX_KEEP_RUNS = 100000
 AWX_JOB_VARIABLE = "awx_workflow_job_id"  # awx/main/models/unified_jobs.py awx_meta_vars(): shared by the slices
+
+
+def keep_runs_of(value):
+    """(keep_runs, None) for a whole number of at least 1 (an int or its decimal text), else
+    (the default 20, an error naming GPUFLEET_REPORT_KEEP_RUNS / keep_runs and the value)."""
+    number = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, str) and value.strip().isascii() and value.strip().isdigit() and len(value.strip()) <= 9:
+        number = int(value.strip())
+    if number is not None and 1 <= number <= MAX_KEEP_RUNS:
+        return number, None
+    return DEFAULTS["keep_runs"], (
+        "fleet_report: keep_runs (GPUFLEET_REPORT_KEEP_RUNS, [fleet_report] keep_runs) is %r, not a whole number "
+        "from 1 to %d: the report is written keeping %d runs; set a valid number" % (
+            value, MAX_KEEP_RUNS, DEFAULTS["keep_runs"]))
 
 
 def _utc_now():
@@ -413,6 +435,10 @@ class CallbackModule(CallbackBase):
     def v2_runner_on_unreachable(self, result):
         self._record(result, "unreachable")
 
+    def _error(self, message):
+        """An error line on the console (Display.error; a display without one: a warning)."""
+        getattr(self._display, "error", self._display.warning)(message)
+
     def v2_playbook_on_stats(self, stats):
         self.report.end_play()
         self._close_serial()
@@ -429,15 +455,22 @@ class CallbackModule(CallbackBase):
                 self._display.display(line, color=colours.get(status))
         directory = self._option("dir")
         url = self._option("contracts_url") or None  # no address: check ids are plain text (air-gapped)
-        store = ReportStore(directory, keep_runs=self._option("keep_runs"), merge_runs=self._option("merge"))
+        keep_runs, problem = keep_runs_of(self._option("keep_runs"))
+        if problem:
+            self._error(problem)
+        store = ReportStore(directory, keep_runs=keep_runs, merge_runs=self._option("merge"))
         document = self.report.as_dict(generated_at, run=self._run_metadata(generated_at))
         try:
             self.written = store.write(
                 document,
                 render_html=(lambda doc: render(doc, contracts=url)) if self._option("html") else None,
                 render_junit=junit_xml if self._option("junit") else None)
-        except (OSError, ValueError) as exc:
-            self._display.warning("fleet_report: cannot write the report to %s: %s" % (directory, exc))
+        except Exception as exc:  # pylint: disable=broad-except  # never lose the run's report
+            written = write_unmerged(directory, document, junit_xml if self._option("junit") else None)
+            self._error("fleet_report: cannot write the report to %s (%s: %s); this run's report %s" % (
+                directory, type(exc).__name__, exc,
+                "written unmerged to %s" % ", ".join(written) if written else "could not be written anywhere"))
+            self.written = written
             return
         finally:
             for warning in store.warnings:

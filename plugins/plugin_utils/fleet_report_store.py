@@ -265,13 +265,13 @@ def prune(runs_dir, keep, sequence=None, newest=None, jobs=None):
 def read_state(path):
     """(previous fleet document, None) or (None, reason); (None, None) when there is none."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            document = json.load(handle)
-    except OSError as exc:
-        if getattr(exc, "errno", None) == errno.ENOENT:
+        raw = state_files.read_bytes(path)  # a regular file only, never blocking (a FIFO in its place)
+        if raw is None:
             return None, None
+        document = json.loads(raw.decode("utf-8"))
+    except OSError as exc:
         return None, str(exc)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         return None, "not JSON (%s)" % exc
     if not isinstance(document, dict) or not isinstance(document.get("hosts"), dict):
         return None, "not a fleet report (no hosts mapping)"
@@ -393,6 +393,24 @@ def merge(previous, run, kept_runs):
     if run.get("not_considered"):
         document["not_considered"] = run["not_considered"]  # this run's: the picture keeps no older ones
     return document
+
+
+def write_unmerged(directory, run_document, render_junit=None):
+    """This run's report when the store could not write it (the report directory unwritable, its
+    index or picture damaged beyond what the store repairs): ``fleet-report-unmerged-<run id>.json``
+    (and ``junit-unmerged-<run id>.xml``) directly in ``directory``, else in the system's temporary
+    directory. Returns the paths written (empty when neither can be written)."""
+    name = _UNSAFE.sub("_", text(run_document.get("run", {}).get("id") or "run"))[:80]
+    for target in (directory, tempfile.gettempdir()):
+        try:
+            os.makedirs(target, exist_ok=True)
+            written = [write_file(target, "fleet-report-unmerged-%s.json" % name, to_json(run_document))]
+            if render_junit is not None:
+                written.append(write_file(target, "junit-unmerged-%s.xml" % name, render_junit(run_document)))
+            return written
+        except (OSError, ValueError):
+            continue
+    return []
 
 
 class ReportStore(object):

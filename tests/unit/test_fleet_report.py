@@ -3,6 +3,7 @@
 import json
 import os
 import re
+import tempfile
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -25,6 +26,7 @@ class RecordingDisplay:
     def __init__(self):
         self.lines = []
         self.warnings = []
+        self.errors = []
 
     def display(self, msg, color=None, **_kwargs):
         self.lines.append(msg)
@@ -34,6 +36,9 @@ class RecordingDisplay:
 
     def warning(self, msg, **_kwargs):
         self.warnings.append(msg)
+
+    def error(self, msg, **_kwargs):
+        self.errors.append(msg)
 
     def vvv(self, msg, **_kwargs):
         self.lines.append("vvv: %s" % msg)
@@ -295,12 +300,22 @@ def test_directory_from_environment(tmp_path, monkeypatch):
                                                               "runs"]
 
 
-def test_unwritable_directory_warns_instead_of_crashing(tmp_path):
+def test_unwritable_directory_is_an_error_and_the_report_is_written_elsewhere(tmp_path, monkeypatch):
+    """Never a run that loses its report quietly: an error line naming the directory, and this run's
+    report written unmerged to the temporary directory (the report directory cannot be made)."""
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     callback, display = make_callback(dir=str(blocker / "reports"))
     run_playbook(callback, [result("node-01", {"checks": node_checks()})])
-    assert any("cannot write the report" in w for w in display.warnings)
+    assert any("cannot write the report to %s" % (blocker / "reports") in e and "written unmerged to" in e
+               for e in display.errors), display.errors
+    unmerged = [n for n in os.listdir(str(tmp_path / "tmp")) if n.startswith("fleet-report-unmerged-")]
+    junit = "junit-unmerged-%s.xml" % unmerged[0][len("fleet-report-unmerged-"):-len(".json")]
+    assert len(unmerged) == 1
+    assert callback.written == [str(tmp_path / "tmp" / unmerged[0]), str(tmp_path / "tmp" / junit)]
+    with open(str(tmp_path / "tmp" / unmerged[0]), encoding="utf-8") as handle:
+        assert set(json.load(handle)["hosts"]) == {"node-01"}
 
 
 def test_thousand_hosts_page_stays_compact(tmp_path):

@@ -789,3 +789,64 @@ def test_the_sequence_reader_gives_a_strict_index_or_refuses(last, runs, raw_tai
         assert all(type(n) is int and 0 <= n < 2 ** 63 for n in numbers)  # pylint: disable=unidiomatic-typecheck
         assert len(set(index["runs"].values())) == len(index["runs"])
         assert all(n <= index["last"] for n in index["runs"].values())
+
+
+# --- keep_runs and store errors in the callback (red team F4, F2) -----------------------------------
+
+@pytest.mark.parametrize("value", ["lots", "0", "-1", "", " ", "1e3", "2.5", "\u00b2", "\u0663", "1" * 400])
+def test_a_bad_keep_runs_is_an_error_and_the_report_is_still_written(tmp_path, value):
+    """GPUFLEET_REPORT_KEEP_RUNS=lots made ansible-core drop the callback (type int): a green run with no
+    report. Now read as text and checked by the callback: an error line naming the variable, the report
+    written keeping the default 20 runs. 0 and -1 are refused the same way (docs: 'at least 1')."""
+    reports = tmp_path / "reports"
+    display = _callback_run(tmp_path, reports, "node-01", keep_runs=value)
+    assert any("GPUFLEET_REPORT_KEEP_RUNS" in e and "keep_runs" in e and "20" in e for e in display.errors), \
+        display.errors
+    assert set(fleet(reports)["hosts"]) == {"node-01"}
+
+
+@pytest.mark.parametrize("value", ["1", "3", " 7 ", "20"])
+def test_a_good_keep_runs_text_is_taken(tmp_path, value):
+    reports = tmp_path / "reports"
+    display = _callback_run(tmp_path, reports, "node-01", keep_runs=value)
+    assert not display.errors
+    for _ in range(int(value) + 1):
+        _callback_run(tmp_path, reports, "node-01", keep_runs=value)
+    assert len(run_dirs(reports)) == int(value)
+
+
+@settings(max_examples=200, deadline=None)
+@given(value=st.text(max_size=12) | st.integers() | st.booleans() | st.none())
+def test_keep_runs_of_is_a_verdict(value):
+    from ansible_collections.gpufleet.cluster.plugins.callback.fleet_report import MAX_KEEP_RUNS, keep_runs_of
+    number, problem = keep_runs_of(value)
+    if problem is None:
+        assert type(number) is int and 1 <= number <= MAX_KEEP_RUNS  # pylint: disable=unidiomatic-typecheck
+        assert number == int(value)
+    else:
+        assert number == 20 and "GPUFLEET_REPORT_KEEP_RUNS" in problem
+
+
+def test_a_store_error_is_loud_and_the_run_report_is_written(tmp_path, monkeypatch):
+    """Any error of the store (not only OSError) never loses the run's report: an error line naming the
+    directory and this run's report written unmerged next to the picture."""
+    def broken(self, *_args, **_kwargs):
+        raise RecursionError("maximum recursion depth exceeded")
+    monkeypatch.setattr(store.ReportStore, "write", broken)
+    reports = tmp_path / "reports"
+    display = _callback_run(tmp_path, reports, "node-01")
+    assert any(str(reports) in e and "RecursionError" in e and "written unmerged" in e for e in display.errors)
+    unmerged = [n for n in os.listdir(str(reports)) if n.startswith("fleet-report-unmerged-")]
+    assert len(unmerged) == 1
+    with open(str(reports / unmerged[0]), encoding="utf-8") as handle:
+        assert set(json.load(handle)["hosts"]) == {"node-01"}
+
+
+def test_a_deeply_nested_picture_is_not_merged_and_the_run_is_written(tmp_path):
+    directory = tmp_path / "reports"
+    _write(directory, ok(["a-1"]), 1)
+    (directory / store.JSON_NAME).write_bytes(b'{"hosts": ' + b"[" * 100000 + b"]" * 100000 + b"}")
+    writer = store.ReportStore(str(directory))
+    writer.write(document(ok(["b-1"]), 2))
+    assert any("not merged" in w for w in writer.warnings)
+    assert set(fleet(directory)["hosts"]) == {"b-1"}
