@@ -219,6 +219,8 @@ class ApiError(Exception):
         self.details = details
 
     list_meta = None  # ListMeta of the Status (the 410 Expired of a continue token carries one)
+    headers = None  # extra response headers (Retry-After of a 429)
+    plain = None  # a text/plain body instead of a Status (what the API server's throttling filter writes)
 
     def status(self):
         body = {"kind": "Status", "apiVersion": "v1", "metadata": dict(self.list_meta or {}), "status": "Failure",
@@ -432,6 +434,7 @@ class FakeKubeAPI:
         self._outages = {}
         self._compacted_rv = 0  # continue tokens of lists older than this are expired (compact())
         self._expire_continue = 0  # the next n requests with a continue token answer 410 (expire_continue())
+        self._throttle_list = (0, None)  # the next n node list GETs answer 429 (throttle_list())
         self._httpd = None
         self._thread = None
 
@@ -1006,6 +1009,15 @@ class FakeKubeAPI:
             self._resource_version += 1
             self._compacted_rv = self._resource_version
 
+    def throttle_list(self, times=1, retry_after="1"):
+        """The next ``times`` GETs of the node list answer 429, as the API server's throttling does
+        (API Priority and Fairness / max-in-flight: k8s.io/apiserver pkg/server/filters, tooManyRequests:
+        header Retry-After, a text/plain body "Too many requests, please try again later."; client-go
+        waits Retry-After seconds and retries, rest/request.go checkWait). ``retry_after`` None: no
+        header. 0 ends it."""
+        with self.lock:
+            self._throttle_list = (int(times), retry_after)
+
     def expire_continue(self, times=1):
         """The next ``times`` requests with a continue token answer 410 Gone / Expired (None: every
         one from now on, a token that keeps expiring); 0 ends it."""
@@ -1041,6 +1053,13 @@ class FakeKubeAPI:
         handleCompactedErrorForPaging). Pages are read from the current state (no MVCC): Nodes written
         between pages show up as in the real server's inconsistent continuation."""
         with self.lock:
+            times, retry_after = self._throttle_list
+            if times:
+                self._throttle_list = (times - 1, retry_after)
+                throttled = ApiError(429, "TooManyRequests", "Too many requests, please try again later.")
+                throttled.plain = "Too many requests, please try again later.\n"
+                throttled.headers = {} if retry_after is None else {"Retry-After": str(retry_after)}
+                raise throttled
             selector = query.get("labelSelector", "")
             labels = _parse_label_selector(selector)
             raw_limit = query.get("limit", "")
@@ -1272,6 +1291,17 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def _send_plain(self, code, text, headers=None):
+        data = text.encode()
+        self.send_response(code)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.send_header("Content-Type", "text/plain; charset=utf-8")
+        self.send_header("X-Content-Type-Options", "nosniff")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
     def _body(self):
         length = int(self.headers.get("Content-Length") or 0)
         if not length:
@@ -1306,6 +1336,12 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         except ApiError as exc:
+            if exc.plain is not None:
+                record["status"] = exc.code
+                with self.api.lock:
+                    self.api.requests.append(record)
+                self._send_plain(exc.code, exc.plain, exc.headers)
+                return
             code, answer = exc.code, exc.status()
         except Exception as exc:  # a bug in the double must show up as a 500, not a hang
             code, answer = 500, ApiError(500, "InternalError", "fake kube API: %r" % exc).status()

@@ -126,7 +126,7 @@ def test_pages_are_read_to_the_end(api, tmp_path, count, limit, requests):
     names = fleet(api, count)
     conditions, figures = read_conditions(client(api, tmp_path), TYPE, limit=limit)
     assert sorted(conditions) == names
-    assert figures == {"pages": requests, "requests": requests, "restarts": 0}
+    assert figures == {"pages": requests, "requests": requests, "restarts": 0, "retries": 0}
     assert [int(r["query"]["limit"]) for r in lists(api)] == [limit] * requests
     assert "continue" not in lists(api)[0]["query"]
     for index, name in enumerate(names):
@@ -320,7 +320,7 @@ def test_the_paged_read_reports_what_the_unpaged_read_reports(tmp_path, kinds, l
     assert paged == unpaged
     per_pass = max(1, -(-len(kinds) // limit))
     restarts = expire if per_pass > 1 else 0  # a token expires on the first continue of a pass
-    assert figures == {"pages": per_pass + restarts, "requests": per_pass + 2 * restarts, "restarts": restarts}
+    assert figures == {"pages": per_pass + restarts, "requests": per_pass + 2 * restarts, "restarts": restarts, "retries": 0}
 
 
 def test_hosts_opted_out_of_the_agent_are_read_once_per_host():

@@ -693,3 +693,61 @@ def test_credentials_that_cannot_be_loaded_fail_every_host(tmp_path):
     checks = run_lookup(hosts=["a", "b"], agent_var="", server="https://127.0.0.1:9",
                         ca_file=str(tmp_path / "missing-ca.crt"))
     all_fail_naming(checks, ["a", "b"], "credentials cannot be loaded")
+
+
+# -- 429: asked again after Retry-After, bounded (client-go rest/request.go checkWait) ---------------------
+def fleet(api, tmp_path, names):
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_kube import KubePublisher
+
+    token = tmp_path / "token"
+    token.write_text(api.token)
+    client = KubeClient(api.url, token_file=str(token), allow_plain_http=True, timeout=5)
+    for name in names:
+        api.add_node(name)
+        KubePublisher(client, name).publish(True, [])
+    return client
+
+
+def test_a_throttled_page_is_asked_again_after_retry_after(tmp_path):
+    """The API double answers 429 with Retry-After 2 once (as the API server's throttling filter): the
+    page is asked again after 2 s (waited through ``sleep``), the list is read, every host healthy."""
+    import time
+
+    names = ["n1", "n2", "n3"]
+    waits = []
+    with FakeKubeAPI() as api:
+        client = fleet(api, tmp_path, names)
+        api.throttle_list(times=1, retry_after="2")
+        now = time.time()
+        conditions, figures = read_conditions(client, TYPE, limit=2, sleep=waits.append)
+        statuses = [r["status"] for r in api.requests if r["method"] == "GET" and r["path"] == "/api/v1/nodes"]
+    assert waits == [2] and figures["retries"] == 1 and statuses == [429, 200, 200], (waits, figures, statuses)
+    from ansible_collections.gpufleet.cluster.plugins.plugin_utils.agent_status import host_checks
+
+    checks = host_checks(conditions, names, now, 600)
+    assert all(healthy(checks, n) for n in names), checks
+
+
+@pytest.mark.parametrize("times,retry_after,waits", [
+    (3, "1", [1, 1]),        # a third 429: at most 3 tries per page
+    (1, "11", []),           # more than the 10 s budget: not waited for
+    (2, "6", [6]),           # 6 + 6 > 10
+    (1, None, []),           # no Retry-After: no retry (as client-go)
+    (1, "soon", []),         # no whole seconds: no retry
+], ids=["three 429", "retry-after 11", "budget", "no header", "not a number"])
+def test_throttling_beyond_the_bound_fails_every_host_naming_the_page(tmp_path, times, retry_after, waits):
+    waited = []
+    with FakeKubeAPI() as api:
+        client = fleet(api, tmp_path, ["n1", "n2"])
+        api.throttle_list(times=times, retry_after=retry_after)
+        with pytest.raises(NodeListError) as failed:
+            read_conditions(client, TYPE, limit=1, sleep=waited.append)
+    assert waited == waits and failed.value.page == 1 and "429" in str(failed.value), (waited, str(failed.value))
+
+
+def test_a_throttled_later_page_fails_every_host_through_the_lookup_function(tmp_path):
+    kube = Scripted(page([node("a", cond())], cont="t1"),
+                    ApiStatusError(429, "Too many requests, please try again later.", None, "30"),
+                    page([node("b", cond())]))
+    checks, _ = agent_conditions(["a", "b"], kube, now=NOW, page_size=1)
+    all_fail_naming(checks, ["a", "b"], "page 2")

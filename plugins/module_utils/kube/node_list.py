@@ -40,6 +40,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import time
+
 from ansible_collections.gpufleet.cluster.plugins.module_utils.core import records
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.kube_node import ApiStatusError, KubeError
 
@@ -59,6 +61,12 @@ MAX_RESTARTS = 3
 # a bound on the pages of one pass (a server that hands out continue tokens forever): 1,000,000 Nodes
 MAX_PAGES_NODES = 1000000
 MAX_CONDITIONS = 256
+# a throttled page (429, or a 5xx with Retry-After) is asked again after Retry-After seconds, as
+# client-go does (k8s.io/client-go rest/request.go: checkWait, retryAfterSeconds: 429 or >= 500 with an
+# integer Retry-After header; no header, no retry), bounded here: at most MAX_TRIES requests and
+# RETRY_BUDGET seconds of waiting per page, then the page fails (every host fails, naming it)
+MAX_TRIES = 3
+RETRY_BUDGET = 10.0
 KEPT = ("status", "reason", "message", "lastHeartbeatTime")
 # set on the kept condition when the Node carries a second condition of the type: the index of that
 # second one (plugin_utils/agent_status fails the Node: two conditions of one type are no verdict)
@@ -149,6 +157,42 @@ def read_page(answer, record, limit, condition_type):
             for index, item in enumerate(items)], token, remaining, version
 
 
+def retry_after(exc):
+    """Seconds to wait before asking again for a page answered ``exc`` (ApiStatusError), or None: not
+    a throttling answer (429 or >= 500) or no Retry-After of whole seconds (as client-go reads it)."""
+    code = exc.code if isinstance(exc.code, int) else 0
+    text = getattr(exc, "retry_after", None)
+    if not (code == 429 or code >= 500) or not isinstance(text, str):
+        return None
+    text = text.strip()
+    if not (text.isdigit() and text.isascii()) or len(text) > 6:
+        return None
+    return int(text)
+
+
+def _get_page(client, path, record, max_page_bytes, sleep, figures):
+    """One page's answer: asked again after Retry-After on throttling, within MAX_TRIES and
+    RETRY_BUDGET; the last ApiStatusError otherwise (its message says how often it was asked)."""
+    waited = 0.0
+    for attempt in range(1, MAX_TRIES + 1):
+        figures["requests"] += 1
+        try:
+            return client.request("GET", path, max_bytes=max_page_bytes,
+                                  decode=lambda raw: records.loads(raw, record))
+        except ApiStatusError as exc:
+            seconds = retry_after(exc)
+            if seconds is None:
+                raise
+            if attempt == MAX_TRIES or waited + seconds > RETRY_BUDGET:
+                raise ApiStatusError(exc.code, "%s (asked %d time(s), waited %.0f s; Retry-After %d s: a page is "
+                                     "asked at most %d times within %.0f s)" % (
+                                         str(exc), attempt, waited, seconds, MAX_TRIES, RETRY_BUDGET), exc.status)
+            figures["retries"] = figures.get("retries", 0) + 1
+            sleep(seconds)
+            waited += seconds
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
 def _expired(exc):
     """Whether an ApiStatusError is the 410 Gone / reason Expired of a continue token."""
     status = exc.status or {}
@@ -156,15 +200,16 @@ def _expired(exc):
 
 
 def read_conditions(client, condition_type, limit=PAGE_SIZE, max_restarts=MAX_RESTARTS,
-                    max_page_bytes=MAX_PAGE_BYTES, on_page=None):
+                    max_page_bytes=MAX_PAGE_BYTES, on_page=None, sleep=time.sleep):
     """{node name: condition of ``condition_type`` (KEPT fields) or None} of every Node, read in
     pages of ``limit`` with ``client`` (a kube_node.KubeClient), and a dict of figures (pages,
     requests, restarts). ``on_page(page, count, token, remaining)`` is called after each page (tests,
-    progress). NodeListError naming the page when the list cannot be read completely."""
+    progress); ``sleep(seconds)`` waits before a throttled page is asked again (Retry-After). NodeListError
+    naming the page when the list cannot be read completely."""
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE_SIZE:
         raise NodeListError("the page size must be an integer from 1 to %d, got %r" % (MAX_PAGE_SIZE, limit))
     max_pages = MAX_PAGES_NODES // limit + 1
-    figures = {"pages": 0, "requests": 0, "restarts": 0}
+    figures = {"pages": 0, "requests": 0, "restarts": 0, "retries": 0}
     restarts = 0
     while True:
         nodes, token, page, seen_tokens, first_version = {}, None, 0, set(), None
@@ -175,10 +220,8 @@ def read_conditions(client, condition_type, limit=PAGE_SIZE, max_restarts=MAX_RE
                     raise NodeListError("more than %d pages: the server keeps handing out continue tokens"
                                         % max_pages, page, len(nodes))
                 record = "node list page %d" % page
-                figures["requests"] += 1
                 try:
-                    answer = client.request("GET", page_path(limit, token), max_bytes=max_page_bytes,
-                                            decode=lambda raw, record=record: records.loads(raw, record))
+                    answer = _get_page(client, page_path(limit, token), record, max_page_bytes, sleep, figures)
                 except records.RecordError as exc:
                     raise NodeListError(str(exc), page, len(nodes))
                 except ApiStatusError as exc:
