@@ -850,3 +850,13 @@ def test_a_deeply_nested_picture_is_not_merged_and_the_run_is_written(tmp_path):
     writer.write(document(ok(["b-1"]), 2))
     assert any("not merged" in w for w in writer.warnings)
     assert set(fleet(directory)["hosts"]) == {"b-1"}
+
+
+def test_the_galaxy_definitions_own_comment_names_the_tarball_path_the_docs_name():
+    """The header comment of execution-environment.yml told the reader to build the tarball into ee-build/
+    (red team F5); it names where additional_build_files reads it (ee/gpufleet-cluster.tar.gz, docs/awx.md)
+    and the script that puts it there."""
+    with open(os.path.join(ROOT, "execution-environment.yml"), encoding="utf-8") as handle:
+        header = "".join(line for line in handle if line.startswith("#"))
+    assert "ee-build/" not in header
+    assert "ee/gpufleet-cluster.tar.gz" in header and "scripts/ee-context.sh" in header
