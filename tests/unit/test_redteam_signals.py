@@ -639,6 +639,67 @@ def test_not_linux_no_af_netlink_in_the_socket_module_is_unavailable(shared_tree
         made.close()
 
 
+# -- a fault already present at the probe's first reading (a start, a restart) ----------------------------
+def test_a_port_down_at_the_probes_first_reading_signals_and_is_confirmed(tree):
+    port(tree, "state").write_text("1: DOWN\n")
+    probe = sig.FastProbe(str(tree), binding=None, repeat=2)
+    found = probe.poll()
+    assert [s for s, _ in found] == ["rdma:mlx5_0"], found
+    assert probe.pending() == ["port mlx5_0/1"]  # confirmed like any bad reading
+    assert [s for s, _ in probe.poll(probe.pending())] == ["rdma:mlx5_0"]
+    assert [s for s, _ in probe.poll(probe.pending())] == ["rdma:mlx5_0"]
+    assert probe.pending() == [] and probe.poll() == []  # fail_after 3: measured three times, then quiet
+
+
+def test_a_good_first_reading_is_silent(shared_tree):
+    probe = sig.FastProbe(str(shared_tree), binding=None, repeat=2)
+    assert probe.poll() == [] and probe.pending() == []
+
+
+def test_a_gpu_lost_at_the_first_reading_is_a_gpu_signal(tree):
+    fake = load_fake()
+    fake.set_scenario(scenario("h100-healthy"))
+    fake._STATE["devices"][0]["errors"] = {"*": "GPU_IS_LOST"}
+    probe = sig.FastProbe(str(tree), binding=fake, repeat=1)
+    probe.hold_nvml()
+    try:
+        found = probe.poll()
+    finally:
+        probe.release_nvml()
+    assert [s for s, _ in found] == ["gpu"] and "GPU is lost" in found[0][1], found
+
+
+def test_the_sources_hand_the_first_readings_signals_to_the_loop_at_once(tree):
+    port(tree, "state").write_text("1: DOWN\n")
+    made = Sources(tree, probe=600)
+    try:
+        assert made.sources.due() <= made.sources.clock()  # not one probe interval later
+        assert [s for s, _ in made.sources.poll()] == ["rdma:mlx5_0"]
+        assert made.sources.poll() == []
+    finally:
+        made.close()
+
+
+@pytest.mark.parametrize("content", [b"", b"\xde", b"\x00\x00\x00\x00", b"\xb3\x15\x21\x10", b"\xff\xff\xff\xff"])
+def test_a_config_space_other_than_the_gpus_vendor_at_the_first_reading_signals(tree, content):
+    probe = sig.FastProbe(str(tree), binding=None, repeat=1)
+    (devices(tree) / probe.gpus[0] / "config").write_bytes(content)
+    assert [s for s, _ in probe.poll()] == ["gpu"]
+
+
+def test_a_fabric_manager_not_running_at_the_first_reading_signals(tmp_path):
+    (tmp_path / "lib" / "systemd" / "system").mkdir(parents=True)
+    (tmp_path / "lib" / "systemd" / "system" / UNIT).write_text("[Service]\n")
+    cgroup = tmp_path / "sys" / "fs" / "cgroup" / "system.slice" / UNIT
+    cgroup.mkdir(parents=True)
+    (cgroup / "cgroup.events").write_bytes(b"populated 0\nfrozen 0\n")
+    probe = sig.FastProbe(str(tmp_path), UNIT, binding=None, repeat=1)
+    assert [s for s, _ in probe.poll()] == ["fabricmanager"]
+    (cgroup / "cgroup.events").write_bytes(b"populated 1\nfrozen 0\n")
+    probe = sig.FastProbe(str(tmp_path), UNIT, binding=None, repeat=1)
+    assert probe.poll() == []
+
+
 # -- the loop in a thread (as test_agent_signals_loop.py) ---------------------------------------------------
 OPTIONS = {"gpu": {"expected_count": 8, "expected_driver_version": "580", "xid_source": "none"},
            "rdma": {"expected_devices": 9, "min_rate_gbps": 200}, "tuning": {"enabled": False}}
@@ -755,6 +816,33 @@ def node(tmp_path, monkeypatch):
 
 def failing(doc, check_id, target=None):
     return [c for c in doc["agent"]["failing"] if c["id"] == check_id and (target is None or c["target"] == target)]
+
+
+def test_a_restart_in_the_middle_of_a_port_down_still_turns_failing_by_signals(node):
+    """docs/contracts.md signals: a bad first reading signals like a change and is confirmed like any
+    bad reading; issue 46: "the node is out of scheduling before the next job lands on it"."""
+    agent = node(probe=0.2, min_gap=0.2).start()
+    port(agent.root, "state").write_text("1: DOWN\n")
+    end = time.monotonic() + LIMIT
+    while time.monotonic() < end:
+        entry = agent.checks_state().get("rdma.port.state|mlx5_0/1", {})
+        if entry.get("fails", 0) >= 1 and not entry.get("failing"):
+            break
+        time.sleep(0.005)
+    agent.stop()
+    agent.start()
+    doc = agent.wait_for(lambda d: failing(d, "rdma.port.state", "mlx5_0/1"), limit=8)
+    assert not doc["agent"]["healthy"]
+
+
+def test_an_agent_starting_with_a_port_already_down_turns_failing_by_signals(node):
+    """A reboot or a first start with the port down: the first full cycle measures it once, the probe's
+    bad first reading the rest (interval here 600 s: the periodic cycles would take 20 minutes)."""
+    agent = node(probe=0.2, min_gap=0.2)
+    port(agent.root, "state").write_text("1: DOWN\n")
+    port(agent.root, "phys_state").write_text("3: Disabled\n")
+    agent.start()
+    agent.wait_for(lambda d: failing(d, "rdma.port.state", "mlx5_0/1"), limit=8)
 
 
 def test_a_netlink_storm_while_the_agent_runs_is_one_targeted_cycle_per_min_gap(node):

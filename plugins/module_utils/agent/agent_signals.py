@@ -13,10 +13,12 @@ checks each signal concerns.
   nothing: per GPU one NVML query that goes to the driver (``nvmlDeviceGetTotalEccErrors``,
   volatile uncorrected: fails with GPU_IS_LOST / RESET_REQUIRED for a lost GPU and is the
   ECC counter; ``nvmlDeviceGetTemperature`` where ECC is not supported), the PCI function's
-  config space vendor id (``config``, 0xffff: the device answers no more), per RDMA port
+  config space vendor id (``config``: good only as the function's own, 0xffff: the device answers
+  no more), per RDMA port
   ``state`` and ``rate`` (a link retrained to fewer lanes or a lower speed reads a lower rate), and
   the fabric manager unit's cgroup (``cgroup.events`` ``populated``). The probe signals an
-  observation that changes, and one that stays bad for ``repeat`` more readings (so a check with
+  observation that changes, a bad first reading (a fault there at a start or restart), and one
+  that stays bad for ``repeat`` more readings (so a check with
   ``fail_after`` N is seen failing N times in a row, as the hysteresis asks, without waiting for
   N periodic cycles).
 - fast confirmation: a reading that turns bad (or an item a netlink announcement names) is read
@@ -333,8 +335,9 @@ def merge_targeted(previous, payload, only):
 # -- the fast probe -------------------------------------------------------------------------------
 class FastProbe(object):
     """Cheap readings of what announces nothing, every ``interval`` seconds (``poll``). The first
-    reading is the baseline (the periodic cycle judged it); afterwards an observation that
-    changes signals its scope, and one that stays bad signals again for ``repeat`` readings.
+    reading is the baseline: silent where good, a signal where bad (as a change: a fault already
+    there at a start or restart); afterwards an observation that changes signals its scope, and
+    one that stays bad signals again for ``repeat`` readings.
     A reading that turns bad at a probe, or an item ``arm``-ed (a netlink announcement), is read
     again alone (``poll(pending())``, the confirmation readings) until it was signalled ``repeat``
     more times or reads good: at most ``repeat + 1`` confirmation readings per arming, an item
@@ -535,6 +538,16 @@ class FastProbe(object):
         now = self.observe(keys)
         signals = []
         prefix = "probe: " if keys is None else CONFIRM_PREFIX
+        if self.last is None and keys is None:
+            # a first reading (a start, a restart, a new discovery): a bad one signals like a change and
+            # is confirmed like any bad reading (a fault present at a restart still turns failing
+            # within seconds, not over fail_after periodic cycles); a good one is the silent baseline
+            for key, (scope, value, bad) in sorted(now.items()):
+                if bad:
+                    signals.append((scope, "%s%s bad at the first reading: %s" % (prefix, key, value)))
+                    self.bad_left[key] = self.repeat
+                    self.armed_run[key] = self.runs
+                    self.confirm_left[key] = self.repeat
         if self.last is not None:
             for key, (scope, value, bad) in now.items():
                 before = self.last.get(key)
@@ -606,6 +619,7 @@ class SignalSources(object):
         self.interval = settings.get("fast_probe_interval") or 0
         self.confirm = confirm_interval(self.interval) if self.interval else None
         self.confirm_at = None  # monotonic time of the next confirmation reading
+        self.early = []  # signals of a first reading (bad at the start, after a discovery): the next poll's
         self.probe = None
         if self.interval:
             binding = None
@@ -616,7 +630,7 @@ class SignalSources(object):
                     self.status["probe_nvml"] = "unavailable: %s" % exc
             self.probe = FastProbe(root, settings.get("fabricmanager_unit"), binding, repeat, clock)
             self.probe.hold_nvml()
-            self.probe.poll()  # the baseline
+            self.early = self.probe.poll()  # the baseline: a bad first reading signals
             self.status["probe"] = "every %g s: %d GPU(s), %d HCA(s), %d RDMA port(s)%s%s, a bad reading " \
                 "confirmed every %g s" % (
                 self.interval, len(self.probe.gpus), len(self.probe.hcas), len(self.probe.ports),
@@ -630,6 +644,8 @@ class SignalSources(object):
         return [watcher.fileno() for watcher in self.watchers]
 
     def due(self):
+        if self.early:
+            return self.clock()
         if self.next is None:
             return float("inf")
         return self.next if self.confirm_at is None else min(self.next, self.confirm_at)
@@ -690,12 +706,16 @@ class SignalSources(object):
             scopes.append(("rdma", why))
         if scopes and self.probe is not None and event["action"] in ("remove", "add"):
             self.probe.discover()
-            self.probe.poll()
+            self.early.extend(self.probe.poll())  # a new baseline: its bad readings signal
         return scopes
 
     def poll(self):
         """[(scope, why)]: announcements readable now, and the probe when it is due."""
         signals = self._announcements()
+        if self.early:
+            signals.extend(self.early)
+            self.early = []
+            self._schedule(self.clock())
         if self.probe is None:
             return signals
         if self.clock() >= self.next:
