@@ -287,8 +287,18 @@ def load_matrix(path=MATRIX_PATH):
     return _MATRIX[path]
 
 
+def _defaults_path(role, root):
+    path = _PATHS.get((role, root))
+    if path is None:
+        path = _PATHS[(role, root)] = os.path.join(root, "roles", role, "defaults", "main.yml")
+    return path
+
+
+_PATHS = {}
+
+
 def _role_defaults(role, root):
-    path = os.path.join(root, "roles", role, "defaults", "main.yml")
+    path = _defaults_path(role, root)
     if path not in _DEFAULTS:  # read once per run: the inventory check asks for every host
         try:
             with open(path) as handle:
@@ -355,7 +365,7 @@ def role_value(variables, role, variable, root=COLLECTION_ROOT):
     # the same template over the same values renders the same: rendered once per run (the inventory check
     # asks for every host, nearly all with the same values); the scope differs from the role's defaults
     # only in the host's values of the names the default references and the tier values put in
-    path = os.path.join(root, "roles", role, "defaults", "main.yml")
+    path = _defaults_path(role, root)
     rendered = _RENDERED.get(path)
     if rendered is None or rendered[0] is not defaults:
         rendered = _RENDERED[path] = (defaults, {})

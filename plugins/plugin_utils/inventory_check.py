@@ -444,12 +444,21 @@ def role_specs(root=None):
 
 
 def _role_of(name, specs):
-    """The role whose ``<role>_`` prefix ``name`` has (the longest), or None."""
+    """The role whose ``<role>_`` prefix ``name`` has (the longest), or None. Remembered per name for
+    the run's specs (every host has nearly the same names)."""
+    if _ROLE_OF[0] is not specs:
+        _ROLE_OF[:] = [specs, {}]
+    if name in _ROLE_OF[1]:
+        return _ROLE_OF[1][name]
     best = None
     for role in specs:
         if name.startswith(role + "_") and (best is None or len(role) > len(best)):
             best = role
+    _ROLE_OF[1][name] = best
     return best
+
+
+_ROLE_OF = [None, {}]  # [the specs, {variable name: its role or None}]
 
 
 _VALUE_PROBLEMS = {}
