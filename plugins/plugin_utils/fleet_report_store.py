@@ -199,11 +199,11 @@ def open_lock(runs_dir, warnings=None):
     path = os.path.join(runs_dir, LOCK_NAME)
     flags = (os.O_RDONLY | os.O_CREAT | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
              | getattr(os, "O_CLOEXEC", 0))
-    for attempt in range(3):
+    for attempt in range(5):
         try:
             handle = os.fdopen(os.open(path, flags, 0o644), "rb")
         except OSError as exc:
-            if exc.errno not in (errno.ELOOP, errno.ENXIO, errno.EISDIR) or attempt == 2:
+            if exc.errno not in (errno.ELOOP, errno.ENXIO, errno.EISDIR) or attempt == 4:
                 raise
             reason = "not a regular file (%s)" % (exc.strerror or exc)
         else:
@@ -211,8 +211,13 @@ def open_lock(runs_dir, warnings=None):
                 return handle
             handle.close()
             reason = "not a regular file"
-        if attempt == 2:
+        if attempt == 4:
             break
+        try:
+            if stat.S_ISREG(os.lstat(path).st_mode):
+                continue  # another writer set it aside and made a new lock file meanwhile: lock that one
+        except FileNotFoundError:
+            continue
         target, reason = state_files.set_aside(path, reason)
         if warnings is not None:
             warnings.append("fleet_report: lock file %s is %s: set aside as %s, a new lock file made"

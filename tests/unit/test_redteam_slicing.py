@@ -860,3 +860,28 @@ def test_the_galaxy_definitions_own_comment_names_the_tarball_path_the_docs_name
         header = "".join(line for line in handle if line.startswith("#"))
     assert "ee-build/" not in header
     assert "ee/gpufleet-cluster.tar.gz" in header and "scripts/ee-context.sh" in header
+
+
+def _slice_behind_a_fifo_lock(directory, host, barrier):
+    barrier.wait()
+    _write(directory, ok([host]), 9, job="fifo-lock")
+
+
+def test_slices_at_once_behind_a_fifo_lock_all_land(tmp_path):
+    """Eight slices find a FIFO at runs/.lock at once: one sets it aside, none sets aside the new lock
+    file another already holds (every slice's host is in the picture, no run number twice)."""
+    directory = _damaged_store(tmp_path)
+    lock = str(directory / "runs" / store.LOCK_NAME)
+    os.unlink(lock)
+    os.mkfifo(lock)
+    barrier = CONTEXT.Barrier(8)
+    hosts = ["s-%d" % k for k in range(8)]
+    workers = [CONTEXT.Process(target=_slice_behind_a_fifo_lock, args=(str(directory), h, barrier)) for h in hosts]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(60)
+        assert worker.exitcode == 0
+    assert set(fleet(directory)["hosts"]) == {"a-1", "a-2", "b-1"} | set(hosts)
+    numbers = list(store.read_sequence(str(directory / "runs"))["runs"].values())
+    assert len(numbers) == len(set(numbers)) == 10
