@@ -18,6 +18,9 @@ fixture tree through the fake NVML (tests/fake_nvml, scenario h100-healthy: vali
                  gate taint), no record -> not burnt in, record in_service written (Node and state file)
   adm-serving-held   the same label, but held back by the gate's taint -> burnt in (not in service)
   adm-serving-force  in service, gpufleet_burnin_force -> burnt in (trigger force)
+  adm-pending    in service by the Node (the gate's label, Ready), no record on the Node, but the node's state file
+                 holds the pending marker of node.yml's evidence read (a first run stopped before its burn-in)
+                 -> burnt in (trigger new): the local marker wins over the Node's evidence; the marker replaced
 """
 
 import json
@@ -67,6 +70,9 @@ NODES = {
     "adm-serving-held": {"dcgm": PASS, "labels": {"gpufleet.io/healthy": "true"}, "unschedulable": True,
                          "taints": [{"key": TAINT_KEY, "value": "gpu.xid", "effect": "NoSchedule"}]},
     "adm-serving-force": {"dcgm": PASS, "labels": {"gpufleet.io/healthy": "true"}, "force": True},
+    "adm-pending": {"dcgm": PASS, "labels": {"gpufleet.io/healthy": "true"},
+                    "state": json.dumps({"when": 1790000000.0, "level": 2, "tests": [], "result": "pending",
+                                         "dcgm_version": "", "driver": "", "checks": [], "trigger": "new"})},
 }
 
 
@@ -81,6 +87,8 @@ def run(tmp_path_factory):
         kubeconfig = api.kubeconfig(tmp / "kubeconfig")
         hosts = {}
         for name, spec in NODES.items():
+            if "state" in spec:
+                (tmp / ("%s-admission.json" % name)).write_text(spec["state"] + "\n")
             hosts[name] = {
                 "gpufleet_sysfs_root": os.path.join(REPO, "tests", "fixtures", "nodes", "dgx-h100"),
                 "gpufleet_gpu_count": 8,
@@ -234,3 +242,12 @@ def test_a_node_held_back_by_the_gate_or_forced_is_burnt_in_although_marked_heal
     assert argv(run, "adm-serving-force") == [["dcgmi", "diag", "-r", "2", "-j"]]
     rec = admission(run, "adm-serving-force")
     assert rec["trigger"] == "force" and rec["result"] == "pass"
+
+
+def test_a_local_pending_marker_burns_in_a_node_the_node_shows_in_service(run):
+    assert argv(run, "adm-pending") == [["dcgmi", "diag", "-r", "2", "-j"]], run["output"]
+    rec = admission(run, "adm-pending")
+    assert rec["result"] == "pass" and rec["trigger"] == "new"
+    assert json.loads((run["tmp"] / "adm-pending-admission.json").read_text()) == rec  # the marker replaced
+    (check,) = report_checks(run, "adm-pending")
+    assert check["status"] == "pass" and "admission pending since" in check["message"], check
