@@ -25,10 +25,10 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.core.checks import FAIL_ON_CHOICES, offending
 from ansible_collections.gpufleet.cluster.plugins.module_utils.core.clock import FRESH, describe, freshness
-from ansible_collections.gpufleet.cluster.plugins.module_utils.health.gate import CONDITION_TYPE, summary_message  # noqa: F401
+from ansible_collections.gpufleet.cluster.plugins.module_utils.health.gate import summary_message
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.health_record import parse_health, result_max_age
 from ansible_collections.gpufleet.cluster.plugins.module_utils.core.records import RecordError
-from ansible_collections.gpufleet.cluster.plugins.plugin_utils.agent_status import CONDITION_CHECK, node_checks  # noqa: F401
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils.agent_status import node_checks
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.gpufleet_tier import tier_default
 
 HEALTH_CHECK = "agent.health"

@@ -6,7 +6,8 @@ import json
 
 import pytest
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.cluster.plugins.filter.agent_status import CONDITION_TYPE, agent_status_checks
+from ansible_collections.gpufleet.cluster.plugins.filter.agent_status import agent_status_checks
+from ansible_collections.gpufleet.cluster.plugins.module_utils.health.gate import CONDITION_TYPE
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent import agent
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_kube import KubePublisher
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.kube_node import KubeClient
