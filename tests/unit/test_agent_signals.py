@@ -477,6 +477,16 @@ def test_a_netlink_announcement_arms_a_confirmation_of_that_devices_ports(tree):
         # the port read alone: its change, then still down twice (the netlink cycle + 3 = fail_after + 1)
         assert len(whys) == 3 and all(len(w) == 1 and w[0].startswith(sig.CONFIRM_PREFIX + PORT) for w in whys)
         assert sources.counters()["probe_confirms"] == 3
+        clock.now = 101.0
+        sources.poll()  # the next probe
+        sources.probe.arm([PORT])
+        sources._schedule(clock.now)
+        assert sources.probe.pending() == [PORT] and sources.due() == pytest.approx(101.1)
+        port_file(tree, "state").write_text("4: ACTIVE\n")
+        sources.probe.discover()  # a uevent found the devices again: a new baseline, nothing pending
+        assert sources.probe.poll() == [] and sources.probe.pending() == []
+        clock.now = sources.due()
+        assert sources.poll() == [] and sources.counters()["probe_confirms"] == 3 and sources.due() == 102.0
     finally:
         sources.close()
         route_in.close()

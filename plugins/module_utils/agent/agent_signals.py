@@ -730,7 +730,8 @@ class SignalSources(object):
             self._schedule(now)
         elif self.confirm_at is not None and self.clock() >= self.confirm_at:
             try:
-                signals.extend(self.probe.poll(self.probe.pending()))
+                pending = self.probe.pending()  # none after a new discovery (a uevent): nothing read
+                signals.extend(self.probe.poll(pending) if pending else [])
             except Exception as exc:
                 self.probe.confirm_left = {}
                 self.status["probe"] = "probe failed: %r; %s" % (exc, self.status["probe"].split("; ")[-1])
