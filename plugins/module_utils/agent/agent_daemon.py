@@ -205,7 +205,7 @@ class Loop(object):
         if not found:
             return False
         confirm = getattr(self.signals, "confirm", None)
-        gap = self._gap(confirm if confirm and all(why.startswith(CONFIRM_PREFIX) for _, why in found) else None)
+        gap = self._gap(confirm if confirm and all(why.startswith(CONFIRM_PREFIX) for _key, why in found) else None)
         if gap > 0:  # announcements arriving meanwhile wait in their sockets: read below
             if self.wait(gap):
                 return True

@@ -399,7 +399,7 @@ class FastProbe(object):
                               for address in self.gpus + self.hcas)
         self.port_paths = [("port %s/%s" % (device, os.path.basename(port)), "rdma:" + device,
                             os.path.join(port, "state"), os.path.join(port, "rate")) for device, port in self.ports]
-        self.files.keep([c for c, _ in self.pci_paths.values()] + [p[2] for p in self.port_paths]
+        self.files.keep([config for config, _rest in self.pci_paths.values()] + [p[2] for p in self.port_paths]
                         + [p[3] for p in self.port_paths])
         self.last = None  # a new baseline
         self.confirm_left, self.armed_run = {}, {}
