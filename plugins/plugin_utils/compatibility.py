@@ -382,9 +382,11 @@ _RENDERED = {}  # {defaults path: (its defaults, {render key: result})}
 _PLAIN = (str, int, float, bool)
 
 
-def _frozen(value):
-    """A hashable stand-in of a plain value that renders as itself (no template text in it), or a
-    ValueError: then the default is rendered without the cache."""
+def frozen(value, template_free=False):
+    """A hashable stand-in of a plain value (None, bool, int, float, str, lists of them), or a
+    ValueError: then the value is not cached. With template_free, a string holding template text
+    ("{") is not plain either (a default that renders as itself only without it). The one key of
+    the inventory check's caches (role defaults rendered here, the matrix in inventory_check)."""
     if value is None:
         return ("none",)
     if isinstance(value, bool):
@@ -393,16 +395,16 @@ def _frozen(value):
         return ("float", float(value))
     if isinstance(value, int):  # Ansible's tagged int of an inventory value is an int
         return ("int", int(value))
-    if isinstance(value, str) and "{" not in value:
+    if isinstance(value, str) and not (template_free and "{" in value):
         return ("str", str(value))
     if isinstance(value, (list, tuple)):
-        return ("list", tuple(_frozen(item) for item in value))
+        return ("list", tuple(frozen(item, template_free) for item in value))
     raise ValueError(value)
 
 
 def _render_key(value, scope, names):
     try:
-        return (value,) + tuple((name, _frozen(scope[name])) for name in sorted(set(names)))
+        return (value,) + tuple((name, frozen(scope[name], template_free=True)) for name in sorted(set(names)))
     except (ValueError, TypeError):
         return None
 

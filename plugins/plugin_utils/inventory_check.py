@@ -660,27 +660,10 @@ def _compatibility_problems(variables, matrix):
 _EVALUATED = [None, {}]  # [the matrix, {facts key: problems}]
 
 
-def _frozen(value):
-    """A hashable stand-in of a plain value (None, bool, int, float, str, lists of them), or ValueError:
-    then the value is not cached."""
-    if value is None:
-        return ("none",)
-    if isinstance(value, bool):
-        return ("bool", bool(value))
-    if isinstance(value, float):
-        return ("float", float(value))
-    if isinstance(value, int):
-        return ("int", int(value))
-    if isinstance(value, str):
-        return ("str", str(value))
-    if isinstance(value, (list, tuple)):
-        return ("list", tuple(_frozen(item) for item in value))
-    raise ValueError(value)
-
-
 def _facts_key(facts):
     try:
-        return tuple(sorted((name, _frozen(item.get("value")), _frozen(item.get("origin")), len(item))
+        frozen = compatibility.frozen
+        return tuple(sorted((name, frozen(item.get("value")), frozen(item.get("origin")), len(item))
                             for name, item in facts.items()))
     except (ValueError, TypeError, AttributeError):
         return None
