@@ -15,7 +15,6 @@ import errno
 import json
 import math
 import os
-import select
 import shutil
 import socket
 import struct
@@ -25,12 +24,12 @@ import time
 
 import pytest
 from hypothesis import given, settings, strategies as st
-from ansible_collections.gpufleet.cluster.plugins.module_utils.agent import agent_daemon
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent import agent_netlink as nl
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent import agent_signals as sig
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_config import config_errors, signals_settings
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_cycle import run_once
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_hysteresis import step
+import test_agent_signals_loop
 from nvml_scenarios import NODES, load_fake, scenario
 
 DGX = os.path.join(NODES, "dgx-h100")
@@ -701,38 +700,15 @@ def test_a_fabric_manager_not_running_at_the_first_reading_signals(tmp_path):
 
 
 # -- the loop in a thread (as test_agent_signals_loop.py) ---------------------------------------------------
-OPTIONS = {"gpu": {"expected_count": 8, "expected_driver_version": "580", "xid_source": "none"},
-           "rdma": {"expected_devices": 9, "min_rate_gbps": 200}, "tuning": {"enabled": False}}
 LIMIT = 20
 
 
-class Waiter(object):
-    def __init__(self):
-        self.read, self.write = os.pipe()
-        self.stopped = False
+class Agent(test_agent_signals_loop.Agent):
+    """The loop harness of test_agent_signals_loop, counting full cycles (``full``) and calling
+    ``full_hook`` after each."""
 
-    def __call__(self, timeout, fds=()):
-        readable = select.select([self.read] + list(fds), [], [], max(0, timeout))[0]
-        return self.stopped or self.read in readable
-
-    def stop(self):
-        self.stopped = True
-        os.write(self.write, b"x")
-
-
-class Agent(object):
     def __init__(self, tmp_path, fake, root, probe=0.2, min_gap=0.2):
-        self.tmp, self.fake, self.root = tmp_path, fake, root
-        self.state = tmp_path / "state"
-        self.state.mkdir(exist_ok=True)
-        config = {"node_name": "dgx-1", "state_dir": str(self.state), "interval": 600,
-                  "node_validate": dict(OPTIONS, root=str(root)),
-                  "events": {"kmsg": None, "nvml": False, "min_gap": min_gap},
-                  "signals": {"netlink": True, "uevent": True, "fast_probe_interval": probe, "fabricmanager_unit": UNIT}}
-        self.path = str(tmp_path / "agent.json")
-        with open(self.path, "w") as out:
-            json.dump(config, out)
-        self.thread = None
+        super(Agent, self).__init__(tmp_path, fake, root, min_gap=min_gap, probe=probe)
         self.full_hook = None
         self.full = 0
 
@@ -743,51 +719,11 @@ class Agent(object):
             self.full_hook(self.full)
         return result
 
-    def start(self):
-        route, self.route_in = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
-        uevent_, self.uevent_in = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self.sources = agent_daemon.signal_sources(self.path, log=lambda line: None, binding_loader=lambda: self.fake,
-                                                   sockets={"netlink": route, "uevent": uevent_})
-        self.waiter = Waiter()
-        counters = self.sources.counters
-        self.loop = agent_daemon.Loop(lambda: self.run_full(counters), 600, self.waiter,
-                                      notify=lambda message: None, log=lambda line: None, signals=self.sources,
-                                      run_targeted=lambda what: run_once(self.path, events=counters(), only=what))
-        self.thread = threading.Thread(target=self.loop.run, daemon=True)
-        self.thread.start()
-        self.wait_for(lambda doc: doc["agent"]["healthy"] is True)
-        return self
-
-    def stop(self):
-        if self.thread is not None:
-            self.waiter.stop()
-            self.thread.join(LIMIT)
-            self.sources.close()
-            self.route_in.close()
-            self.uevent_in.close()
-            self.thread = None
-
-    def health(self):
-        try:
-            with open(str(self.state / "health.json")) as handle:
-                return json.load(handle)
-        except (OSError, ValueError):
-            return None
-
     def checks_state(self):
         try:
             return json.loads((self.state / "agent-state.json").read_text())["checks"]
         except (OSError, ValueError, KeyError):
             return {}
-
-    def wait_for(self, test, limit=LIMIT):
-        end = time.monotonic() + limit
-        while time.monotonic() < end:
-            doc = self.health()
-            if doc is not None and test(doc):
-                return doc
-            time.sleep(0.02)
-        raise AssertionError("not within %d s: %s" % (limit, json.dumps((self.health() or {}).get("agent"))[:1500]))
 
 
 @pytest.fixture
