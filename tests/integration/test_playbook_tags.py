@@ -60,7 +60,9 @@ def test_site_inventory_check_and_reachability_always_run():
     plays = _play_tags("site.yml")
     assert plays["Check the inventory before any host changes"] == ["always"]
     assert plays["Workers reachable (up to the failure threshold)"] == ["always"]
-    assert plays["Node stack (GPU driver, RDMA, GPUDirect, container runtime)"] == sorted(["node"] + NODE_ROLES)
+    # always: the admission evidence read (and its pending marker) runs with any --tags, before a role stamps the
+    # node (docs/node-lifecycle.md "Admission")
+    assert plays["Node stack (GPU driver, RDMA, GPUDirect, container runtime)"] == sorted(["always", "node"] + NODE_ROLES)
     assert plays["Validate GPU and RDMA readiness"] == ["validate"]
     # after validation, phase validate (the play of node.yml's import has the same name: this is site.yml's)
     assert plays["Node health agent on the GPU nodes"] == ["node_health_agent", "validate"]
@@ -71,7 +73,7 @@ def test_node_and_kubernetes_playbooks_tag_each_role():
         # the inventory check runs with any --tags (health_agent.yml's skips itself after node.yml's)
         "Check the inventory before changing a node": ["always"],
         "Check the inventory before installing the agents": ["always", "node_health_agent"],
-        "Node stack (GPU driver, RDMA, GPUDirect, container runtime)": sorted(["node"] + NODE_ROLES),
+        "Node stack (GPU driver, RDMA, GPUDirect, container runtime)": sorted(["always", "node"] + NODE_ROLES),
         # the admission burn-in of the GPU nodes belongs to the node phase (docs/node-lifecycle.md)
         "Admission burn-in of the GPU nodes": ["node"],
         "Node health agent on the GPU nodes": ["node_health_agent"]}
