@@ -378,6 +378,9 @@ def test_status_reads_without_writing(run):
                    {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}],
         "annotations": {REASON_ANNOTATION: "validation failed: gpu.count:node"},
         "resource_version": api.node("gpu-status")["metadata"]["resourceVersion"],
+        # the Node's labels and conditions (type and status): the admission's in-service evidence
+        "labels": api.node("gpu-status")["metadata"]["labels"],
+        "conditions": [{"type": c["type"], "status": c["status"]} for c in api.node("gpu-status")["status"]["conditions"]],
     }
 
 
