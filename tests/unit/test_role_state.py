@@ -17,8 +17,10 @@ from ansible_collections.gpufleet.cluster.plugins.filter.role_state import conve
 from ansible_collections.gpufleet.cluster.plugins.module_utils.core import role_stamps
 from ansible_collections.gpufleet.cluster.plugins.lookup import role_inputs_hash
 from ansible_collections.gpufleet.cluster.plugins.lookup.role_inputs_hash import inputs_hash
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils.gpufleet_tier import tier_default
 
 ROLES = ["preflight", "node_pinning", "nvidia_driver", "container_runtime"]
+TIER_KUBERNETES_VERSION = tier_default("gpufleet_kubernetes_version")  # the default, not written twice
 
 
 class Templar(object):
@@ -73,7 +75,7 @@ def test_the_digest_changes_with_an_input(changes):
     {"unrelated_variable": 2},
     {"container_runtime_engine": "docker"},                        # another role's input
     {"ansible_facts": dict(host_vars()["ansible_facts"], uptime_seconds=999)},   # a fact the digest ignores
-    {"gpufleet_kubernetes_version": "1.36.4"},                     # the tier default, stated
+    {"gpufleet_kubernetes_version": TIER_KUBERNETES_VERSION},     # the tier default, stated
 ])
 def test_the_digest_ignores_what_is_not_an_input(changes):
     assert digest(**changes) == digest()
@@ -546,7 +548,12 @@ class ManagedFiles(RuleBasedStateMachine):
         path = self.paths[index]
         if self.model[path][0] == "file":
             os.chown(path, uid, gid)
-            self.model[path] = self.model[path][:3] + (uid, gid)
+            # chown(2) of a regular file clears its set-user-ID bit (and set-group-ID with group execute), also
+            # for root, even when the owner does not change
+            mode = self.model[path][2] & ~0o4000
+            if mode & 0o010:
+                mode &= ~0o2000
+            self.model[path] = self.model[path][:2] + (mode, uid, gid)
 
     @rule(index=st.integers(0, 1))
     def replace_by_a_symlink_to_an_identical_copy(self, index):
