@@ -97,3 +97,136 @@ def test_an_unknown_tier_name_is_named():
     with pytest.raises(AnsibleLookupError, match="gpufleet_tier: 'gpufleet_gpus' is not a gpufleet_\\* tier variable"):
         lookup_tier.tier_value(templar, TIER_VARS, "gpufleet_gpus")
     assert lookup_tier.tier_value(templar, TIER_VARS, "gpufleet_expected_hcas") == 9
+
+
+# -- the pipelined module read with -c (docs/performance.md, "Sweep cost against issue 45's targets") --------
+
+SHELL_QUOTE = __import__("shlex").quote
+PIPELINED_SCRIPT = (
+    "#!/usr/bin/python\n# -*- coding: utf-8 -*-\nfrom __future__ import annotations\nG = sorted(globals())\nimport json, sys\n"
+    "def f(x: Undefined) -> None: pass\n"  # annotations not evaluated: the __future__ import took effect
+    "print(json.dumps({'name': __name__, 'file': globals().get('__file__'), 'path0': sys.path[0],"
+    " 'globals': G,"
+    " 'text': 'n\u00f6de \u2713', 'argc': len(sys.argv)}))\n"
+)
+
+
+def run_sh(command, script):
+    import subprocess  # pylint: disable=import-outside-toplevel
+
+    proc = subprocess.run(["/bin/sh", "-c", command], input=script.encode("utf-8"), capture_output=True, check=True)
+    return proc.stdout
+
+
+@pytest.mark.parametrize("environment", ["", "GPUFLEET_FAKE_NVML_SCENARIO=/tmp/x.json PYTHONPATH=/a "])
+def test_stdin_command_runs_the_same_script_as_the_interpreter_on_stdin(environment):
+    """The rewritten command gives the script what the interpreter reading it from stdin gives it: __main__,
+    __file__ '<stdin>', the same globals, sys.path[0] '', one argv entry, its encoding declaration and __future__
+    imports."""
+    import sys  # pylint: disable=import-outside-toplevel
+
+    from ansible_collections.gpufleet.cluster.plugins.action.node_validate import stdin_command
+
+    plain = environment + SHELL_QUOTE(sys.executable)
+    rewritten = stdin_command(plain, "#!" + sys.executable)
+    assert rewritten.startswith(plain + " -c '__file__=")
+    assert run_sh(rewritten, PIPELINED_SCRIPT) == run_sh(plain, PIPELINED_SCRIPT)
+    assert b'"name": "__main__", "file": "<stdin>", "path0": ""' in run_sh(rewritten, PIPELINED_SCRIPT)
+
+
+@pytest.mark.parametrize("cmd, shebang", [
+    ("/usr/bin/python3 /tmp/ansible-tmp/AnsiballZ_node_validate.py", "#!/usr/bin/python3"),  # not pipelined
+    ("/usr/bin/python3 -c 'x'", "#!/usr/bin/python3"),  # already has arguments
+    ("/usr/bin/python3", None),  # no interpreter line
+    ("/usr/bin/python3", "#!"),
+    ("/usr/bin/python", "#!/usr/bin/python3"),  # another interpreter
+    ("x/usr/bin/python3", "#!/usr/bin/python3"),  # not a separate word
+    ("& /usr/bin/python3.exe", "#!powershell"),
+])
+def test_stdin_command_leaves_any_other_command_alone(cmd, shebang):
+    from ansible_collections.gpufleet.cluster.plugins.action.node_validate import stdin_command
+
+    assert stdin_command(cmd, shebang) is None
+
+
+# -- from_validate_vars: validate.yml's gpufleet_validate_* variables, read by the plugin (no per-host template) ----
+
+from hypothesis import given, settings, strategies as st  # noqa: E402  pylint: disable=wrong-import-position
+
+from ansible_collections.gpufleet.cluster.plugins.action.node_validate import (  # noqa: E402  pylint: disable=wrong-import-position
+    validate_vars_args,
+    validate_vars_environment,
+)
+
+# What validate.yml's task templated per host before from_validate_vars (the tree of de6bb60).
+OLD_TEMPLATES = {
+    "root": "{{ gpufleet_validate_root | default(none) }}",
+    "gpu": "{{ gpufleet_validate_gpu | default({}) }}",
+    "rdma": "{{ gpufleet_validate_rdma | default({}) }}",
+    "tuning": "{{ gpufleet_validate_tuning | default({}) }}",
+}
+
+
+def old_task_args(variables):
+    """The arguments the old task gave the action plugin (its agent_health_file expression in Python: the
+    lookup gpufleet_tier's value through ``string | lower``)."""
+    from ansible_collections.gpufleet.cluster.plugins.lookup import gpufleet_tier as lookup_tier
+
+    templar = Templar(loader=DataLoader(), variables=variables)
+    args = {name: templar.template(trust_as_template(text)) for name, text in OLD_TEMPLATES.items()}
+    agent = str(lookup_tier.tier_value(templar, variables, "gpufleet_health_agent")).lower() == "true"
+    in_gpu_nodes = variables["inventory_hostname"] in variables["groups"].get("gpu_nodes", [])
+    args["agent_health_file"] = "/var/lib/gpufleet/health.json" if in_gpu_nodes and agent else None
+    return args
+
+
+FAMILY_VALUE = st.one_of(st.none(), st.just(False), st.just({}), st.just({"expected_count": 2}),
+                         st.just(trust_as_template("{{ {'min_rate_gbps': rate} }}")))
+
+
+@settings(max_examples=100, deadline=None)
+@given(root=st.one_of(st.just("unset"), st.none(), st.just(""), st.just("/srv/image"),
+                      st.just(trust_as_template("{{ image }}"))),
+       gpu=st.one_of(st.just("unset"), FAMILY_VALUE), rdma=st.one_of(st.just("unset"), FAMILY_VALUE),
+       tuning=st.one_of(st.just("unset"), FAMILY_VALUE),
+       agent=st.sampled_from(["unset", True, False, "true", "True", "no", None, trust_as_template("{{ on }}")]),
+       in_gpu_nodes=st.booleans(), has_group=st.booleans())
+def test_from_validate_vars_gives_what_the_task_templated(root, gpu, rdma, tuning, agent, in_gpu_nodes, has_group):
+    variables = {"image": "/from/template", "rate": 100, "on": True, "inventory_hostname": "n1",
+                 "groups": {"all": ["n1", "n2"], "ungrouped": []}}
+    if has_group:
+        variables["groups"]["gpu_nodes"] = ["n1"] if in_gpu_nodes else ["n2"]
+    for name, value in (("gpufleet_validate_root", root), ("gpufleet_validate_gpu", gpu),
+                        ("gpufleet_validate_rdma", rdma), ("gpufleet_validate_tuning", tuning),
+                        ("gpufleet_health_agent", agent)):
+        if value != "unset":
+            variables[name] = value
+    templar = Templar(loader=DataLoader(), variables=variables)
+    built = validate_vars_args({"from_tier": True, "from_validate_vars": True, "fail_on": "never"},
+                               templar.template, variables)
+    assert built == dict(old_task_args(variables), from_tier=True, fail_on="never")
+    # and then the tier, as before
+    old = dict(old_task_args(variables), from_tier=True, fail_on="never")
+    try:
+        expected = tier_args(old, templar.template, variables)
+    except AnsibleActionFail as exc:
+        with pytest.raises(AnsibleActionFail, match=str(exc)[:40].replace("(", "\\(").replace(")", "\\)")):
+            tier_args(built, templar.template, variables)
+    else:
+        assert tier_args(built, templar.template, variables) == expected
+
+
+def test_from_validate_vars_leaves_options_given_in_the_task_and_reads_nothing_without_it():
+    variables = {"gpufleet_validate_root": "/x", "gpufleet_validate_gpu": {"expected_count": 1},
+                 "gpufleet_validate_environment": {"A": "1"}, "inventory_hostname": "n1", "groups": {}}
+    template = Templar(loader=DataLoader(), variables=variables).template
+    given_args = {"from_validate_vars": True, "root": "/y", "gpu": False, "agent_health_file": "/h.json"}
+    assert validate_vars_args(given_args, template, variables) == {
+        "root": "/y", "gpu": False, "rdma": {}, "tuning": {}, "agent_health_file": "/h.json"}
+    for off in ({}, {"from_validate_vars": False}, {"from_validate_vars": "no"}):
+        assert validate_vars_args(dict(off, root="/z"), template, variables) == {"root": "/z"}
+        assert validate_vars_environment(off, variables) is None
+    assert validate_vars_environment({"from_validate_vars": True}, variables) == {"A": "1"}
+    assert validate_vars_environment({"from_validate_vars": True}, {}) is None
+    with pytest.raises(AnsibleActionFail, match="option from_validate_vars must be a boolean, got 'perhaps'"):
+        validate_vars_args({"from_validate_vars": "perhaps"}, template, variables)

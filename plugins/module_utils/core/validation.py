@@ -202,11 +202,12 @@ def node_argspec(families):
 
 
 def node_module_argspec(families):
-    """The node_validate module's argument spec: node_argspec plus ``from_tier``, which the action plugin
-    applies on the controller (plugins/action/node_validate.py) and never passes on; the module declares it
-    so that its documentation and its spec agree."""
+    """The node_validate module's argument spec: node_argspec plus ``from_tier`` and ``from_validate_vars``,
+    which the action plugin applies on the controller (plugins/action/node_validate.py) and never passes on;
+    the module declares them so that its documentation and its spec agree."""
     spec = node_argspec(families)
     spec["from_tier"] = {"type": "bool", "default": False}
+    spec["from_validate_vars"] = {"type": "bool", "default": False}
     spec["agent_health_file"] = {"type": "path"}
     return spec
 
