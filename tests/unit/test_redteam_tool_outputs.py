@@ -606,3 +606,66 @@ def test_dcgm_139_a_failing_gpu_id_result_fails_on_its_gpu():
 def test_dcgm_139_a_status_dcgm_never_writes_fails_the_run(status):
     checks = _dcgm_checks(_dcgm_139().replace('"Skip"', json.dumps(status), 1))
     assert _run_status(checks) == "fail"
+
+
+# =====================================================================================================
+# nvidia-smi --query-compute-apps=pid,process_name,gpu_uuid --format=csv,noheader (filter gpu_reset_decision):
+# "a reset is allowed only when the listing worked and shows no process ... A failed or unreadable listing
+# refuses (fail closed)."
+# =====================================================================================================
+UUID = "GPU-96ab329d-7a1f-73a8-a9b7-18b4b2855f92"  # the UUID form of gpuopenanalytics/pynvml#19's nvidia-smi output
+
+
+@pytest.mark.parametrize("listing", [
+    # nvidia-smi(1) RETURN VALUE (quoted in Ricks-Lab/gpu-utils#88): 9 driver not loaded, 14 infoROM corrupted,
+    # 6 object not found, 4 no permission, 2 invalid field; microsoft/pai#3756: a corrupted infoROM makes
+    # nvidia-smi exit 14 (the warning text as in NVIDIA/gpu-operator#20).
+    {"rc": 14, "stdout": "WARNING: infoROM is corrupted at gpu 0000:B3:00.0\n", "stderr": ""},
+    {"rc": 9, "stdout": "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure "
+                        "that the latest NVIDIA driver is installed and running.\n", "stderr": ""},
+    {"rc": 6, "stdout": "No devices were found\n", "stderr": ""},
+    {"rc": 4, "stdout": "", "stderr": ""},
+    {"rc": 2, "stdout": 'Field "process_name" is not a valid field to query.\n', "stderr": ""},
+    # the same texts under exit status 0 (a wrapper that swallows the status): unreadable, refused
+    {"rc": 0, "stdout": "WARNING: infoROM is corrupted at gpu 0000:B3:00.0\n", "stderr": ""},
+    {"rc": 0, "stdout": "No devices were found\n", "stderr": ""},
+    {"rc": 0, "stdout": "Failed to initialize NVML: Driver/library version mismatch\n", "stderr": ""},
+    # utkuozdemir/nvidia_gpu_exporter#438: permission-restricted rows carry [N/A]-style tokens
+    {"rc": 0, "stdout": "[N/A], [N/A], %s\n" % UUID, "stderr": ""},
+    {"rc": 0, "stdout": "[Not Supported]\n", "stderr": ""},
+    # a header line (csv without noheader) is not "no process"
+    {"rc": 0, "stdout": "pid, process_name, gpu_uuid\n", "stderr": ""},
+    # a process whose name NVML cannot read is still a process
+    {"rc": 0, "stdout": "48213, [Insufficient Permissions], %s\n" % UUID, "stderr": ""},
+    {"rc": 0, "stdout": "48213, /usr/bin/python3, %s\r\n" % UUID, "stderr": ""},
+    # not a registered command result
+    {"skipped": True, "changed": False},
+    {"rc": "0", "stdout": "", "stderr": ""},
+])
+def test_gpu_reset_refused_unless_the_listing_worked_and_is_empty(listing):
+    from ansible_collections.gpufleet.cluster.plugins.filter.remediation import gpu_reset_decision
+    decision = gpu_reset_decision(listing)
+    assert decision["allowed"] is False, decision
+    assert decision["reason"].startswith("reset refused")
+
+
+@settings(max_examples=150, deadline=None)
+@given(rc=st.one_of(st.integers(min_value=1, max_value=255), st.integers(max_value=-1)),
+       stdout=st.text(max_size=120), stderr=st.text(max_size=40))
+def test_gpu_reset_never_allowed_on_a_nonzero_exit(rc, stdout, stderr):
+    from ansible_collections.gpufleet.cluster.plugins.filter.remediation import gpu_reset_decision
+    assert gpu_reset_decision({"rc": rc, "stdout": stdout, "stderr": stderr})["allowed"] is False
+
+
+@settings(max_examples=150, deadline=None)
+@given(lines=st.lists(st.one_of(st.text(max_size=60), st.sampled_from(
+    ["", " ", "No running processes found", "48213, /usr/bin/python3, " + UUID, "[N/A]", "WARNING"])), max_size=5),
+    newline=st.sampled_from(["\n", "\r\n"]))
+def test_gpu_reset_allowed_only_on_an_empty_listing(lines, newline):
+    """Exit 0: allowed only when nothing but blank lines (or the table's "No running processes found") was
+    printed; any other text is a process or an unreadable listing."""
+    from ansible_collections.gpufleet.cluster.plugins.filter.remediation import gpu_reset_decision
+    decision = gpu_reset_decision({"rc": 0, "stdout": newline.join(lines), "stderr": ""})
+    if decision["allowed"]:
+        assert all(line.strip() in ("", "No running processes found") for line in lines), decision
+        assert decision["processes"] == []
