@@ -584,7 +584,7 @@ def sprinkle(text, picks):
     return "\n".join(lines)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(name=st.sampled_from(sorted(REAL_V2)),
        picks=st.lists(st.tuples(st.integers(0, 40), st.integers(0, 40)), max_size=6),
        crlf=st.booleans())
@@ -647,6 +647,30 @@ def test_imports_already_present_in_many_spellings(imports_text, expected):
     assert imports_of(after) == tomllib.loads(after)["imports"]
     if expected is None:
         assert after == text
+
+
+PATH_CHARS = st.text(alphabet=st.sampled_from(list("/ab*.#],[ '\"\\=\u00e9x\t")), max_size=12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(items=st.lists(st.tuples(PATH_CHARS, st.booleans()), max_size=4), include=st.booleans(),
+       comment=st.sampled_from(["", " # c ] x", "  #[a]=b"]), trailing=st.booleans())
+def test_property_one_line_imports_read_as_tomllib_reads_them(items, include, comment, trailing):
+    """imports on one line, basic or literal strings holding ] , # ' \\ =: read like tomllib, glob added once."""
+    spelled = ["'%s'" % path if literal and "'" not in path and "\t" not in path else json.dumps(path)
+               for path, literal in items]
+    if include:
+        spelled.append("'%s'" % CONF_D_GLOB)
+    array = "[" + ", ".join(spelled) + ("," if trailing and spelled else "") + "]"
+    text = "version = 2\nimports = %s%s\n\n%s" % (array, comment, EKS_V2.split("\n", 1)[1])
+    doc = tomllib.loads(text)
+    assert imports_of(text) == doc["imports"]
+    result = plan(text, (2, 1), RUNTIMES, "nvidia", True)
+    if CONF_D_GLOB in doc["imports"]:
+        assert result["imports"] is None
+    else:
+        assert result["imports"] == doc["imports"] + [CONF_D_GLOB]
+        assert tomllib.loads(root_after(text, result)) == dict(doc, imports=doc["imports"] + [CONF_D_GLOB])
 
 
 @pytest.mark.parametrize("text", [
@@ -846,5 +870,16 @@ def test_module_dropin_glob_outside_the_dropin_directory_is_refused(tmp_path):
                 imports_glob=str(tmp_path / "elsewhere" / "*.toml"))
     before = snapshot(tmp_path)
     out = run_module(tmp_path, "containerd_dropin", args)
+    assert out.get("failed") is True, out
+    assert snapshot(tmp_path) == before
+
+
+def test_module_toml_merge_validate_refusal_leaves_the_file(tmp_path):
+    path = tmp_path / "etc" / "config.toml"
+    path.parent.mkdir()
+    path.write_text(K3S_V2)
+    before = snapshot(tmp_path)
+    out = run_module(tmp_path, "toml_merge", {"path": str(path), "table": TARGET, "values": {"BinaryName": "/x"},
+                                              "validate": fake_containerd(tmp_path, 1, "bad") + " --config %s"})
     assert out.get("failed") is True, out
     assert snapshot(tmp_path) == before
