@@ -1,12 +1,15 @@
 """The accelerated mode's strategy shim (scripts/accelerated/gpufleet_mitogen_linear.py): Mitogen's CPU
-pinning is switched off on a controller with fewer than 4 CPUs and kept from 4 up. The effect on a
-sweep is measured by bench/fleet_validate.py (docs/performance.md), not here."""
+pinning is switched off on a controller with fewer than 4 CPUs and kept from 4 up; its wrap_var of module
+results gives what ansible-core's wrap_var gives for any value. The effect on a sweep is measured by
+bench/fleet_validate.py (docs/performance.md), not here."""
 
 import importlib.util
 import os
 import types
 
+import ansible.utils.unsafe_proxy
 import pytest
+from hypothesis import given, settings, strategies as st
 
 try:
     from ansible_mitogen import affinity
@@ -20,7 +23,7 @@ SHIM = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "accelerat
 
 @pytest.fixture(scope="module")
 def shim():
-    saved = affinity.policy
+    saved, saved_wrap_var = affinity.policy, ansible.utils.unsafe_proxy.wrap_var
     spec = importlib.util.spec_from_file_location("gpufleet_mitogen_linear_under_test", SHIM)
     module = importlib.util.module_from_spec(spec)
     try:
@@ -29,6 +32,7 @@ def shim():
         yield module
     finally:
         affinity.policy = saved  # the import switches it off on a small machine: leave no trace
+        ansible.utils.unsafe_proxy.wrap_var = saved_wrap_var
 
 
 def fake_affinity(cpu_count):
@@ -60,3 +64,51 @@ def test_the_import_applies_it_to_mitogen_on_this_machine(shim):
         assert type(shim.policy_after) is affinity.Policy
     else:
         assert shim.policy_after is shim.policy_before
+
+
+# -- wrap_var of module results ------------------------------------------------------------------------------
+
+def _tagged(text):
+    from ansible._internal._datatag._tags import TrustedAsTemplate  # pylint: disable=import-outside-toplevel
+
+    return TrustedAsTemplate().tag(text)
+
+
+SCALARS = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=8),
+                    st.text(max_size=8).map(_tagged), st.binary(max_size=4),
+                    st.text(max_size=8).map(ansible.utils.unsafe_proxy.AnsibleUnsafeText))
+KEYS = st.one_of(st.text(max_size=6), st.text(max_size=6).map(_tagged), st.integers())
+VALUES = st.recursive(SCALARS, lambda inner: st.one_of(
+    st.lists(inner, max_size=4), st.lists(inner, max_size=4).map(tuple),
+    st.dictionaries(KEYS, inner, max_size=4), st.frozensets(st.text(max_size=4), max_size=3).map(set)), max_leaves=25)
+
+
+def shape(value):
+    """value with the type and trust of every node, to compare two results node by node."""
+    from ansible._internal._datatag._tags import TrustedAsTemplate  # pylint: disable=import-outside-toplevel
+
+    if isinstance(value, dict):
+        return ("dict", type(value), sorted((repr(shape(k)), shape(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return ("seq", type(value), [shape(item) for item in value])
+    if isinstance(value, set):
+        return ("set", type(value), sorted(repr(shape(item)) for item in value))
+    return ("scalar", type(value), value, TrustedAsTemplate.is_tagged_on(value))
+
+
+@settings(max_examples=300, deadline=None)
+@given(VALUES)
+def test_wrap_var_gives_what_ansible_core_gives(shim, value):
+    core = shim.plain_wrap_var.__defaults__[0]  # ansible-core's, as the shim found it
+    ansible.utils.unsafe_proxy.wrap_var = core  # its recursion looks the name up in its module
+    try:
+        expected = shape(core(value))
+    finally:
+        ansible.utils.unsafe_proxy.wrap_var = shim.plain_wrap_var
+    assert shape(shim.plain_wrap_var(value)) == expected
+
+
+def test_the_import_puts_it_in_place_of_ansible_cores(shim):
+    assert ansible.utils.unsafe_proxy.wrap_var is shim.plain_wrap_var
+    result = {"checks": [{"id": "gpu.nvml", "status": "pass", "observed": 8}], "healthy": True, "nvml": None}
+    assert shim.plain_wrap_var(result) == result and shim.plain_wrap_var(result) is not result
