@@ -201,25 +201,29 @@ def port_file(root, name, device="mlx5_0"):
     return root / "sys" / "class" / "infiniband" / device / "ports" / "1" / name
 
 
-def test_the_probe_finds_the_dgx_devices_and_signals_a_port_down_until_hysteresis_is_served(tree):
+def test_the_probe_finds_the_dgx_devices_and_signals_a_port_down_once_confirmed(tree):
+    """Issue 46: a port's bad reading is counted, not signalled, until fail_after (3) readings
+    confirm it; then one signal, and the credit of 3 measurements for the port's checks."""
     probe = sig.FastProbe(str(tree), binding=None, repeat=2)
     assert (len(probe.gpus), len(probe.hcas)) == (8, 9) and len(probe.ports) >= 9
     assert probe.poll() == [] and probe.poll() == []  # the baseline, then nothing changed
     port_file(tree, "state").write_text("1: DOWN\n")
-    first = probe.poll()
-    assert [scope for scope, _why in first] == ["rdma:mlx5_0"] and "ACTIVE" in first[0][1]
-    assert [s for s, _ in probe.poll()] == ["rdma:mlx5_0"] and [s for s, _ in probe.poll()] == ["rdma:mlx5_0"]
-    assert probe.poll() == []  # repeat served: the periodic cycle goes on
+    assert probe.poll() == [] and probe.pending() == ["port mlx5_0/1"]  # counted (1), read again
+    assert probe.poll(probe.pending()) == []  # 2
+    found = probe.poll(probe.pending())  # 3: confirmed
+    assert [s for s, _ in found] == ["rdma:mlx5_0"] and found[0][1].startswith(sig.CONFIRM_PREFIX + "port mlx5_0/1 confirmed")
+    assert probe.take_credits() == [[list(sig.PORT_CHECKS), "mlx5_0/1", 3]] and probe.take_credits() == []
+    assert probe.pending() == [] and probe.poll() == []  # confirmed: quiet, the periodic cycle goes on
     port_file(tree, "state").write_text("4: ACTIVE\n")
-    assert [s for s, _ in probe.poll()] == ["rdma:mlx5_0"]  # back: checked at once too
+    assert [s for s, _ in probe.poll()] == ["rdma:mlx5_0"]  # back: checked at once
 
 
 def test_a_rate_below_the_first_seen_is_bad_and_the_pci_link_is_not_probed(tree):
     probe = sig.FastProbe(str(tree), binding=None, repeat=1)
     probe.poll()
     port_file(tree, "rate", "mlx5_2").write_text("100 Gb/sec (1X NDR)\n")
-    assert [s for s, _ in probe.poll()] == ["rdma:mlx5_2"]
-    assert [s for s, _ in probe.poll()] == ["rdma:mlx5_2"]  # still bad: once more (repeat 1)
+    assert probe.poll() == []  # counted: 1 of fail_after 2 (repeat 1)
+    assert [s for s, _ in probe.poll(quick=True)] == ["rdma:mlx5_2"]  # the quick probe's reading: confirmed
     assert probe.poll() == []
     # no check compares a current PCIe width (gpu.pcie compares the capability): not a signal
     link = tree / "sys" / "bus" / "pci" / "devices" / probe.gpus[0] / "current_link_width"
@@ -270,7 +274,9 @@ def test_the_fabric_manager_check_reads_the_units_cgroup(tree):
     probe = sig.FastProbe(str(tree), unit=unit)
     probe.poll()
     (cgroup / "cgroup.events").write_text("populated 0\nfrozen 0\n")
-    assert [s for s, _ in probe.poll()] == ["fabricmanager"]
+    assert probe.poll() == [] and probe.poll(quick=True) == []  # counted: 2 of 3
+    assert [s for s, _ in probe.poll(probe.pending())] == ["fabricmanager"]
+    assert probe.take_credits() == [[["agent.fabricmanager"], "node", 3]]
     assert sig.fabricmanager_check(str(tree), unit)["status"] == "fail"
 
 
@@ -360,29 +366,36 @@ def test_the_confirmation_interval_is_a_tenth_of_the_probe_and_at_least_100_ms()
     assert sig.confirm_interval(0.1) == sig.CONFIRM_MIN == 0.1 and sig.confirm_interval(0.4) == 0.1
 
 
+def run_until_signal(sources, clock, until):
+    """Poll at each due time up to ``until``: [(clock, signals)] of the polls that signalled."""
+    found = []
+    while sources.due() <= until:
+        clock.now = sources.due()
+        got = sources.poll()
+        if got:
+            found.append((clock.now, got))
+    return found
+
+
 def test_a_bad_reading_is_read_again_alone_until_fail_after_measurements(tree):
+    """Issue 46: the quick probe (every interval / 4) sees the port down, two confirmation readings
+    0.1 s apart confirm it: one signal, 0.2 s after the first bad reading, with the credit of 3."""
     clock = Clock()
     sources = probe_sources(tree, clock)
     try:
         probe = sources.probe
-        assert sources.due() == 101.0  # all good: the normal interval only
+        assert sources.quick == 0.25 and sources.due() == 100.25  # all good: the quick probe's interval
         port_file(tree, "state").write_text("1: DOWN\n")
-        clock.now = 101.0
-        found = sources.poll()
-        assert [s for s, _ in found] == ["rdma:mlx5_0"] and found[0][1].startswith("probe: ")
-        assert probe.pending() == [PORT] and sources.due() == pytest.approx(101.1)
-        confirmations = []
-        while sources.due() < 102.0:  # the confirmations come before the next probe
-            clock.now = sources.due()
-            confirmations.append(sources.poll())
-        # fail_after 3 (repeat 2): the change and two confirmations, each of that port alone
-        assert [[s for s, _ in c] for c in confirmations] == [["rdma:mlx5_0"], ["rdma:mlx5_0"]]
-        assert all(why.startswith(sig.CONFIRM_PREFIX + PORT + " still") for c in confirmations for _, why in c)
-        assert clock.now == pytest.approx(101.2)  # within (fail_after - 1) x the confirmation interval
-        assert probe.confirms == 2 and probe.runs == 2 and probe.pending() == []
-        assert sources.due() == 102.0  # back to the normal interval
-        clock.now = 102.0
-        assert sources.poll() == []  # still down, hysteresis served: the periodic cycle goes on
+        clock.now = 100.25
+        assert sources.poll() == [] and probe.pending() == [PORT]  # counted, not yet signalled
+        assert sources.due() == pytest.approx(100.35)
+        found = run_until_signal(sources, clock, 100.9)
+        assert len(found) == 1 and found[0][0] == pytest.approx(100.45)  # (fail_after - 1) x 0.1 s later
+        assert [s for s, _ in found[0][1]] == ["rdma:mlx5_0"]
+        assert found[0][1][0][1].startswith(sig.CONFIRM_PREFIX + PORT + " confirmed: bad at 3 readings over 0.20 s")
+        assert sources.take_credits() == [[list(sig.PORT_CHECKS), "mlx5_0/1", 3]]
+        assert probe.confirms == 2 and probe.pending() == []
+        assert run_until_signal(sources, clock, 103.0) == []  # still down, confirmed: nothing more
     finally:
         sources.close()
 
@@ -392,45 +405,51 @@ def test_a_reading_good_again_at_a_confirmation_ends_it_and_is_signalled(tree):
     sources = probe_sources(tree, clock)
     try:
         port_file(tree, "rate").write_text("100 Gb/sec (1X NDR)\n")
-        clock.now = 101.0
-        assert sources.poll()
+        clock.now = 100.25
+        assert sources.poll() == []  # counted
         port_file(tree, "rate").write_text("400 Gb/sec (4X NDR)\n")
         clock.now = sources.due()
-        found = sources.poll()  # the flap is measured (the hysteresis' count starts again)
-        assert [s for s, _ in found] == ["rdma:mlx5_0"] and "->" in found[0][1]
-        assert found[0][1].startswith(sig.CONFIRM_PREFIX)
-        assert sources.probe.pending() == [] and sources.due() == 102.0
+        found = sources.poll()  # good again before confirmed: a change (min_gap), never a confirmation
+        assert [s for s, _ in found] == ["rdma:mlx5_0"] and found[0][1].startswith("probe: ")
+        assert sources.probe.pending() == [] and sources.take_credits() == []
     finally:
         sources.close()
 
 
-def test_a_flapping_reading_resets_the_hysteresis_and_is_armed_once_per_probe(tree):
-    """Bad, good at the confirmation, bad at the next probe: the failing count the targeted cycles
-    step starts again; a burst is never longer than repeat confirmations."""
+def test_a_flapping_reading_is_never_confirmed_and_resets_the_count(tree):
+    """Bad at the quick probe, good at the confirmation, three times: never confirmed, no credit;
+    the hysteresis the targeted cycles step stays healthy."""
     clock = Clock()
     sources = probe_sources(tree, clock)
     state, settings_ = {}, {"fail_after": 3, "recover_after": 1, "immediate": set(), "per_check": {}}
     try:
         for _round in range(3):
-            clock.now = sources.next
+            clock.now = sources.due()
             port_file(tree, "state").write_text("1: DOWN\n")
-            assert sources.poll()
-            state, _ = step(state, checks(("rdma.port.state", "mlx5_0/1", "fail", "DOWN")), settings_)
+            sources.poll()
             port_file(tree, "state").write_text("4: ACTIVE\n")
             clock.now = sources.due()
-            assert sources.poll()
-            state, _ = step(state, checks(("rdma.port.state", "mlx5_0/1", "pass", "ACTIVE")), settings_)
-            assert sources.probe.pending() == []
+            found = sources.poll()
+            assert not any(why.startswith(sig.CONFIRM_PREFIX) for _, why in found)
+            state, _ = step(state, checks(("rdma.port.state", "mlx5_0/1", "pass", "ACTIVE")), settings_,
+                            credit=sig.credited(sources.take_credits(), checks(("rdma.port.state", "mlx5_0/1",
+                                                                                  "pass", "ACTIVE")), None))
+            assert sources.probe.pending() == [] and sources.probe.count.get(PORT) == 0
         assert state["healthy"] is True and state["checks"]["rdma.port.state|mlx5_0/1"]["fails"] == 0
-        assert sources.probe.confirms == 3  # one per flap: the good reading ended each
     finally:
         sources.close()
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.sampled_from(["4: ACTIVE\n", "1: DOWN\n", "2: INIT\n"]), min_size=1, max_size=12),
+@given(st.lists(st.tuples(st.sampled_from(["4: ACTIVE\n", "1: DOWN\n", "2: INIT\n"]),
+                          st.floats(0.0, 0.6)), min_size=1, max_size=14),
        st.integers(1, 4))
-def test_any_sequence_of_readings_never_confirms_more_than_repeat_per_probe(tmp_path_factory, readings, repeat):
+def test_any_sequence_of_readings_is_confirmed_only_after_fail_after_spaced_bad_readings(
+        tmp_path_factory, readings, repeat):
+    """Any sequence of port states held for any time: a confirmation signal only after fail_after
+    (repeat + 1) bad readings at least 0.9 confirmation intervals apart with no good reading
+    between, so a port bad for less than (fail_after - 1) x 0.09 s is never confirmed; one per run
+    of bad readings; bounded confirmation readings; nothing pending once good."""
     root = tmp_path_factory.mktemp("node")
     ports = root / "sys" / "class" / "infiniband" / "mlx5_0" / "ports" / "1"
     ports.mkdir(parents=True)
@@ -438,22 +457,31 @@ def test_any_sequence_of_readings_never_confirms_more_than_repeat_per_probe(tmp_
     (ports / "rate").write_text("400 Gb/sec (4X NDR)\n")
     clock = Clock()
     sources = probe_sources(root, clock, repeat=repeat)
+    need = repeat + 1
     try:
-        in_burst = 0
-        for reading in readings:
+        bad_since = None
+        for reading, hold in readings:
             (ports / "state").write_text(reading)
-            due, was_probe = sources.due(), sources.due() == sources.next
-            clock.now = due
-            found = sources.poll()
-            if was_probe:
-                in_burst = 0
-            else:
-                in_burst += 1
-                assert in_burst <= repeat and all(w.startswith(sig.CONFIRM_PREFIX) for _, w in found)
-            if not reading.startswith("1") and not reading.startswith("2"):
+            bad = not reading.startswith("4")
+            if bad and bad_since is None:
+                bad_since = clock.now
+            confirmed_in_run, confirms = 0, sources.probe.confirms
+            end = clock.now + hold
+            while sources.due() <= end:
+                clock.now = sources.due()
+                if not bad:
+                    bad_since = None  # a good reading taken: the run of bad readings ended
+                for _scope, why in sources.poll():
+                    if why.startswith(sig.CONFIRM_PREFIX) and "confirmed" in why:
+                        assert bad_since is not None and clock.now - bad_since >= (need - 1) * 0.09 - 1e-9
+                        confirmed_in_run += 1
+                credits = sources.take_credits()
+                assert all(count == need for _ids, _target, count in credits)
+            assert confirmed_in_run <= 1
+            assert sources.probe.confirms - confirms <= 2 * need + 1
+            if not bad and sources.probe.last is not None and sources.probe.last[PORT][2] is False:
                 assert sources.probe.pending() == []  # good: no confirmation due
-            assert sources.due() <= sources.next
-        assert sources.probe.confirms <= repeat * sources.probe.runs
+            clock.now = end
     finally:
         sources.close()
 
@@ -469,14 +497,14 @@ def test_a_netlink_announcement_arms_a_confirmation_of_that_devices_ports(tree):
         route_in.send(nl.build_link_message("ibp26s0", flags=nl.IFF_UP, operstate=2))
         route_in.send(nl.build_link_message("ibp26s0", flags=nl.IFF_UP, operstate=2))  # a storm arms it once
         assert [s for s, _ in sources.poll()] == ["rdma:mlx5_0", "rdma:mlx5_0"]
-        assert sources.probe.pending() == [PORT] and sources.probe.confirm_left[PORT] == 3
-        whys = []
-        while sources.due() < 101.0:
-            clock.now = sources.due()
-            whys.append([why for _, why in sources.poll()])
-        # the port read alone: its change, then still down twice (the netlink cycle + 3 = fail_after + 1)
-        assert len(whys) == 3 and all(len(w) == 1 and w[0].startswith(sig.CONFIRM_PREFIX + PORT) for w in whys)
-        assert sources.counters()["probe_confirms"] == 3
+        assert sources.probe.pending() == [PORT] and sources.probe.confirm_left[PORT] == 6
+        found = run_until_signal(sources, clock, 100.9)
+        # the port read alone from 0.1 s on: confirmed at its third bad reading, 0.3 s after the announcement
+        assert len(found) == 1 and found[0][0] == pytest.approx(100.3)
+        assert found[0][1][0][1].startswith(sig.CONFIRM_PREFIX + PORT + " confirmed")
+        assert sources.take_credits() == [[list(sig.PORT_CHECKS), "mlx5_0/1", 3]]
+        confirms = sources.counters()["probe_confirms"]
+        assert confirms <= 3
         clock.now = 101.0
         sources.poll()  # the next probe
         sources.probe.arm([PORT])
@@ -486,7 +514,7 @@ def test_a_netlink_announcement_arms_a_confirmation_of_that_devices_ports(tree):
         sources.probe.discover()  # a uevent found the devices again: a new baseline, nothing pending
         assert sources.probe.poll() == [] and sources.probe.pending() == []
         clock.now = sources.due()
-        assert sources.poll() == [] and sources.counters()["probe_confirms"] == 3 and sources.due() == 102.0
+        assert sources.poll() == [] and sources.counters()["probe_confirms"] == confirms
     finally:
         sources.close()
         route_in.close()

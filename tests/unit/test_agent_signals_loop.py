@@ -238,9 +238,9 @@ def test_a_lab_style_silent_gpu_loss_scenario_switch_and_config_space(tmp_path, 
 
 def test_a_port_down_reaches_unhealthy_through_confirmation_readings(tmp_path, monkeypatch):
     """Issue 46: the probe alone (no netlink announcement) sees the port down, then reads that port
-    again every 0.1 s (the default 1 s probe / 10): its two confirmations run the targeted cycles
-    the hysteresis needs (fail_after 3) under a min_gap of 30 s that would otherwise hold each of
-    them back 30 s. Counted, not timed: which cycles ran, and what the hysteresis counted."""
+    again every 0.1 s (the default 1 s probe / 10): its third bad reading confirms it and runs one
+    targeted cycle that counts the three readings as the hysteresis' fail_after (3) measurements,
+    under a min_gap of 30 s. Counted, not timed: which cycles ran, and what the hysteresis counted."""
     from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_signals import CONFIRM_PREFIX
 
     root = tmp_path / "node"
@@ -253,10 +253,12 @@ def test_a_port_down_reaches_unhealthy_through_confirmation_readings(tmp_path, m
         assert agent.sources.confirm == 0.1
         (root / "sys" / "class" / "infiniband" / "mlx5_3" / "ports" / "1" / "state").write_text("1: DOWN\n")
         doc = agent.wait_for(lambda d: failing(d, "rdma.port.state", "mlx5_3/1"))
-        assert targeted(doc) and doc["agent"]["signal"]["why"][0].startswith(CONFIRM_PREFIX + "port mlx5_3/1 still")
-        assert agent.loop.targeted == 3 and agent.loop.confirmed == 2  # the change, then two confirmations
+        assert targeted(doc) and doc["agent"]["signal"]["why"][0].startswith(
+            CONFIRM_PREFIX + "port mlx5_3/1 confirmed: bad at 3 readings")
+        # one targeted cycle: the probe's three readings (0.1 s apart) are the hysteresis' three measurements
+        assert agent.loop.targeted == 1 and agent.loop.confirmed == 1
         state_doc = json.loads((agent.state / "agent-state.json").read_text())
         assert state_doc["checks"]["rdma.port.state|mlx5_3/1"]["fails"] == 3
-        assert doc["agent"]["events"]["probe_confirms"] >= 1
+        assert doc["agent"]["events"]["probe_confirms"] >= 2
     finally:
         agent.stop()

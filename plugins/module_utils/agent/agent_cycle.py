@@ -31,7 +31,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_confi
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_hysteresis import failing_after_hysteresis, step
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_publish import MetricsPublisher, run_publishers
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_signals import (
-    fabricmanager_check, merge_targeted, previous_checks, targeted_params)
+    credited, fabricmanager_check, merge_targeted, previous_checks, targeted_params)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_state import read_health, read_state
 from ansible_collections.gpufleet.cluster.plugins.module_utils.core.checks import FAIL, json_safe
 from ansible_collections.gpufleet.cluster.plugins.module_utils.core.clock import FRESH, describe, freshness
@@ -138,7 +138,8 @@ class Agent(object):
         fail_on = "warn" if params["fail_on"] == "warn" else "fail"
         state = read_state(self.state_path, self.log, started)
         checks = payload["checks"]
-        state, events = step(state, checks, settings, fail_on=fail_on, now=started, ran=ran)
+        credit = credited(only.get("credit"), checks, ran) if only else None
+        state, events = step(state, checks, settings, fail_on=fail_on, now=started, ran=ran, credit=credit)
         for event in events:
             self.log("%s: %s" % (AGENT_NAME, event))
         failing = failing_after_hysteresis(state, checks)

@@ -213,6 +213,10 @@ class Loop(object):
         what = plan(found)
         if what is None:
             return False
+        take = getattr(self.signals, "take_credits", None)
+        credits = take() if take is not None else None
+        if credits:  # the probe's confirmed readings: the hysteresis counts them (agent_signals.credited)
+            what["credit"] = credits
         more = " (+%d more)" % (len(what["why"]) - 1) if len(what["why"]) > 1 else ""
         self.log("%s: signal, checks of %s now: %s%s" % (
             AGENT_NAME, ", ".join(k if k != "rdma" else "rdma %s" % (what[k] if what[k] == "all" else " ".join(what[k]))
@@ -297,7 +301,9 @@ def signal_sources(path, log=say, binding_loader=None, sockets=None):
     from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_config import (
         add_python_path, events_settings, hysteresis_settings, node_params, signals_settings)
     from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_events import load_binding
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_signals import SignalSources
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_config import thresholds
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_signals import (
+        PORT_CHECKS, UNIT_CHECKS, SignalSources)
 
     try:
         config = load_config(path)
@@ -314,10 +320,16 @@ def signal_sources(path, log=say, binding_loader=None, sockets=None):
     hysteresis = hysteresis_settings(config)[0] or {"fail_after": 3, "per_check": {}}
     # a bad reading persisting is signalled until a check with fail_after N has failed N times
     repeat = max([hysteresis["fail_after"]] + [v.get("fail_after", 1) for v in hysteresis["per_check"].values()]) - 1
+    # the fail_after of the checks a port's and the fabric manager's confirmed reading count for (a
+    # setting in error: the probe's own, repeat + 1; each cycle reports the error)
+    hysteresis = dict({"immediate": (), "recover_after": 2}, **hysteresis)
+    needs = dict((kind, [n for n in (thresholds(hysteresis, check)[0] for check in checks)
+                         if isinstance(n, int) and not isinstance(n, bool) and n >= 1] or None)
+                 for kind, checks in (("port", PORT_CHECKS), ("unit", UNIT_CHECKS)))
     gpu = (node_params(config).get("gpu") or {})
     sources = SignalSources(settings, root if isinstance(root, str) else "/", repeat=max(1, repeat),
                             binding_loader=None if gpu.get("enabled") is False else (binding_loader or load_binding),
-                            sockets=sockets)
+                            sockets=sockets, needs=needs)
     events = events_settings(config)[0] or {}
     sources.min_gap = events.get("min_gap", 1.0)
     for name in ("netlink", "uevent", "probe"):

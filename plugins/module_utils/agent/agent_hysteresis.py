@@ -35,7 +35,7 @@ def check_key(check):
     return "%s|%s" % (check["id"], check["target"])
 
 
-def step(state, checks, settings, fail_on="fail", now=None, ran=None):
+def step(state, checks, settings, fail_on="fail", now=None, ran=None, credit=None):
     """One cycle of hysteresis: (new state, events).
 
     ``state``: ``{"checks": {"id|target": {failing, fails, passes, flaps, raw, since, message}},
@@ -44,7 +44,12 @@ def step(state, checks, settings, fail_on="fail", now=None, ran=None):
     ``fail_on``. A flap is a change of the raw outcome between two cycles. The node is healthy
     when no check is failing. Events are journal lines. ``now`` is only recorded (``since``).
     ``ran`` (a targeted cycle: agent_signals): the ``id|target`` keys measured in this cycle; the
-    other checks keep their entries as they are (not counted: they were not measured)."""
+    other checks keep their entries as they are (not counted: they were not measured).
+    ``credit`` (a targeted cycle for a confirmed reading of the fast probe: agent_signals.credited):
+    ``{"id|target": n}``: such a check failing in this cycle has failed at least ``n`` times in a
+    row (the probe's ``n`` bad readings, each at least 0.9 confirmation intervals after the
+    previous, are its measurements; this cycle's failure is that they were the check's); a check
+    passing in this cycle is not credited."""
     now = time.time() if now is None else now
     bad = failing_statuses(fail_on)
     old = (state or {}).get("checks") or {}
@@ -64,6 +69,8 @@ def step(state, checks, settings, fail_on="fail", now=None, ran=None):
             entry["flaps"] = entry.get("flaps", 0) + 1
         entry["raw"] = raw
         entry["fails"] = entry.get("fails", 0) + 1 if raw else 0
+        if raw and credit and credit.get(key, 0) > entry["fails"]:
+            entry["fails"] = credit[key]
         entry["passes"] = 0 if raw else entry.get("passes", 0) + 1
         entry["message"] = check.get("message", "")
         entry["status"] = check["status"]

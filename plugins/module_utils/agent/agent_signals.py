@@ -80,6 +80,18 @@ CONFIRM_MIN = 0.1
 CONFIRM_PREFIX = "probe confirm: "  # the why of a signal of a confirmation reading (agent_daemon: its gap)
 MAX_HELD_FILES = 256  # files the probe keeps open (a DGX: 36); more are opened by path each probe
 READ_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
+DIR_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_DIRECTORY", 0)
+# the quick probe: the RDMA ports' state and rate and the fabric manager's cgroup (a held descriptor's
+# pread each) every fast_probe_interval / 4 (0.25 s at the default 1 s); the NVML queries and the
+# config space reads stay at fast_probe_interval
+QUICK_DIVISOR = 4
+# the checks of an RDMA port's reading (target <device>/<port>) and of the fabric manager's (node):
+# a confirmed reading of the probe is their fail_after measurements (FastProbe, credits)
+PORT_CHECKS = ("rdma.port.state", "rdma.port.phys_state", "rdma.port.rate")
+UNIT_CHECKS = (FM_CHECK,)
+# a probe reading counts as a measurement when taken at least SPACING confirmation intervals after
+# the last one counted (a quick probe and a confirmation reading a moment apart are one measurement)
+SPACING = 0.9
 
 
 def confirm_interval(interval):
@@ -91,40 +103,41 @@ class HeldFiles(object):
     """Small files read again and again (``read(path, size)``, as agent_netlink.read_small: None
     when unreadable) through a descriptor kept open: ``pread`` at offset 0, one system call instead
     of open, read and close with a path walk (sysfs: about 10 times less CPU). A read that fails
-    (ENODEV: the kernfs node was removed; EIO) closes it and the path is opened again.
-    ``check_inode``: the path's (device, inode) is compared with the held descriptor's first (a
-    regular file replaced by a rename keeps its old content behind an old descriptor)."""
+    (ENODEV or ENOENT: the kernfs node was removed; EIO) closes it, the read is None ("gone") and
+    the path is opened again at the next read (a device that reappears is read again).
+    ``check_inode`` (a root other than ``/``: regular files): the held descriptor's link count is
+    looked at first (``fstat``, no path walk): 0 when the file was removed or replaced by a rename
+    (Ansible's ``copy``), whose new content the old descriptor does not see: opened again by path.
+    ``present(directory)``: whether a directory is there (held the same way under ``check_inode``)."""
 
     def __init__(self, check_inode, limit=MAX_HELD_FILES):
         self.check_inode = check_inode
         self.limit = limit
-        self.held = {}  # path -> (fd, (st_dev, st_ino))
+        self.held = {}  # path -> fd
+        self.dirs = {}  # path -> fd of a directory (check_inode only)
 
-    def read(self, path, size=256):
-        entry = self.held.get(path)
-        if entry is not None and self.check_inode:
+    def read(self, path, size=256, directory=None):
+        """``directory``: ``path``'s directory, held (``present``): ``path`` is opened in it, not
+        walked again from the root (a file that does not open, such as a fixture tree's missing
+        PCI ``config``, costs no path walk each probe)."""
+        fd = self.held.get(path)
+        if fd is not None:
             try:
-                stat = os.stat(path)
+                if not self.check_inode or os.fstat(fd).st_nlink:
+                    return os.pread(fd, size, 0)
             except OSError:
-                self.drop(path)
-                return None
-            if (stat.st_dev, stat.st_ino) != entry[1]:
-                self.drop(path)
-                entry = None
-        if entry is not None:
-            try:
-                return os.pread(entry[0], size, 0)
-            except OSError:
-                self.drop(path)
+                pass
+            self.drop(path)  # removed, replaced or unreadable: by path again
         try:
-            fd = os.open(path, READ_FLAGS)
+            parent = self.dirs.get(directory) if directory is not None else None
+            fd = os.open(path, READ_FLAGS) if parent is None else \
+                os.open(os.path.basename(path), READ_FLAGS, dir_fd=parent)
         except OSError:
             return None
         try:
             raw = os.pread(fd, size, 0)
-            if len(self.held) < self.limit:
-                stat = os.fstat(fd)
-                self.held[path], fd = (fd, (stat.st_dev, stat.st_ino)), None
+            if len(self.held) + len(self.dirs) < self.limit:
+                self.held[path], fd = fd, None
             return raw
         except OSError:
             return None
@@ -132,22 +145,52 @@ class HeldFiles(object):
             if fd is not None:
                 os.close(fd)
 
-    def drop(self, path):
-        entry = self.held.pop(path, None)
-        if entry is not None:
+    def present(self, path):
+        """True when the directory ``path`` is there (os.path.isdir; under ``check_inode`` a held
+        descriptor whose link count is not 0: a directory removed has none)."""
+        if not self.check_inode:
+            return os.path.isdir(path)
+        fd = self.dirs.get(path)
+        if fd is not None:
             try:
-                os.close(entry[0])
+                if os.fstat(fd).st_nlink:
+                    return True
+            except OSError:
+                pass
+            self.dirs.pop(path, None)
+            os.close(fd)
+        try:
+            fd = os.open(path, DIR_FLAGS)
+        except OSError:
+            return False
+        if len(self.held) + len(self.dirs) < self.limit:
+            self.dirs[path] = fd
+        else:
+            os.close(fd)
+        return True
+
+    def drop(self, path):
+        fd = self.held.pop(path, None)
+        if fd is None:
+            fd = self.dirs.pop(path, None)
+        if fd is not None:
+            try:
+                os.close(fd)
             except OSError:
                 pass
 
     def keep(self, paths):
         """Close the descriptors of the paths not in ``paths`` (after a new discovery)."""
-        for path in set(self.held) - set(paths):
+        paths = set(paths)
+        for path in [p for p in list(self.held) + list(self.dirs) if p not in paths]:
             self.drop(path)
 
     def close(self):
-        for path in list(self.held):
+        for path in list(self.held) + list(self.dirs):
             self.drop(path)
+
+
+PRESENT = ("present",)
 
 
 def _text(raw):
@@ -283,6 +326,20 @@ def in_scope(check, only):
     return False
 
 
+def credited(credits, checks, ran):
+    """{"id|target": measurements} of a targeted cycle's ``checks`` that a confirmed reading of the
+    probe credits (``credits``: FastProbe.take_credits, [[check ids, target, measurements]]), only
+    those measured (``ran``): agent_hysteresis.step counts such a check, when it fails in this
+    cycle, as failing that many times in a row."""
+    found = {}
+    for ids, target, count in credits or ():
+        for check in checks:
+            key = "%s|%s" % (check["id"], check["target"])
+            if check["id"] in ids and check["target"] == target and (ran is None or key in ran):
+                found[key] = max(found.get(key, 0), int(count))
+    return found
+
+
 def previous_checks(result):
     """The checks of the last result (health.json), or None when they are not a list of
     {id, target, status} (then a targeted cycle is not possible: a full cycle runs)."""
@@ -334,21 +391,39 @@ def merge_targeted(previous, payload, only):
 
 # -- the fast probe -------------------------------------------------------------------------------
 class FastProbe(object):
-    """Cheap readings of what announces nothing, every ``interval`` seconds (``poll``). The first
-    reading is the baseline: silent where good, a signal where bad (as a change: a fault already
-    there at a start or restart); afterwards an observation that changes signals its scope, and
-    one that stays bad signals again for ``repeat`` readings.
-    A reading that turns bad at a probe, or an item ``arm``-ed (a netlink announcement), is read
-    again alone (``poll(pending())``, the confirmation readings) until it was signalled ``repeat``
-    more times or reads good: at most ``repeat + 1`` confirmation readings per arming, an item
-    armed at most once per probe."""
+    """Cheap readings of what announces nothing, every ``interval`` seconds (``poll``), the RDMA
+    ports and the fabric manager's cgroup also in between (``poll(quick=True)``). The first reading
+    is the baseline: silent where good, a bad one handled like a change (a fault already there at a
+    start or restart).
 
-    def __init__(self, root, unit=DEFAULT_UNIT, binding=None, repeat=2, clock=time.monotonic):
+    A GPU's reading (NVML, config space): a change signals at once (the GPU's immediate checks), a
+    bad one signals again for ``repeat`` readings, read again alone (``poll(pending())``, the
+    confirmation readings): at most ``repeat + 1`` confirmation readings per arming.
+
+    A port's or the fabric manager's reading (``credits``): a bad reading is counted, not signalled;
+    it is read again alone every confirmation interval, and each bad reading taken at least
+    ``SPACING`` confirmation intervals after the last one counted is one more measurement. When the
+    count reaches a ``fail_after`` of the item's checks (``needs``) it signals once
+    (``CONFIRM_PREFIX``, "confirmed") and ``take_credits()`` says how many measurements the probe
+    took: the targeted cycle that follows counts each of those checks it sees failing as failing
+    that many times (agent_hysteresis.step, ``credit``). A reading good again before that resets
+    the count: a fault shorter than ``(fail_after - 1)`` confirmation intervals is never signalled.
+    A reading good again (or another bad value once signalled) signals as a change. An item
+    ``arm``-ed (a netlink announcement) is read the same way. Bounded: at most ``2 * fail_after``
+    confirmation readings per turn to bad or arming, an item armed at most once per probe."""
+
+    def __init__(self, root, unit=DEFAULT_UNIT, binding=None, repeat=2, clock=time.monotonic, needs=None,
+                 confirm=0.0):
         self.root = root
         self.unit = unit
         self.nvml = binding
         self.repeat = repeat
         self.clock = clock
+        # fail_after of the checks of a port's and of the fabric manager's reading (agent_daemon from the
+        # hysteresis settings), sorted; the probe alone: repeat + 1
+        needs = needs or {}
+        self.needs = dict((kind, tuple(sorted(set(needs.get(kind) or (repeat + 1,))))) for kind in ("port", "unit"))
+        self.spacing = SPACING * float(confirm or 0)
         self.handles = None  # [(index, handle)] while NVML is held
         self.nvml_error = None
         self.last = None
@@ -356,7 +431,12 @@ class FastProbe(object):
         self.base_rate = {}
         self.confirm_left = {}  # key -> confirmation readings left
         self.armed_run = {}  # key -> the probe run it was last armed at
+        self.count = {}  # key -> bad readings counted in a row (ports, the fabric manager)
+        self.counted_at = {}  # key -> (clock of the first, clock of the last counted)
+        self.signalled = {}  # key -> the count last signalled in this run of bad readings
+        self.credits = {}  # key -> measurements of a confirmed reading, for the next targeted cycle
         self.confirms = 0  # confirmation readings taken
+        self.quicks = 0  # quick probes taken
         self.files = HeldFiles(check_inode=os.path.realpath(root) != "/")
         self.config_read = set()  # PCI functions whose config space was read (its vendor id) once
         self.runs = 0
@@ -397,12 +477,22 @@ class FastProbe(object):
         self.fabric = bool(self.unit) and unit_installed(self.root, self.unit)
         self.pci_paths = dict((address, (os.path.join(pci, address, "config"), os.path.join(pci, address)))
                               for address in self.gpus + self.hcas)
+        # (key, address, scope) of the PCI functions, joined once: the probe runs every second
+        self.pci_items = [("pci " + address, address, "gpu") for address in self.gpus] + \
+            [("pci " + address, address, "rdma") for address in self.hcas]
         self.port_paths = [("port %s/%s" % (device, os.path.basename(port)), "rdma:" + device,
                             os.path.join(port, "state"), os.path.join(port, "rate")) for device, port in self.ports]
+        self.unit_key = "unit %s" % self.unit
+        self.nvml_keys = {}  # index -> key
+        # the readings a confirmed bad reading credits: key -> (kind, check ids, target)
+        self.credit_of = dict((key, ("port", PORT_CHECKS, key[5:])) for key, _s, _a, _b in self.port_paths)
+        if self.fabric:
+            self.credit_of[self.unit_key] = ("unit", UNIT_CHECKS, "node")
         self.files.keep([config for config, _rest in self.pci_paths.values()] + [p[2] for p in self.port_paths]
-                        + [p[3] for p in self.port_paths])
+                        + [p[3] for p in self.port_paths] + [d for _c, d in self.pci_paths.values()])
         self.last = None  # a new baseline
         self.confirm_left, self.armed_run = {}, {}
+        self.count, self.counted_at, self.signalled, self.credits = {}, {}, {}, {}
 
     def hold_nvml(self):
         """NVML initialised and the handles taken (between two cycles)."""
@@ -465,51 +555,59 @@ class FastProbe(object):
         Its current link width and speed are not probed: no check compares them (gpu.pcie compares
         the link capability, the periodic cycle reads it)."""
         config, directory = self.pci_paths[address]
-        raw = self.files.read(config, 2)
+        files = self.files
+        if files.check_inode and config not in files.held and not files.present(directory):
+            return ("gone",), True  # a fixture tree: the directory first, then its config opened in it
+        raw = files.read(config, 2, directory)
         if raw is None:
-            if not os.path.isdir(directory):
+            if not files.present(directory):
                 return ("gone",), True
             return ("no config",) if address not in self.config_read else ("config unreadable",), \
                 address in self.config_read
         self.config_read.add(address)
         if raw[:2] == (GPU_VENDOR_BYTES if address in self.gpus else HCA_VENDOR_BYTES):
-            return ("present",), False
+            return PRESENT, False
         if len(raw) < 2:
             return ("config reads %d byte(s)" % len(raw),), True
         return ("vendor 0x%02x%02x" % (bytearray(raw)[1], bytearray(raw)[0]),), True
 
-    def observe(self, keys=None):
-        """{key: (scope, value, bad)} now, of every item or of ``keys`` only (paths joined once, at
-        discovery: the probe runs every second)."""
+    def observe(self, keys=None, quick=False):
+        """{key: (scope, value, bad)} now, of every item, of ``keys`` only, or (``quick``) of the
+        RDMA ports and the fabric manager (paths joined once, at discovery: the probe runs every
+        second, the quick probe four times a second)."""
         seen = {}
-        for address in self.gpus:
-            if keys is None or "pci " + address in keys:
-                value, bad = self._pci(address)
-                seen["pci " + address] = ("gpu", value, bad)
-        for address in self.hcas:
-            if keys is None or "pci " + address in keys:
-                value, bad = self._pci(address)
-                seen["pci " + address] = ("rdma", value, bad)
+        read = self.files.read
+        if not quick:
+            for key, address, scope in self.pci_items:
+                if keys is None or key in keys:
+                    value, bad = self._pci(address)
+                    seen[key] = (scope, value, bad)
+        base_rate = self.base_rate
         for key, scope, state_path, rate_path in self.port_paths:
             if keys is not None and key not in keys:
                 continue
             # state and rate: phys_state changes with state (the periodic cycle reads it)
-            state = _text(self.files.read(state_path, 64))
-            rate = _text(self.files.read(rate_path, 64))
+            state = _text(read(state_path, 64))
+            rate = _text(read(rate_path, 64))
             # a port's rate has no "max" in sysfs: the rate first seen is its own (a retrain to
             # fewer lanes or a lower speed reads below it)
-            base = self.base_rate.setdefault(key, rate)
+            base = base_rate.get(key)
+            if base is None and key not in base_rate:
+                base = base_rate[key] = rate
             seen[key] = (scope, (state, rate), state is None or not state.endswith("ACTIVE") or rate != base)
-        if self.nvml is not None and self.handles is not None:
+        if not quick and self.nvml is not None and self.handles is not None:
             if self.nvml_error and (keys is None or "nvml" in keys):
                 seen["nvml"] = ("gpu", self.nvml_error, True)
             for index, handle in self.handles:
-                if keys is None or "nvml gpu%d" % index in keys:
+                key = self.nvml_keys.get(index)
+                if key is None:
+                    key = self.nvml_keys[index] = "nvml gpu%d" % index
+                if keys is None or key in keys:
                     value, bad = self._gpu_query(handle)
-                    seen["nvml gpu%d" % index] = ("gpu", value, bad)
-        if self.fabric and (keys is None or "unit " + self.unit in keys):
-            running = unit_running(self.root, self.unit, self.files.read)
-            seen["unit " + self.unit] = ("fabricmanager", running, not running)
+                    seen[key] = ("gpu", value, bad)
+        if self.fabric and (keys is None or self.unit_key in keys):
+            running = unit_running(self.root, self.unit, read)
+            seen[self.unit_key] = ("fabricmanager", running, not running)
         return seen
 
     def keys_of(self, scope):
@@ -518,61 +616,139 @@ class FastProbe(object):
 
     def arm(self, keys):
         """Read ``keys`` again at the next confirmation (a netlink announcement named their device):
-        up to ``repeat + 1`` confirmation readings, once per probe."""
+        up to ``repeat + 1`` confirmation readings (a port: until its bad readings are confirmed, at
+        most ``2 * fail_after``), once per probe."""
         for key in keys:
             if self.armed_run.get(key) != self.runs:
                 self.armed_run[key] = self.runs
-                self.confirm_left[key] = self.repeat + 1
+                credit = self.credit_of.get(key)
+                self.confirm_left[key] = 2 * self.needs[credit[0]][-1] if credit else self.repeat + 1
 
     def pending(self):
         """The keys a confirmation reading is due for."""
         return sorted(key for key, left in self.confirm_left.items() if left > 0)
 
-    def poll(self, keys=None):
-        """[(scope, why)] of this probe (``keys`` None) or of a confirmation reading of ``keys``."""
+    def take_credits(self):
+        """[[check ids, target, measurements]] of the readings confirmed since the last call (the
+        targeted cycle they signalled counts its failing checks among them as failing that many
+        times); emptied."""
+        if not self.credits:
+            return []
+        found = [[list(self.credit_of[key][1]), self.credit_of[key][2], count]
+                 for key, count in sorted(self.credits.items()) if key in self.credit_of]
+        self.credits = {}
+        return found
+
+    def _counted(self, key, scope, value, bad, before, first, confirm, now, signals):
+        """A reading of a port or of the fabric manager (class docstring): counted while bad,
+        signalled when the count reaches a fail_after of its checks."""
+        changed = first or before is None or before[1] != value
+        if not bad:
+            if self.count.get(key):
+                self.count[key] = 0
+            signalled_before = self.signalled.pop(key, 0)
+            if key in self.confirm_left:
+                self.confirm_left[key] = 0
+            if changed and not first:
+                # good again: at once when its bad reading was signalled (a confirmation's gap), else as
+                # any change (min_gap: a flap never confirmed runs at most one cycle a min_gap)
+                fast = confirm and signalled_before
+                signals.append((scope, "%s%s %s -> %s" % (CONFIRM_PREFIX if fast else "probe: ", key,
+                                                          before[1] if before else "new", value)))
+            return
+        needs = self.needs[self.credit_of[key][0]]
+        count = self.count.get(key, 0)
+        if count == 0:
+            count, self.counted_at[key] = 1, (now, now)
+            if not confirm or self.confirm_left.get(key, 0) <= 0:
+                self.confirm_left[key] = 2 * needs[-1]  # the bound of this run's confirmation readings
+        elif now - self.counted_at[key][1] >= self.spacing:
+            count += 1
+            self.counted_at[key] = (self.counted_at[key][0], now)
+        self.count[key] = count
+        signalled = self.signalled.get(key, 0)
+        if count in needs and signalled < count:
+            self.signalled[key] = count
+            self.credits[key] = count
+            if count == 1:
+                why = "bad at the first reading" if first or before is None else "%s ->" % (before[1],)
+                signals.append((scope, "probe: %s %s %s" % (key, why, value)))
+            else:
+                signals.append((scope, "%s%s confirmed: bad at %d readings over %.2f s: %s" % (
+                    CONFIRM_PREFIX, key, count, now - self.counted_at[key][0], value)))
+        elif changed and signalled and not first:
+            signals.append((scope, "probe: %s %s -> %s" % (key, before[1], value)))
+        if confirm:
+            self.confirm_left[key] = self.confirm_left.get(key, 1) - 1
+        if count >= needs[-1]:
+            self.confirm_left[key] = 0
+
+    def poll(self, keys=None, quick=False):
+        """[(scope, why)] of this probe (``keys`` None), of a quick probe (``quick``: the ports and
+        the fabric manager) or of a confirmation reading of ``keys``."""
         cpu = time.process_time()
-        if keys is None:
-            self.runs += 1
-        else:
+        confirm = keys is not None
+        if confirm:
             self.confirms += 1
-        now = self.observe(keys)
+        elif quick:
+            self.quicks += 1
+        else:
+            self.runs += 1
+        if self.last is None and (confirm or quick):
+            return []  # no baseline yet (the next probe takes it)
+        now_at = self.clock()
+        now = self.observe(keys, quick)
         signals = []
-        prefix = "probe: " if keys is None else CONFIRM_PREFIX
-        if self.last is None and keys is None:
-            # a first reading (a start, a restart, a new discovery): a bad one signals like a change and
-            # is confirmed like any bad reading (a fault present at a restart still turns failing
-            # within seconds, not over fail_after periodic cycles); a good one is the silent baseline
-            for key, (scope, value, bad) in sorted(now.items()):
+        prefix = "probe: " if not confirm else CONFIRM_PREFIX
+        first = self.last is None
+        last = self.last or {}
+        credit_of = self.credit_of
+        for key, item in (sorted(now.items()) if first else now.items()):
+            before = last.get(key)
+            if before is not None and before == item and not item[2]:
+                if confirm:
+                    self.confirm_left[key] = 0  # good: confirmed good, done
+                continue  # good and unchanged: the common case, nothing to do
+            scope, value, bad = item
+            if key in credit_of:
+                self._counted(key, scope, value, bad, before, first, confirm, now_at, signals)
+                continue
+            if first:
+                # a first reading (a start, a restart, a new discovery): a bad one signals like a change
+                # and is confirmed like any bad reading (a fault present at a restart still turns failing
+                # within seconds, not over fail_after periodic cycles); a good one is the silent baseline
                 if bad:
                     signals.append((scope, "%s%s bad at the first reading: %s" % (prefix, key, value)))
                     self.bad_left[key] = self.repeat
                     self.armed_run[key] = self.runs
                     self.confirm_left[key] = self.repeat
-        if self.last is not None:
-            for key, (scope, value, bad) in now.items():
-                before = self.last.get(key)
-                if before is None or before[1] != value:
-                    signals.append((scope, "%s%s %s -> %s" % (prefix, key, before[1] if before else "new", value)))
-                    self.bad_left[key] = self.repeat if bad else 0
-                    if keys is None and bad and self.armed_run.get(key) != self.runs:
-                        self.armed_run[key] = self.runs  # turned bad: confirmed at once, not a probe later
-                        self.confirm_left[key] = self.repeat
-                elif bad and self.bad_left.get(key, 0) > 0:  # a confirmation, whichever reading took it
-                    self.bad_left[key] -= 1
-                    signals.append((scope, "%s%s still %s" % (CONFIRM_PREFIX, key, value)))
-                if keys is not None:
-                    left = self.confirm_left.get(key, 0) - 1
-                    # done: good again, signalled enough times, or the readings the arming allows taken
-                    self.confirm_left[key] = left if bad and self.bad_left.get(key, 0) > 0 else 0
-            if keys is None:
-                for key in set(self.last) - set(now):
-                    signals.append((self.last[key][0], "probe: %s gone" % key))
-            for key in set(keys if keys is not None else self.confirm_left) - set(now):
-                self.confirm_left.pop(key, None)  # not read now: the next probe says what became of it
-        if keys is None:
+                continue
+            if before is None or before[1] != value:
+                signals.append((scope, "%s%s %s -> %s" % (prefix, key, before[1] if before else "new", value)))
+                self.bad_left[key] = self.repeat if bad else 0
+                if not confirm and bad and self.armed_run.get(key) != self.runs:
+                    self.armed_run[key] = self.runs  # turned bad: confirmed at once, not a probe later
+                    self.confirm_left[key] = self.repeat
+            elif bad and self.bad_left.get(key, 0) > 0:  # a confirmation, whichever reading took it
+                self.bad_left[key] -= 1
+                signals.append((scope, "%s%s still %s" % (CONFIRM_PREFIX, key, value)))
+            if confirm:
+                left = self.confirm_left.get(key, 0) - 1
+                # done: good again, signalled enough times, or the readings the arming allows taken
+                self.confirm_left[key] = left if bad and self.bad_left.get(key, 0) > 0 else 0
+        if not first:
+            if not confirm and not quick:
+                for key in [k for k in last if k not in now]:
+                    signals.append((last[key][0], "probe: %s gone" % key))
+                    self.count.pop(key, None)
+                    self.signalled.pop(key, None)
+            for key in [k for k in (keys if confirm else self.confirm_left) if k not in now]:
+                if confirm or not quick:
+                    self.confirm_left.pop(key, None)  # not read now: the next probe says what became of it
+        if confirm or quick:
+            last.update(now)
+        else:
             self.last = now
-        elif self.last is not None:
-            self.last.update(now)
         self.cpu += time.process_time() - cpu
         return signals
 
@@ -593,7 +769,7 @@ class SignalSources(object):
     min_gap = 1.0  # seconds between two targeted cycles (the events' min_gap, set by agent_daemon)
 
     def __init__(self, settings, root, repeat=2, binding_loader=None, sockets=None, clock=time.monotonic,
-                 opener=open_netlink):
+                 opener=open_netlink, needs=None):
         self.settings = settings
         self.root = root
         self.clock = clock
@@ -621,6 +797,7 @@ class SignalSources(object):
         self.confirm_at = None  # monotonic time of the next confirmation reading
         self.early = []  # signals of a first reading (bad at the start, after a discovery): the next poll's
         self.probe = None
+        self.quick = None  # seconds between two quick probes (the ports, the fabric manager), or None
         if self.interval:
             binding = None
             if binding_loader is not None:
@@ -628,17 +805,23 @@ class SignalSources(object):
                     binding = binding_loader()
                 except Exception as exc:
                     self.status["probe_nvml"] = "unavailable: %s" % exc
-            self.probe = FastProbe(root, settings.get("fabricmanager_unit"), binding, repeat, clock)
+            self.probe = FastProbe(root, settings.get("fabricmanager_unit"), binding, repeat, clock, needs=needs,
+                                   confirm=self.confirm)
             self.probe.hold_nvml()
-            self.early = self.probe.poll()  # the baseline: a bad first reading signals
-            self.status["probe"] = "every %g s: %d GPU(s), %d HCA(s), %d RDMA port(s)%s%s, a bad reading " \
+            self.early = self.probe.poll()  # the baseline: a bad first reading signals (a GPU) or is confirmed
+            quick = self.interval / QUICK_DIVISOR
+            self.quick = quick if quick >= CONFIRM_MIN else None
+            self.status["probe"] = "every %g s: %d GPU(s), %d HCA(s), %d RDMA port(s)%s%s%s, a bad reading " \
                 "confirmed every %g s" % (
                 self.interval, len(self.probe.gpus), len(self.probe.hcas), len(self.probe.ports),
                 ", NVML" if binding is not None else "", ", %s" % self.probe.unit if self.probe.fabric else "",
-                self.confirm)
+                "; ports%s every %g s" % (" and the unit" if self.probe.fabric else "", self.quick)
+                if self.quick else "", self.confirm)
         else:
             self.status["probe"] = "off (signals.fast_probe_interval 0)"
         self.next = self.clock() + self.interval if self.interval else None
+        self.quick_next = self.clock() + self.quick if self.quick else None
+        self._schedule(self.clock())  # a bad first reading of a port or the unit: its confirmations
 
     def fds(self):
         return [watcher.fileno() for watcher in self.watchers]
@@ -648,7 +831,8 @@ class SignalSources(object):
             return self.clock()
         if self.next is None:
             return float("inf")
-        return self.next if self.confirm_at is None else min(self.next, self.confirm_at)
+        due = self.next if self.confirm_at is None else min(self.next, self.confirm_at)
+        return due if self.quick_next is None else min(due, self.quick_next)
 
     def _schedule(self, now):
         """The next confirmation reading, one ``confirm`` from ``now``, while one is pending."""
@@ -727,8 +911,12 @@ class SignalSources(object):
             self.next += self.interval
             if self.next <= now:  # a long cycle: the next probe one interval from now, no burst
                 self.next = now + self.interval
+            if self.quick_next is not None:
+                self.quick_next = now + self.quick
             self._schedule(now)
-        elif self.confirm_at is not None and self.clock() >= self.confirm_at:
+            return signals
+        now = self.clock()
+        if self.confirm_at is not None and now >= self.confirm_at:
             try:
                 pending = self.probe.pending()  # none after a new discovery (a uevent): nothing read
                 signals.extend(self.probe.poll(pending) if pending else [])
@@ -736,7 +924,22 @@ class SignalSources(object):
                 self.probe.confirm_left = {}
                 self.status["probe"] = "probe failed: %r; %s" % (exc, self.status["probe"].split("; ")[-1])
             self._schedule(self.clock())
+        if self.quick_next is not None and now >= self.quick_next:
+            try:
+                signals.extend(self.probe.poll(quick=True))
+            except Exception as exc:
+                self.status["probe"] = "probe failed: %r; %s" % (exc, self.status["probe"].split("; ")[-1])
+            self.quick_next += self.quick
+            now = self.clock()
+            if self.quick_next <= now:  # no burst after a long cycle
+                self.quick_next = now + self.quick
+            self._schedule(now)
         return signals
+
+    def take_credits(self):
+        """The probe's confirmed readings since the last call (FastProbe.take_credits): the targeted
+        cycle about to run counts them (agent_daemon.Loop, agent_cycle)."""
+        return self.probe.take_credits() if self.probe is not None else []
 
     def counters(self):
         result = dict(self.status)
@@ -747,6 +950,7 @@ class SignalSources(object):
         if self.probe is not None:
             result["probe_runs"] = self.probe.runs
             result["probe_confirms"] = self.probe.confirms
+            result["probe_quick"] = self.probe.quicks
             result["probe_us"] = round(self.probe.cpu * 1e6 / max(1, self.probe.runs), 1)
         return result
 
