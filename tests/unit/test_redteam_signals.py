@@ -456,7 +456,7 @@ def test_a_probed_file_turned_into_a_fifo_or_odd_file_never_hangs_the_probe(tree
         if where.startswith("port"):
             # unreadable is not "still ACTIVE": a bad reading, counted, then confirmed (fail_after 2)
             assert found == [] and probe.pending() == ["port mlx5_0/1"], (where, what)
-            found = bounded(lambda: probe.poll(probe.pending()))
+            found = bounded(lambda probe=probe: probe.poll(probe.pending()))
             assert [s for s, _ in found] == ["rdma:mlx5_0"], (where, what)
         elif where == "gpu config" and what in ("directory", "dangling symlink"):
             assert [s for s, _ in found] == ["gpu"], (where, what)  # no readable config space: the device answers no more
