@@ -378,19 +378,19 @@ def run_until_signal(sources, clock, until):
 
 
 def test_a_bad_reading_is_read_again_alone_until_fail_after_measurements(tree):
-    """Issue 46: the quick probe (every interval / 4) sees the port down, two confirmation readings
+    """Issue 46: the quick probe (every interval / 2) sees the port down, two confirmation readings
     0.1 s apart confirm it: one signal, 0.2 s after the first bad reading, with the credit of 3."""
     clock = Clock()
     sources = probe_sources(tree, clock)
     try:
         probe = sources.probe
-        assert sources.quick == 0.25 and sources.due() == 100.25  # all good: the quick probe's interval
+        assert sources.quick == 0.5 and sources.due() == 100.5  # all good: the quick probe's interval
         port_file(tree, "state").write_text("1: DOWN\n")
-        clock.now = 100.25
+        clock.now = 100.5
         assert sources.poll() == [] and probe.pending() == [PORT]  # counted, not yet signalled
-        assert sources.due() == pytest.approx(100.35)
-        found = run_until_signal(sources, clock, 100.9)
-        assert len(found) == 1 and found[0][0] == pytest.approx(100.45)  # (fail_after - 1) x 0.1 s later
+        assert sources.due() == pytest.approx(100.6)
+        found = run_until_signal(sources, clock, 100.95)
+        assert len(found) == 1 and found[0][0] == pytest.approx(100.7)  # (fail_after - 1) x 0.1 s later
         assert [s for s, _ in found[0][1]] == ["rdma:mlx5_0"]
         assert found[0][1][0][1].startswith(sig.CONFIRM_PREFIX + PORT + " confirmed: bad at 3 readings over 0.20 s")
         assert sources.take_credits() == [[list(sig.PORT_CHECKS), "mlx5_0/1", 3]]
@@ -405,7 +405,7 @@ def test_a_reading_good_again_at_a_confirmation_ends_it_and_is_signalled(tree):
     sources = probe_sources(tree, clock)
     try:
         port_file(tree, "rate").write_text("100 Gb/sec (1X NDR)\n")
-        clock.now = 100.25
+        clock.now = 100.5
         assert sources.poll() == []  # counted
         port_file(tree, "rate").write_text("400 Gb/sec (4X NDR)\n")
         clock.now = sources.due()

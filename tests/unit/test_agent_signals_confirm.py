@@ -3,7 +3,7 @@ fast-probe reading is confirmed by fail_after readings at least 0.9 confirmation
 and then counted as the check's fail_after measurements by the one targeted cycle it runs
 (agent_signals.FastProbe, credited; agent_hysteresis.step, credit). In a simulated clock (the
 targeted cycle instantaneous): a port down for less than (fail_after - 1) x 0.09 s is never
-reported, one that stays down makes the node unhealthy within 0.5 s of the fault at the default
+reported, one that stays down makes the node unhealthy within 0.7 s of the fault at the default
 1 s probe; and the probe's held descriptors survive a device removed and added again."""
 
 import errno
@@ -89,9 +89,9 @@ def test_a_port_down_for_less_than_the_confirmation_window_is_never_reported(tmp
 
 @settings(max_examples=150, deadline=None)
 @given(st.floats(0.0, 0.999))
-def test_a_port_that_stays_down_makes_the_node_unhealthy_within_half_a_second(tmp_path_factory, phase):
-    """The quick probe sees it within 0.25 s, two confirmation readings 0.1 s apart confirm it, one
-    targeted cycle counts the three readings: within 1 s (0.45 s plus the cycle's own time)."""
+def test_a_port_that_stays_down_makes_the_node_unhealthy_within_0_7_s(tmp_path_factory, phase):
+    """The quick probe sees it within 0.5 s, two confirmation readings 0.1 s apart confirm it, one
+    targeted cycle counts the three readings: within 1 s (0.7 s plus the cycle's own time)."""
     root = tmp_path_factory.mktemp("node")
     ports = make_tree(root)
     clock = Clock()
@@ -99,14 +99,14 @@ def test_a_port_that_stays_down_makes_the_node_unhealthy_within_half_a_second(tm
     try:
         start = 100.0 + phase
         unhealthy_at, confirmed = simulate(ports, clock, sources, start, None, 104.0)
-        assert unhealthy_at is not None and unhealthy_at - start <= 0.45 + 1e-6, (unhealthy_at, start)
+        assert unhealthy_at is not None and unhealthy_at - start <= 0.7 + 1e-6, (unhealthy_at, start)
         assert len(confirmed) == 1 and "bad at 3 readings" in confirmed[0]
     finally:
         sources.close()
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.floats(0.0, 0.999), st.floats(0.2, 3.0))
+@given(st.floats(0.0, 0.999), st.floats(0.5, 3.0))
 def test_a_port_down_longer_than_the_window_and_a_probe_interval_is_reported_while_down(tmp_path_factory, phase,
                                                                                          duration):
     root = tmp_path_factory.mktemp("node")
@@ -116,8 +116,8 @@ def test_a_port_down_longer_than_the_window_and_a_probe_interval_is_reported_whi
     try:
         start = 100.0 + phase
         unhealthy_at, _confirmed = simulate(ports, clock, sources, start, duration, 105.0)
-        if duration >= 0.25 + 0.2 + 1e-6:  # seen by a quick probe and confirmed twice while still down
-            assert unhealthy_at is not None and unhealthy_at <= start + 0.45 + 1e-6
+        if duration >= 0.5 + 0.2 + 1e-6:  # seen by a quick probe and confirmed twice while still down
+            assert unhealthy_at is not None and unhealthy_at <= start + 0.7 + 1e-6
     finally:
         sources.close()
 

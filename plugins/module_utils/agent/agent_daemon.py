@@ -87,6 +87,19 @@ class StopSignals(object):
         os.close(self._write)
 
 
+def _readable(fds):
+    """The set of ``fds`` readable now (select with no wait), or None when select refuses them
+    (then every source is read, as before)."""
+    if not fds:
+        return None
+    import select
+
+    try:
+        return set(select.select(fds, [], [], 0)[0])
+    except (OSError, ValueError):
+        return None
+
+
 class Loop(object):
     """The resident agent: ``run_cycle()`` (returns a status line) every ``interval`` seconds on a
     monotonic schedule: cycle k starts at start + k * interval whatever the cycles take (no drift),
@@ -180,7 +193,8 @@ class Loop(object):
                 return True
             if self.clock() >= slot or (not fds and self.signals is None):
                 continue
-            lines = self.events.drain() if self.events is not None else []
+            readable = _readable(fds)  # one select() instead of a failing read per source (idle CPU)
+            lines = self.events.drain(readable) if self.events is not None else []
             if lines:
                 gap = self._gap()
                 if gap > 0:  # lines arriving meanwhile stay in the kernel's buffer: drained below
@@ -192,16 +206,17 @@ class Loop(object):
                 self.triggered += 1
                 self.event_started = self.clock()
                 self._cycle()
-            elif self.signals is not None and self._signalled():
+            elif self.signals is not None and self._signalled(readable):
                 return True
             if self.max_cycles is not None and self.cycles >= self.max_cycles:
                 return True
 
-    def _signalled(self):
-        """Signals readable or due now: one targeted cycle for all of them; True to stop."""
+    def _signalled(self, readable=None):
+        """Signals readable or due now: one targeted cycle for all of them; True to stop.
+        ``readable``: the descriptors readable now (None: not known, every socket is read)."""
         from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_signals import CONFIRM_PREFIX, plan
 
-        found = self.signals.poll()
+        found = self.signals.poll(readable) if readable is not None else self.signals.poll()
         if not found:
             return False
         confirm = getattr(self.signals, "confirm", None)

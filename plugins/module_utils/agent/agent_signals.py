@@ -82,9 +82,10 @@ MAX_HELD_FILES = 256  # files the probe keeps open (a DGX: 36); more are opened 
 READ_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
 DIR_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_DIRECTORY", 0)
 # the quick probe: the RDMA ports' state and rate and the fabric manager's cgroup (a held descriptor's
-# pread each) every fast_probe_interval / 4 (0.25 s at the default 1 s); the NVML queries and the
-# config space reads stay at fast_probe_interval
-QUICK_DIVISOR = 4
+# pread each) every fast_probe_interval / 2 (0.5 s at the default 1 s); the NVML queries and the
+# config space reads stay at fast_probe_interval. 2, not more: each wake-up of the loop costs more
+# than its reads (bench/detect_latency.py idle: 4 a second went over the 5 s per hour)
+QUICK_DIVISOR = 2
 # the checks of an RDMA port's reading (target <device>/<port>) and of the fabric manager's (node):
 # a confirmed reading of the probe is their fail_after measurements (FastProbe, credits)
 PORT_CHECKS = ("rdma.port.state", "rdma.port.phys_state", "rdma.port.rate")
@@ -116,14 +117,15 @@ class HeldFiles(object):
         self.held = {}  # path -> fd
         self.dirs = {}  # path -> fd of a directory (check_inode only)
 
-    def read(self, path, size=256, directory=None):
+    def read(self, path, size=256, directory=None, recheck=True):
         """``directory``: ``path``'s directory, held (``present``): ``path`` is opened in it, not
         walked again from the root (a file that does not open, such as a fixture tree's missing
-        PCI ``config``, costs no path walk each probe)."""
+        PCI ``config``, costs no path walk each probe). ``recheck`` False: the link count is not
+        looked at (the quick probe: a file replaced by a rename is seen by the next full probe)."""
         fd = self.held.get(path)
         if fd is not None:
             try:
-                if not self.check_inode or os.fstat(fd).st_nlink:
+                if not (self.check_inode and recheck) or os.fstat(fd).st_nlink:
                     return os.pread(fd, size, 0)
             except OSError:
                 pass
@@ -574,9 +576,9 @@ class FastProbe(object):
     def observe(self, keys=None, quick=False):
         """{key: (scope, value, bad)} now, of every item, of ``keys`` only, or (``quick``) of the
         RDMA ports and the fabric manager (paths joined once, at discovery: the probe runs every
-        second, the quick probe four times a second)."""
+        second, the quick probe twice a second)."""
         seen = {}
-        read = self.files.read
+        read = self.files.read if not quick else self._quick_read
         if not quick:
             for key, address, scope in self.pci_items:
                 if keys is None or key in keys:
@@ -609,6 +611,9 @@ class FastProbe(object):
             running = unit_running(self.root, self.unit, read)
             seen[self.unit_key] = ("fabricmanager", running, not running)
         return seen
+
+    def _quick_read(self, path, size=256):
+        return self.files.read(path, size, recheck=False)
 
     def keys_of(self, scope):
         """The keys of the last reading whose scope is ``scope`` (``rdma:<device>``: its ports)."""
@@ -849,9 +854,11 @@ class SignalSources(object):
         if self.probe is not None:
             self.probe.hold_nvml()
 
-    def _announcements(self):
+    def _announcements(self, readable=None):
         signals = []
         for watcher in list(self.watchers):
+            if readable is not None and watcher.fileno() not in readable:
+                continue  # nothing to read: no failing recv each probe
             try:
                 events, overrun = watcher.drain()
             except OSError as exc:
@@ -893,9 +900,10 @@ class SignalSources(object):
             self.early.extend(self.probe.poll())  # a new baseline: its bad readings signal
         return scopes
 
-    def poll(self):
-        """[(scope, why)]: announcements readable now, and the probe when it is due."""
-        signals = self._announcements()
+    def poll(self, readable=None):
+        """[(scope, why)]: announcements readable now, and the probe when it is due. ``readable``:
+        the descriptors select() found readable (None: every socket is read)."""
+        signals = self._announcements(readable)
         if self.early:
             signals.extend(self.early)
             self.early = []
