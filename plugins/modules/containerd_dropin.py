@@ -28,8 +28,18 @@ description:
   - Refuses, naming the way out, a version 1 config, a config version the installed containerd
     does not read (3 before containerd 2.0, 4 before 2.3), and a missing or stub root config
     (write C(containerd config default) first).
+  - Also refused, naming the line of O(config), with containerd 1.x (whose copy of the CRI plugin
+    holds only its C([tables])): CRI settings written as dotted keys or inline tables outside those
+    tables, and a table gpufleet sets that is (partly) defined by a dotted key, an inline table or an
+    array of tables. A C(imports) that is not an array of strings is refused naming the line; an
+    C(imports) array on several lines keeps its lines and gets the glob on a line of its own.
+  - Refused without writing anything: O(config) or O(dropin) being a symbolic link (gpufleet edits
+    only a regular file; the message names the link and its target), a config starting with a UTF-8
+    byte-order mark, the drop-in directory existing as something else than a directory, and a
+    O(containerd_version) that is not containerd 1.x or 2.x.
   - With O(validate) containerd reads the result (C(containerd --config <config> config dump));
-    when it refuses, both files are put back as they were.
+    when it refuses, both files are put back as they were. O(containerd_binary) must be an
+    executable file, checked before anything is written.
 author:
   - gpufleet contributors (@gpufleet)
 options:
@@ -115,6 +125,7 @@ dropin:
 """
 
 import os
+import shutil
 import tempfile
 
 from ansible.module_utils.common.text.converters import to_bytes, to_native, to_text
@@ -123,9 +134,9 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.core import modul
 module_cache.activate()  # before the other module_utils: compiled once per node, not per run
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.containerd_config import (
-    ContainerdConfigError, containerd_version, plan)
+    ContainerdConfigError, check_containerd, plan)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.core.framework import run_module
-from ansible_collections.gpufleet.cluster.plugins.module_utils.core.toml_merge import TomlMergeError, merge_checked
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.toml_merge import TomlMergeError
 
 ARGUMENT_SPEC = dict(
     config=dict(type="path", default="/etc/containerd/config.toml"),
@@ -140,16 +151,32 @@ ARGUMENT_SPEC = dict(
 )
 
 
-def read(module, path):
+def refuse_link(module, option, path):
+    """gpufleet edits only a regular file: a symbolic link is refused, naming it and its target."""
+    if os.path.islink(path):
+        module.fail_json(msg="%s: %s is a symbolic link to %s; gpufleet edits only a regular file (point %s at "
+                         "the file itself, or replace the link by the file); nothing was written"
+                         % (option, path, os.readlink(path), option))
+
+
+def read(module, option, path):
+    refuse_link(module, option, path)
     if not os.path.exists(path):
         return None
     if not os.path.isfile(path):
-        module.fail_json(msg="%s is not a regular file" % path)
+        module.fail_json(msg="%s: %s is not a regular file" % (option, path))
     try:
         with open(path, "rb") as handle:
             return to_text(handle.read(), errors="surrogate_or_strict")
     except (OSError, UnicodeError) as exc:
         module.fail_json(msg="cannot read %s: %s" % (path, to_native(exc)))
+
+
+def runnable(binary):
+    """Whether ``binary`` (a path, or a name looked up in PATH) is an executable file."""
+    if os.sep not in binary:
+        binary = shutil.which(binary) or binary
+    return os.path.isfile(binary) and os.access(binary, os.X_OK)
 
 
 def write(module, path, text):
@@ -174,15 +201,21 @@ def configure(module):
     if os.path.dirname(params["imports_glob"]) != os.path.dirname(dropin):
         module.fail_json(msg="dropin: %s is not in the directory of imports_glob %s"
                          % (dropin, params["imports_glob"]))
-    root_before = read(module, config)
-    dropin_before = read(module, dropin)
+    try:
+        version = check_containerd(params["containerd_version"])
+    except ContainerdConfigError as exc:
+        module.fail_json(msg=to_native(exc))
+    directory = os.path.dirname(dropin)
+    if os.path.lexists(directory) and not os.path.isdir(directory):
+        module.fail_json(msg="dropin: the directory of %s, %s, exists and is not a directory; nothing was written"
+                         % (dropin, directory))
+    root_before = read(module, "config", config)
+    dropin_before = read(module, "dropin", dropin)
     runtimes = dict((name, to_text(binary or "")) for name, binary in params["runtimes"].items())
     try:
-        result = plan(root_before, containerd_version(params["containerd_version"]), runtimes,
+        result = plan(root_before, version, runtimes,
                       params["default_runtime"], params["systemd_cgroup"], params["imports_glob"])
-        root_after = root_before
-        if result["imports"] is not None:
-            root_after, _keys, _note = merge_checked(root_before, [], {"imports": result["imports"]})
+        root_after = result["root"]
     except (ContainerdConfigError, TomlMergeError) as exc:
         module.fail_json(msg="%s: %s" % (config, to_native(exc)), config=config,
                          containerd_version=params["containerd_version"])
@@ -196,16 +229,33 @@ def configure(module):
             dict(before=dropin_before or "", after=result["dropin"],
                  before_header=dropin if dropin_before is not None else "/dev/null", after_header=dropin)]
     if changed and not module.check_mode:
-        if not os.path.isdir(os.path.dirname(dropin)):
-            os.makedirs(os.path.dirname(dropin), 0o755)
-        write(module, dropin, result["dropin"])
-        if root_after != root_before:
-            write(module, config, root_after)
+        binary = params["containerd_binary"]
+        if params["validate"] and not runnable(binary):
+            module.fail_json(msg="containerd_binary: %s cannot be executed (%s), so validate cannot let containerd "
+                             "read the result; nothing was written: set containerd_binary to the installed "
+                             "containerd (for example /usr/local/bin/containerd) or validate: false"
+                             % (binary, "not executable" if os.path.lexists(binary) else "missing"))
+        created = None
+        try:
+            if not os.path.isdir(directory):
+                created = directory
+                os.makedirs(directory, 0o755)
+            write(module, dropin, result["dropin"])
+            if root_after != root_before:
+                write(module, config, root_after)
+        except OSError as exc:
+            restore(module, dropin, dropin_before)
+            if created:
+                os.rmdir(created)
+            module.fail_json(msg="cannot write %s / %s: %s; put back as they were" % (config, dropin, to_native(exc)))
         if params["validate"]:
-            rc, stdout, stderr = module.run_command([params["containerd_binary"], "--config", config, "config", "dump"])
+            # containerd_binary was seen executable above, before anything was written
+            rc, stdout, stderr = module.run_command([binary, "--config", config, "config", "dump"])
             if rc != 0:
                 restore(module, dropin, dropin_before)
                 restore(module, config, root_before)
+                if created:
+                    os.rmdir(created)
                 module.fail_json(msg="containerd refused the result (rc %d), %s and %s were put back: %s"
                                  % (rc, config, dropin, (stderr or stdout).strip()[-2000:]))
     return out

@@ -17,6 +17,7 @@ from __future__ import absolute_import, division, print_function
 
 
 import json
+import math
 import re
 
 BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
@@ -107,18 +108,19 @@ def _value_end(lines, index, pos):
                     comment_at = col
                     break
                 col += 1
-            elif state in ('"', '"""'):
-                if text[col] == "\\":
-                    col += 2
-                    continue
-                if text.startswith(state, col):
-                    col += len(state)
-                    state = None
-                    continue
-                col += 1
             else:
+                if state in ('"', '"""'):
+                    if text[col] == "\\":
+                        col += 2
+                        continue
                 if text.startswith(state, col):
-                    col += len(state)
+                    if len(state) == 3:
+                        # a multi-line string may end in one or two quotes right before its closing
+                        # delimiter (TOML 1.0): the whole run of quotes closes it
+                        while col < len(text) and text[col] == state[0]:
+                            col += 1
+                    else:
+                        col += 1
                     state = None
                     continue
                 col += 1
@@ -259,31 +261,38 @@ def render_path(path):
 # ---------------------------------------------------------------- merging
 
 
-def _check_conflicts(statements, path, values):
+def _conflict(statements, path, values):
+    """(line, message) of the first definition that a line edit of table ``path`` cannot update
+    (a second header, an array of tables on the path, a dotted key or inline table defining
+    (part of) it), or None."""
     headers = [s for s in statements if s["kind"] == "table" and s["path"] == path]
     if len(headers) > 1:
-        raise TomlMergeError("table [%s] is defined %d times" % (render_path(path), len(headers)))
+        return headers[1]["start"] + 1, "table [%s] is defined %d times" % (render_path(path), len(headers))
     for stmt in statements:
+        line = stmt["start"] + 1
         if stmt["kind"] == "array" and stmt["path"] == path[:len(stmt["path"])]:
-            raise TomlMergeError(
-                "[[%s]] is an array of tables on the path of [%s]; not edited"
-                % (render_path(stmt["path"]), render_path(path)))
+            return line, ("[[%s]] is an array of tables on the path of [%s]; not edited"
+                          % (render_path(stmt["path"]), render_path(path)))
         if stmt["kind"] != "keyval":
             continue
         table, key = stmt["table"], stmt["key"]
         defined = table + key
-        line = stmt["start"] + 1
         if table == path:
             if len(key) > 1 and key[0] in values:
-                raise TomlMergeError("line %d: %s is a dotted-key table, cannot set it as a value"
-                                     % (line, render_path(key[:1])))
+                return line, "%s is a dotted-key table, cannot set it as a value" % render_path(key[:1])
             continue
         if len(table) < len(path) and (defined[:len(path)] == path
                                        or (len(defined) < len(path) and path[:len(defined)] == defined)):
-            raise TomlMergeError(
-                "line %d: [%s] is (partly) defined by the key %s (dotted key or inline table); "
-                "rewrite it as a [table] section to let it be merged"
-                % (line, render_path(path), stmt["key_text"]))
+            return line, ("[%s] is (partly) defined by the key %s (dotted key or inline table); "
+                          "rewrite it as a [table] section to let it be merged"
+                          % (render_path(path), stmt["key_text"]))
+    return None
+
+
+def _check_conflicts(statements, path, values):
+    found = _conflict(statements, path, values)
+    if found is not None:
+        raise TomlMergeError("line %d: %s" % found)
 
 
 def _block(statements, path, total_lines):
@@ -412,7 +421,9 @@ def _strict_equal(left, right):
         return (isinstance(left, (list, tuple)) and isinstance(right, (list, tuple)) and len(left) == len(right)
                 and all(_strict_equal(a, b) for a, b in zip(left, right)))
     if isinstance(left, bool) or isinstance(right, bool) or isinstance(left, float) or isinstance(right, float):
-        return type(left) is type(right) and left == right
+        # nan means nan: a nan already in the file is unchanged, though nan != nan
+        both_nan = isinstance(left, float) and isinstance(right, float) and math.isnan(left) and math.isnan(right)
+        return type(left) is type(right) and (left == right or both_nan)
     return left == right
 
 
@@ -458,6 +469,9 @@ def merge_checked(text, path, values, loads=None):
     (no TOML parser on this Python). Raises TomlMergeError naming the key on any mismatch."""
     loads = toml_loads() if loads is None else loads
     path = list(path)
+    if text.startswith("\ufeff"):
+        raise TomlMergeError("the file starts with a UTF-8 byte-order mark (BOM), which TOML does not allow: "
+                             "remove it; not edited")
     if loads is None:
         new_text, changed = merge(text, path, values)
         return new_text, changed, ("the result was not parsed back: neither tomllib (Python 3.11+) nor tomli "
@@ -466,7 +480,13 @@ def merge_checked(text, path, values, loads=None):
         original = loads(text)
     except ValueError as exc:
         raise TomlMergeError("the file is not valid TOML before the merge (%s); not edited" % exc)
-    expected = intended(original, path, values)
+    try:
+        expected = intended(original, path, values)
+    except TomlMergeError as exc:
+        found = _conflict(scan(split_lines(text)), path, values)
+        if found is not None:  # the line of the definition in the way
+            raise TomlMergeError("line %d: %s" % (found[0], exc))
+        raise
     if _difference(expected, original) is None:
         return text, [], None  # already means what was asked: nothing to write
     new_text, changed = merge(text, path, values)
