@@ -37,7 +37,8 @@ the next. Printed per mode: p50 / p99 / max per fault kind; and the agent's CPU 
 with no fault: the figure of record is the agent's own threads alone (a fresh loop at the default
 60 s interval, event sources and fast signals on, probe every 1 s, each thread's CPU from
 /proc/self/task/<tid>/schedstat) plus a cycle a minute (health.json's agent.cpu_ms); and the
-fast probe's CPU per probe on the DGX tree with the fake NVML.
+fast probe's CPU per probe (and per quick probe of the ports and the fabric manager's cgroup, every
+``fast_probe_interval / 2``) on the DGX tree with the fake NVML.
 
     nice -n 10 .venv/bin/python bench/detect_latency.py [--faults 5] [--interval 2] [--idle 20] [--mode both]
     .venv/bin/python bench/detect_latency.py --smoke   # one fault per kind, signals on: that it runs (bench/smoke.py)
@@ -436,15 +437,18 @@ def probe_cost(count, root):
     probe = agent_signals.FastProbe(root, UNIT, pynvml)
     probe.hold_nvml()
     probe.poll()
-    runs = []
-    for _run in range(5):
-        cpu = time.process_time()
-        for _probe in range(count):
-            probe.poll()
-        runs.append((time.process_time() - cpu) / count * 1e6)
+    figures_ = []
+    for quick in (False, True):  # the full probe, then the quick one (the ports and the unit)
+        runs = []
+        for _run in range(5):
+            cpu = time.process_time()
+            for _probe in range(count):
+                probe.poll(quick=quick)
+            runs.append((time.process_time() - cpu) / count * 1e6)
+        figures_.append(statistics.median(runs))
     probe.release_nvml()
     probe.files.close()
-    return statistics.median(runs), len(probe.last)
+    return figures_[0], len(probe.last), figures_[1]
 
 
 def sysfs_read_cost(count=2000):
@@ -530,10 +534,13 @@ def report(args, runs, probe_us, quiet_idle):
             print("  %-34s %-11s %s" % (label, "all events", figures(every)))
             rest = [v for kind in KINDS[3:] for v in results[kind][stage]]
             print("  %-34s %-11s %s" % (label, "all others", figures(rest)))
-    us, observations = probe_us
+    us, observations, quick_us = probe_us
+    quicks = agent_signals.QUICK_DIVISOR - 1 if args.probe / agent_signals.QUICK_DIVISOR >= agent_signals.CONFIRM_MIN \
+        else 0
     print("  fast probe: %.1f us CPU per probe (%d observations: 8 GPUs NVML + PCI, 9 HCAs PCI, RDMA ports, "
-          "fabric manager cgroup) -> %.2f s CPU per hour at one every %g s" % (
-              us, observations, us * 3600 / 1e6 / args.probe, args.probe))
+          "fabric manager cgroup), %.1f us per quick probe (RDMA ports, fabric manager cgroup; %d between two "
+          "probes) -> %.2f s CPU per hour at one probe every %g s, in a tight loop" % (
+              us, observations, quick_us, quicks, (us + quicks * quick_us) * 3600 / 1e6 / args.probe, args.probe))
     cost = sysfs_read_cost(200 if args.smoke else 2000)
     if cost is not None:
         print("  this machine's sysfs (%d attributes): %.2f us per read opened by path, %.2f us per pread of a held "
