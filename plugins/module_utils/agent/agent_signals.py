@@ -485,6 +485,9 @@ class FastProbe(object):
         self.port_paths = [("port %s/%s" % (device, os.path.basename(port)), "rdma:" + device,
                             os.path.join(port, "state"), os.path.join(port, "rate")) for device, port in self.ports]
         self.unit_key = "unit %s" % self.unit
+        # the unit's cgroup v2 cgroup.events (unit_running's first path), joined once
+        self.unit_events = os.path.join(self.root, "sys/fs/cgroup", "system.slice", self.unit or "", "cgroup.events")
+        self.raws = {}  # key -> the bytes of its last reading decoded (a port: state and rate; the unit)
         self.nvml_keys = {}  # index -> key
         # the readings a confirmed bad reading credits: key -> (kind, check ids, target)
         self.credit_of = dict((key, ("port", PORT_CHECKS, key[5:])) for key, _s, _a, _b in self.port_paths)
@@ -585,12 +588,19 @@ class FastProbe(object):
                     value, bad = self._pci(address)
                     seen[key] = (scope, value, bad)
         base_rate = self.base_rate
+        raws, last = self.raws, self.last or {}
         for key, scope, state_path, rate_path in self.port_paths:
             if keys is not None and key not in keys:
                 continue
             # state and rate: phys_state changes with state (the periodic cycle reads it)
-            state = _text(read(state_path, 64))
-            rate = _text(read(rate_path, 64))
+            raw_state, raw_rate = read(state_path, 64), read(rate_path, 64)
+            before = last.get(key)
+            if before is not None and not before[2] and raws.get(key) == (raw_state, raw_rate):
+                if not quick:
+                    seen[key] = before  # good and the same bytes: nothing decoded again
+                continue  # (a quick probe hands only what changed or is bad to poll)
+            raws[key] = (raw_state, raw_rate)
+            state, rate = _text(raw_state), _text(raw_rate)
             # a port's rate has no "max" in sysfs: the rate first seen is its own (a retrain to
             # fewer lanes or a lower speed reads below it)
             base = base_rate.get(key)
@@ -608,8 +618,16 @@ class FastProbe(object):
                     value, bad = self._gpu_query(handle)
                     seen[key] = ("gpu", value, bad)
         if self.fabric and (keys is None or self.unit_key in keys):
-            running = unit_running(self.root, self.unit, read)
-            seen[self.unit_key] = ("fabricmanager", running, not running)
+            key = self.unit_key
+            raw = read(self.unit_events, MAX_CGROUP_EVENTS)
+            before = last.get(key)
+            if raw is not None and before is not None and not before[2] and raws.get(key) == raw:
+                if not quick:
+                    seen[key] = before
+                return seen
+            raws[key] = raw
+            running = cgroup_populated(raw) if raw is not None else unit_running(self.root, self.unit, read)
+            seen[key] = ("fabricmanager", running, not running)
         return seen
 
     def _quick_read(self, path, size=256):
@@ -691,7 +709,6 @@ class FastProbe(object):
     def poll(self, keys=None, quick=False):
         """[(scope, why)] of this probe (``keys`` None), of a quick probe (``quick``: the ports and
         the fabric manager) or of a confirmation reading of ``keys``."""
-        cpu = time.process_time()
         confirm = keys is not None
         if confirm:
             self.confirms += 1
@@ -701,6 +718,7 @@ class FastProbe(object):
             self.runs += 1
         if self.last is None and (confirm or quick):
             return []  # no baseline yet (the next probe takes it)
+        cpu = time.process_time() if not quick else None  # probe_us: the full probe's CPU (a syscall less)
         now_at = self.clock()
         now = self.observe(keys, quick)
         signals = []
@@ -754,7 +772,8 @@ class FastProbe(object):
             last.update(now)
         else:
             self.last = now
-        self.cpu += time.process_time() - cpu
+        if cpu is not None:
+            self.cpu += time.process_time() - cpu
         return signals
 
     def close(self):
