@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from ansible_collections.gpufleet.cluster.plugins.module_utils.core.toml_merge import (
     TomlMergeError, merge, merge_checked)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.containerd_config import (
-    CONF_D_GLOB, ContainerdConfigError, imports_of, plan)
+    CONF_D_GLOB, ContainerdConfigError, check_containerd, imports_of, plan)
 
 tomllib = pytest.importorskip("tomllib") if sys.version_info >= (3, 11) else pytest.importorskip("tomli")
 
@@ -882,4 +882,311 @@ def test_module_toml_merge_validate_refusal_leaves_the_file(tmp_path):
     out = run_module(tmp_path, "toml_merge", {"path": str(path), "table": TARGET, "values": {"BinaryName": "/x"},
                                               "validate": fake_containerd(tmp_path, 1, "bad") + " --config %s"})
     assert out.get("failed") is True, out
+    assert snapshot(tmp_path) == before
+
+
+# ------------------------------------------------------------- red-team attacks that failed first (F1-F11), fixed
+# Decisions (lead): a symlinked config is refused, not followed (F3); non-string imports entries (F2) and, on
+# containerd 1.x, CRI settings outside the CRI [tables] (F7) are refused naming the line of config.toml.
+
+F_TARGET = CRI2 + ["containerd", "runtimes", "nvidia", "options"]
+F_HEADER = '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]\n'
+F_VALUES = {"BinaryName": NVIDIA_BIN, "SystemdCgroup": True}
+F_BODY = EKS_V2.split("\n", 1)[1]
+
+
+# F1: imports array on several lines
+@pytest.mark.parametrize("imports_text, expected", [
+    ('imports = [\n  "/etc/other/*.toml",  # site [x] = y\n  "/etc/containerd/conf.d/*.toml",\n]', None),
+    ('imports = [\n  "/etc/other/*.toml", # ] "/etc/containerd/conf.d/*.toml"\n]', ["/etc/other/*.toml", CONF_D_GLOB]),
+    ('imports = [\n]', [CONF_D_GLOB]),
+    ('imports = [\n  "/etc/containerd/conf.d/*.toml",\n]', None),
+])
+def test_f1_multiline_imports_is_read_as_the_list_it_is(imports_text, expected):
+    text = "version = 2\n" + imports_text + "\n\n" + F_BODY
+    assert isinstance(tomllib.loads(text)["imports"], list)
+    result = plan(text, (2, 1), RUNTIMES, "nvidia", True)  # was: ContainerdConfigError "imports is not a list: "
+    assert result["imports"] == expected
+    after = root_after(text, result)
+    assert tomllib.loads(after)["imports"].count(CONF_D_GLOB) == 1
+    assert tomllib.loads(result["root"]) == tomllib.loads(after)  # what the module writes means the same
+
+
+def test_f1_multiline_imports_keeps_its_lines_and_comments_and_gets_the_glob_on_a_line_of_its_own():
+    text = 'version = 2\nimports = [\n    "/etc/other/*.toml",  # site\n    "/etc/more/*.toml" # last\n]\n\n' + F_BODY
+    result = plan(text, (2, 1), RUNTIMES, "nvidia", True)
+    assert new_lines(text, result["root"]) == ['    "/etc/more/*.toml", # last', '    "%s",' % CONF_D_GLOB]
+    assert tomllib.loads(result["root"]) == dict(tomllib.loads(text), imports=[
+        "/etc/other/*.toml", "/etc/more/*.toml", CONF_D_GLOB])
+    assert plan(result["root"], (2, 1), RUNTIMES, "nvidia", True)["imports"] is None
+
+
+IMPORT_PATH = st.text(alphabet=st.sampled_from(list("/ab*.#],[ '\"\\=\u00e9x")), max_size=10)
+
+
+@settings(max_examples=100, deadline=None)
+@given(items=st.lists(st.tuples(IMPORT_PATH, st.booleans(), st.sampled_from(["", "  # c ] 'x", "#[a]"])),
+                      max_size=4),
+       include=st.booleans(), trailing=st.booleans(), closing=st.sampled_from(["]", "  ]", "] # end"]),
+       same_line=st.booleans(), crlf=st.booleans())
+def test_property_multiline_imports_read_as_tomllib_reads_them_glob_added_once(items, include, trailing, closing,
+                                                                             same_line, crlf):
+    """imports on several lines (entries, comments holding ] ' #, trailing comma or not, bracket after the last
+    entry or on its own line): read like tomllib; the glob is added once and the rest of the file is kept."""
+    spelled = [("'%s'" % path if literal and "'" not in path else json.dumps(path), comment)
+               for path, literal, comment in items]
+    if include:
+        spelled.append(("'%s'" % CONF_D_GLOB, ""))
+    last = len(spelled) - 1
+    body = ["  %s%s%s" % (entry, "," if number < last or trailing else "",
+                          "" if number == last and same_line else comment)
+            for number, (entry, comment) in enumerate(spelled)]
+    if same_line and body:
+        body[-1] = body[-1] + " ]"
+    else:
+        body.append(closing)
+    text = "version = 2\nimports = [\n" + "\n".join(body) + "\n\n" + F_BODY
+    if crlf:
+        text = text.replace("\n", "\r\n")
+    doc = tomllib.loads(text)
+    assert imports_of(text) == doc["imports"]
+    result = plan(text, (2, 1), RUNTIMES, "nvidia", True)
+    if CONF_D_GLOB in doc["imports"]:
+        assert result["imports"] is None and result["root"] == text
+    else:
+        assert tomllib.loads(result["root"]) == dict(doc, imports=doc["imports"] + [CONF_D_GLOB])
+        if not same_line:  # every line but the closing bracket's is kept (a comma may be added after the entry)
+            kept = [line.replace(",", "") for line in text.splitlines() if line.strip() != closing.strip()]
+            assert is_subsequence(kept, [line.replace(",", "") for line in result["root"].splitlines()])
+        assert plan(result["root"], (2, 1), RUNTIMES, "nvidia", True)["imports"] is None
+
+
+# F2: non-string entries in imports are refused naming the line (never dropped)
+@pytest.mark.parametrize("imports_text, line", [
+    ("imports = [1, 2]", 2),
+    ('imports = ["/etc/site.d/*.toml", 1]', 2),
+    ('imports = [\n  "/etc/site.d/*.toml",\n  ["/nested/*.toml"],\n]', 4),
+    ('imports = [\n  "/etc/site.d/*.toml",\n  {path = "/x/*.toml"},\n]', 4),
+    ('imports = [\n  """/etc/multi/*.toml""",\n]', 3),
+])
+def test_f2_imports_with_other_items_is_refused_naming_the_line(imports_text, line):
+    text = "version = 2\n" + imports_text + "\n\n" + F_BODY
+    tomllib.loads(text)  # valid TOML: containerd would see these entries
+    with pytest.raises(ContainerdConfigError, match=r"^line %d: imports holds" % line):
+        plan(text, (2, 1), RUNTIMES, "nvidia", True)  # was: [1, 2] -> [glob]; ["/etc/site.d/*.toml", 1] -> 1 dropped
+
+
+# F3: a symlinked file is refused, naming the link and its target; nothing written (decision: refuse, not follow)
+def test_f3_containerd_dropin_refuses_a_symlinked_config_toml(tmp_path):
+    args = dict(node(tmp_path, None), containerd_version="2.1.4", validate=False)
+    owner = tmp_path / "etc" / "owner.toml"
+    owner.write_text(KUBEBLOCKS_V2)
+    os.symlink("owner.toml", args["config"])
+    before = snapshot(tmp_path)
+    out = run_module(tmp_path, "containerd_dropin", args)
+    assert out.get("failed") is True, out  # was: config.toml replaced by a regular file
+    assert args["config"] in out["msg"] and "owner.toml" in out["msg"] and "regular file" in out["msg"], out["msg"]
+    assert os.path.islink(args["config"]) and snapshot(tmp_path) == before
+
+
+def test_f3_containerd_dropin_refuses_a_symlinked_dropin(tmp_path):
+    args = dict(node(tmp_path, EKS_V2), containerd_version="2.1.4", validate=False)
+    elsewhere = tmp_path / "etc" / "elsewhere.toml"
+    elsewhere.write_text("version = 2\n")
+    os.symlink(str(elsewhere), args["dropin"])
+    before = snapshot(tmp_path)
+    out = run_module(tmp_path, "containerd_dropin", args)
+    assert out.get("failed") is True and args["dropin"] in out["msg"] and str(elsewhere) in out["msg"], out
+    assert os.path.islink(args["dropin"]) and snapshot(tmp_path) == before
+
+
+def test_f3_toml_merge_refuses_a_symlinked_file(tmp_path):
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    owner = etc / "owner.toml"
+    owner.write_text(NVIDIA_CTK_E2E_V2)
+    link = etc / "config.toml"
+    os.symlink("owner.toml", link)
+    before = snapshot(tmp_path)
+    out = run_module(tmp_path, "toml_merge", {"path": str(link), "table": F_TARGET, "values": F_VALUES})
+    assert out.get("failed") is True, out  # was: the link replaced by a regular file
+    assert str(link) in out["msg"] and "owner.toml" in out["msg"], out["msg"]
+    assert os.path.islink(link) and snapshot(tmp_path) == before
+
+
+# F4: a multi-line string whose content ends in one or two quotes
+@pytest.mark.parametrize("text", [
+    F_HEADER + "Note = '''\n[[plugins]]\nBinaryName = 'x' # not a comment\n''''\nBinaryName = '/old'\n",
+    F_HEADER + 'Note = """\nsay "hi""""\nBinaryName = "/old"\n',
+    F_HEADER + "Note = '''\nx'''''\nBinaryName = '/old'\n",
+    F_HEADER + 'Note = """a""""" # two\nBinaryName = "/old"\n',
+    F_HEADER + "Note = ''''''\nBinaryName = '/old'\n",
+])
+def test_f4_multiline_string_ending_in_quotes_is_edited(text):
+    assert tomllib.loads(text)  # valid TOML (the closing delimiter may be preceded by up to two quotes)
+    once, _, _ = merge_checked(text, F_TARGET, F_VALUES, loads=tomllib.loads)  # was: "line 3: unterminated string"
+    assert tomllib.loads(once) == deep_set(tomllib.loads(text), F_TARGET, F_VALUES)
+    assert merge(text, F_TARGET, F_VALUES)[0] == once  # the scanner alone (no tomllib on the target) agrees
+
+
+@settings(max_examples=150, deadline=None)
+@given(quote=st.sampled_from(["'", '"']), inner=st.text(alphabet=st.sampled_from(list("ab #[]=\n'\"")), max_size=12),
+       extra=st.integers(min_value=0, max_value=2))
+def test_property_multiline_strings_with_quote_runs_scan_as_tomllib_reads_them(quote, inner, extra):
+    text = F_HEADER + "Note = %s%s%s\nBinaryName = '/old'\n" % (quote * 3, inner, quote * (3 + extra))
+    try:
+        doc = tomllib.loads(text)
+    except ValueError:
+        return  # not TOML: refused before any edit (covered elsewhere)
+    once, _, _ = merge_checked(text, F_TARGET, F_VALUES, loads=tomllib.loads)
+    assert tomllib.loads(once) == deep_set(doc, F_TARGET, F_VALUES)
+
+
+# F5: array-of-tables refusal names the line
+def test_f5_array_of_tables_refusal_names_the_line():
+    text = 'version = 2\n[[plugins."io.containerd.grpc.v1.cri".containerd.runtimes]]\nname = "nvidia"\n'
+    with pytest.raises(TomlMergeError, match=r"^line 2: key .* is a list, not a table"):
+        merge_checked(text, F_TARGET, F_VALUES, loads=tomllib.loads)  # was: no line
+
+
+def test_f5_value_in_the_way_is_refused_naming_its_line():
+    with pytest.raises(TomlMergeError, match=r"^line 3: key a is a int, not a table"):
+        merge_checked("# c\n\na = 1\n", ["a", "b"], {"c": 1}, loads=tomllib.loads)
+
+
+# F6: nan elsewhere in the file does not block the merge
+@pytest.mark.parametrize("nan", ["nan", "+nan", "-nan"])
+def test_f6_nan_elsewhere_does_not_block_the_merge(nan):
+    text = '[plugins."io.containerd.gc.v1.scheduler"]\npause_threshold = %s\n' % nan + F_HEADER
+    once, _, _ = merge_checked(text, F_TARGET, F_VALUES, loads=tomllib.loads)  # was: "does not mean ... at key
+    assert tomllib.loads(once)["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"]["nvidia"][
+        "options"] == F_VALUES  # plugins.io.containerd.gc.v1.scheduler.pause_threshold" (nan != nan)
+    assert [line.strip() for line in new_lines(text, once)] == ['BinaryName = "%s"' % NVIDIA_BIN,
+                                                               "SystemdCgroup = true"]
+
+
+def test_f6_nan_only_equals_nan():
+    with pytest.raises(TomlMergeError):  # a merge that turned a number into nan is still caught
+        merge_checked("[t]\nx = 1.0\n", ["t"], {"x": float("nan")}, loads=lambda text: {"t": {"x": 1.0}})
+
+
+# F7: containerd 1.x, CRI settings as dotted keys / inline tables outside the CRI [tables]: refused naming the line
+@pytest.mark.parametrize("text, line", [
+    ('version = 2\nplugins."io.containerd.grpc.v1.cri".sandbox_image = "registry.example.com/pause:3.9"\n', 2),
+    ('version = 2\n[plugins]\n"io.containerd.grpc.v1.cri" = { sandbox_image = "registry.example.com/pause:3.9" }\n', 3),
+    ('version = 2\nplugins = { "io.containerd.grpc.v1.cri" = { sandbox_image = "x" } }\n', 2),
+    ('version = 2\n[plugins]\n"io.containerd.grpc.v1.cri".cni.bin_dir = "/opt/cni/bin"\n'
+     '[plugins."io.containerd.grpc.v1.cri".containerd]\nsnapshotter = "overlayfs"\n', 3),
+])
+def test_f7_containerd_1_refuses_cri_settings_it_would_not_copy(text, line):
+    with pytest.raises(ContainerdConfigError, match=r"^line %d: the CRI plugin" % line):
+        plan(text, (1, 7), RUNTIMES, "nvidia", True)  # was: the drop-in's CRI table silently lost them
+    result = plan(text, (2, 1), RUNTIMES, "nvidia", True)  # 2.x merges key by key: nothing is lost
+    merged = as_containerd(root_after(text, result), result["dropin"], 2)
+    assert merged == deep_merge(tomllib.loads(text), dict(ours(CRI2), imports=[CONF_D_GLOB]))
+
+
+# F8: a 1.x refusal names the line of config.toml, not of the drop-in being built
+@pytest.mark.parametrize("text, line", [
+    ('version = 2\n[plugins."io.containerd.grpc.v1.cri"]\ncontainerd.snapshotter = "overlayfs"\n', 3),
+    ('version = 2\n\n[plugins."io.containerd.grpc.v1.cri".containerd]\nsnapshotter = "overlayfs"\n'
+     'runtimes = { runc = { runtime_type = "io.containerd.runc.v2" } }\n', 5),
+    ('version = 2\n[plugins."io.containerd.grpc.v1.cri"]\nx = 1\n'
+     '[[plugins."io.containerd.grpc.v1.cri".containerd.runtimes]]\nname = "a"\n', 4),
+])
+def test_f8_refusal_names_the_config_line(text, line):
+    with pytest.raises(ContainerdConfigError, match=r"^line %d: " % line):
+        plan(text, (1, 7), RUNTIMES, "nvidia", True)
+
+
+def test_f8_module_refusal_names_the_config_line(tmp_path):
+    text = 'version = 2\n[plugins."io.containerd.grpc.v1.cri"]\ncontainerd.snapshotter = "overlayfs"\n'
+    args = dict(node(tmp_path, text), containerd_version="1.7.27", validate=False)
+    before = snapshot(tmp_path)
+    out = run_module(tmp_path, "containerd_dropin", args)
+    assert out.get("failed") is True and snapshot(tmp_path) == before, out
+    assert "%s: line 3: " % args["config"] in out["msg"], out["msg"]  # was: "line 8" (a drop-in line)
+
+
+# F9: a UTF-8 BOM is named as such, not called version 1
+@pytest.mark.parametrize("version", ["1.7.27", "2.1.4"])
+def test_f9_bom_is_refused_as_a_bom(tmp_path, version):
+    args = dict(node(tmp_path, None, raw=b"\xef\xbb\xbf" + EKS_V2.encode()), containerd_version=version,
+                validate=False)
+    before = snapshot(tmp_path)
+    out = run_module(tmp_path, "containerd_dropin", args)
+    assert out.get("failed") is True and snapshot(tmp_path) == before, out
+    assert args["config"] in out["msg"] and "byte-order mark" in out["msg"], out["msg"]
+    assert "version 1" not in out["msg"] and "migrate" not in out["msg"], out["msg"]
+
+
+def test_f9_toml_merge_names_a_bom():
+    with pytest.raises(TomlMergeError, match="byte-order mark"):
+        merge_checked("\ufeff" + F_HEADER, F_TARGET, F_VALUES, loads=tomllib.loads)
+
+
+# F10: validate with a containerd binary that cannot be run: nothing written, the option and path named
+@pytest.mark.parametrize("kind", ["missing", "not executable"])
+def test_f10_validate_that_cannot_run_writes_nothing(tmp_path, kind):
+    """containerd installed from a tarball (/usr/local/bin/containerd, as containerd's getting-started and
+    many install scripts do) while containerd_binary keeps its default /usr/bin/containerd."""
+    binary = tmp_path / "usr" / "bin" / "containerd"
+    if kind == "not executable":
+        binary.parent.mkdir(parents=True)
+        binary.write_text("#!/bin/sh\nexit 0\n")
+        binary.chmod(0o644)
+    args = dict(node(tmp_path, EKS_V2), containerd_version="1.7.27", validate=True, containerd_binary=str(binary))
+    before = snapshot(tmp_path)
+    out = run_module(tmp_path, "containerd_dropin", args)
+    assert out.get("failed") is True, out
+    assert snapshot(tmp_path) == before  # was: "Error executing command." and both files left written
+    assert "containerd_binary" in out["msg"] and str(binary) in out["msg"] and kind in out["msg"], out["msg"]
+
+
+# F11: conf.d existing as a non-directory: clear failure naming it, nothing written
+@pytest.mark.parametrize("check", [False, True])
+def test_f11_dropin_directory_that_is_a_file_fails_cleanly(tmp_path, check):
+    args = dict(node(tmp_path, EKS_V2), containerd_version="1.7.27", validate=False)
+    conf_d = tmp_path / "etc" / "conf.d"
+    conf_d.rmdir()
+    conf_d.write_text("not a directory\n")
+    before = snapshot(tmp_path)
+    out = run_module(tmp_path, "containerd_dropin", args, check=check)  # was: FileExistsError traceback
+    assert out.get("failed") is True and str(conf_d) in out["msg"] and "not a directory" in out["msg"], out
+    assert snapshot(tmp_path) == before
+
+
+# containerd_version of a major gpufleet does not know
+def test_unknown_containerd_major_is_refused_naming_the_option(tmp_path):
+    args = dict(node(tmp_path, EKS_V2), containerd_version="containerd v9.9.9", validate=False)
+    before = snapshot(tmp_path)
+    out = run_module(tmp_path, "containerd_dropin", args)  # was: a drop-in written as for containerd 2.x
+    assert out.get("failed") is True and snapshot(tmp_path) == before, out
+    assert out["msg"].startswith("containerd_version: ") and "9.9" in out["msg"], out["msg"]
+
+
+@pytest.mark.parametrize("version", ["containerd v9.9.9", "containerd github.com/containerd/containerd/v3 v3.0.0 x",
+                                     "0.2.9", "no version here", ""])
+def test_check_containerd_refuses_unknown_majors_naming_the_option(version):
+    with pytest.raises(ContainerdConfigError, match="^containerd_version: "):
+        check_containerd(version)
+
+
+@pytest.mark.parametrize("version, expected", [("containerd containerd.io 1.7.27 05044ec0", (1, 7)),
+                                               ("containerd github.com/containerd/containerd/v2 v2.1.4 abc", (2, 1)),
+                                               ("2.3.0", (2, 3))])
+def test_check_containerd_knows_1_and_2(version, expected):
+    assert check_containerd(version) == expected
+
+
+def test_module_multiline_imports_written_keeping_its_lines(tmp_path):
+    text = 'version = 2\nimports = [\n  "/etc/site.d/*.toml", # site\n]\n' + F_BODY
+    args = dict(node(tmp_path, text), containerd_version="2.1.4", validate=False)
+    out = run_module(tmp_path, "containerd_dropin", args)
+    assert out.get("changed") is True and out["imports_added"], out
+    after = (tmp_path / "etc" / "config.toml").read_text()
+    assert new_lines(text, after) == ['  "%s",' % args["imports_glob"]]
+    assert tomllib.loads(after)["imports"] == ["/etc/site.d/*.toml", args["imports_glob"]]
+    before = snapshot(tmp_path)
+    assert run_module(tmp_path, "containerd_dropin", args).get("changed") is False
     assert snapshot(tmp_path) == before
