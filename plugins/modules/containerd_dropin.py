@@ -28,13 +28,13 @@ description:
   - Refuses, naming the way out, a version 1 config, a config version the installed containerd
     does not read (3 before containerd 2.0, 4 before 2.3), and a missing or stub root config
     (write C(containerd config default) first).
-  - Also refused, naming the line of O(config), with containerd 1.x (whose copy of the CRI plugin
-    holds only its C([tables])): CRI settings written as dotted keys or inline tables outside those
+  - With containerd 1.x, whose copy of the CRI plugin holds only its C([tables]), also refused naming
+    the line of O(config) are CRI settings written as dotted keys or inline tables outside those
     tables, and a table gpufleet sets that is (partly) defined by a dotted key, an inline table or an
-    array of tables. A C(imports) that is not an array of strings is refused naming the line; an
+    array of tables. An C(imports) that is not an array of strings is refused naming the line; an
     C(imports) array on several lines keeps its lines and gets the glob on a line of its own.
-  - Refused without writing anything: O(config) or O(dropin) being a symbolic link (gpufleet edits
-    only a regular file; the message names the link and its target), a config starting with a UTF-8
+  - Refused without writing anything are O(config) or O(dropin) being a symbolic link (gpufleet edits
+    only a regular file, the message names the link and its target), a config starting with a UTF-8
     byte-order mark, the drop-in directory existing as something else than a directory, and a
     O(containerd_version) that is not containerd 1.x or 2.x.
   - With O(validate) containerd reads the result (C(containerd --config <config> config dump));

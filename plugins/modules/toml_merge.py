@@ -27,8 +27,8 @@ description:
     written with every character TOML forbids raw (control characters, DEL) and U+0080-U+009F,
     U+2028, U+2029 escaped as C(\uXXXX). Without either parser the check is skipped and RV(toml_check)
     says so.
-  - A symbolic link as O(path) is refused, naming the link and its target, and nothing is written:
-    gpufleet edits only a regular file.
+  - A symbolic link as O(path) is refused, naming the link and its target, and nothing is written; gpufleet
+    edits only a regular file.
   - A file starting with a UTF-8 byte-order mark is refused (TOML does not allow one).
   - With O(validate) the new content is checked by a command (for example
     C(containerd --config %s config dump)) before it replaces the file.
