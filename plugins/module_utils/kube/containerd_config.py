@@ -192,7 +192,7 @@ def _string_items(lines, stmt):
                 raw = text[col:end + 1]
                 if char == '"':
                     try:
-                        value = json.loads(raw)
+                        value = json.loads(raw, strict=False)  # TOML allows a raw tab
                     except ValueError:
                         raise ContainerdConfigError("line %d: imports entry %s: escape not read here; not edited"
                                                     % (index + 1, raw))
