@@ -60,7 +60,8 @@ options:
         type: list
         elements: str
       min_busbw_gbps:
-        description: Minimum average bus bandwidth in GB/s; unset checks only that the run completed and was correct.
+        description: Minimum average bus bandwidth in GB/s; unset checks only that the run completed, was correct
+          and moved data (an average of 0 always fails C(k8s.nccl.busbw)).
         type: float
       timeout:
         description: Seconds the run may take (more than 0, at most 604800, 7 days).

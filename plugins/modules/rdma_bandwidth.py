@@ -22,10 +22,14 @@ description:
     was renamed C(MiB/sec) later), so C(MB/sec) is MiB/s, not 10^6 bytes/s."
   - The average bandwidth is the 4th column of the table. Lines inside the table that are not
     result rows (C(Conflicting CPU frequency values detected), C(Warning ...)) are skipped and
-    returned in RV(perftest_warnings). With O(all_sizes) every row is returned in RV(rows) and the
+    returned in RV(perftest_warnings). A row with fewer figures than its header has columns (an
+    empty or cut column) is not a result and fails the run (C(incomplete result row)); so does a
+    report whose last result row is not followed by the dashed line perftest prints after every
+    table (the run was killed or its output cut). With O(all_sizes) every row is returned in RV(rows) and the
     headline figures come from the largest message size.
   - Returns a check C(rdma.bandwidth) in the gpufleet check-result model (C(checks), C(summary),
-    C(healthy)). Without O(min_gbps) a completed run passes; a failed or timed-out run fails.
+    C(healthy)). Without O(min_gbps) a completed run passes; a failed or timed-out run fails, and
+    so does an average of 0 (no data moved), with or without O(min_gbps).
   - Verified against recorded outputs of perftest 3.x, 4.5, 23.x and 24.x and a fake executable;
     a real measurement needs two hosts with RDMA devices.
 author:
@@ -86,7 +90,7 @@ options:
   min_gbps:
     description:
       - Minimum average bandwidth in Gb/s; below it C(rdma.bandwidth) fails.
-      - Unset, a completed run passes.
+      - Unset, a completed run with an average above 0 passes (an average of 0 always fails).
     type: float
   link:
     description:

@@ -6,6 +6,8 @@ import os
 import pytest
 from ansible.errors import AnsibleFilterError
 from conftest import FIXTURES
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ansible_collections.gpufleet.cluster.plugins.filter.nccl import nccl_tests_checks, nccl_tests_parse
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu.nccl import parse_nccl_tests, parse_row
@@ -274,7 +276,8 @@ def test_summary_without_hash_of_the_first_releases():
 
 def test_srun_label_prefix():
     text = ("0:   8388608  2097152  float  sum  -1  254.1  33.01  61.90  0  251.6  33.34  62.51  0\n"
-            "0: # Avg bus bandwidth    : 62.2 \n")
+            "0: # Avg bus bandwidth    : 62.2 \n"
+            "0: #\n")
     parsed = parse_nccl_tests(text)
     assert len(parsed["rows"]) == 1 and parsed["avg_busbw_gbps"] == 62.2
 
@@ -360,3 +363,79 @@ def test_whole_in_place_half_na_is_checked_on_the_other_half():
     assert len(parsed["rows"]) == 1 and parsed["rows"][0]["in_place"]["time_us"] is None
     assert wrong_check(parsed)["status"] == "pass"
     assert_strict_json(parsed)
+
+
+# ---------------------------------------------------------------- a complete average line; no data moved; unread lines
+# nccl-tests prints "# Avg bus bandwidth    : %g %s\n" and then "#\n" (NVIDIA/nccl-tests src/common.cu since v2.0.0,
+# writeResultFooter in src/util.cu since 2.18); v1.0.0 printed " Avg bus bandwidth    : %g %s\n" and then "\n".
+
+COMPLETE = ["all_reduce_perf_2.13_2nodes_ib.txt", "all_reduce_perf_2.10_old_error_column.txt",
+            "all_reduce_perf_min_bw_ok.txt", "all_reduce_perf_per_iteration.txt", "all_reduce_perf_timestamps.txt",
+            "all_reduce_perf_tag_output.txt", "all_reduce_perf_wrong_roce.txt", "sendrecv_perf_inplace_na_2hosts.txt"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(name=st.sampled_from(COMPLETE), data=st.data(), stripped=st.booleans())
+def test_output_cut_before_the_hash_line_after_the_average_never_passes(name, data, stripped):
+    """Any output cut anywhere before the `#` line that follows its average (inside the figure, right after
+    it, after its newline): k8s.nccl.busbw fails, never a pass with a cut figure. Ansible's stdout strips the
+    final newline (stripped): still no pass."""
+    text = fixture(name)
+    hash_line = text.index("\n", text.index("Avg bus bandwidth")) + 1  # start of the line after the average
+    cut = data.draw(st.integers(min_value=0, max_value=hash_line + text[hash_line:].index("#")))
+    prefix = text[:cut].rstrip("\r\n") if stripped else text[:cut]
+    busbw = by_id(nccl_tests_checks(prefix, 0.001), "k8s.nccl.busbw")
+    assert busbw["status"] == "fail", (prefix[-80:], busbw)
+    whole = by_id(nccl_tests_checks(text.rstrip("\r\n"), 0.001), "k8s.nccl.busbw")
+    assert whole["status"] == "pass", whole
+
+
+def test_real_capture_as_published_without_its_hash_line_is_cut():
+    """The a3mega source file stops right after its average line (tests/fixtures/real/captures/README.md)."""
+    published = real("all_reduce_2nodes_h100_a3mega.txt")
+    assert published.endswith("# Avg bus bandwidth    : 70.742 \n#\n")
+    parsed = parse_nccl_tests(published[: -len("#\n")])
+    assert parsed["avg_complete"] is False and parsed["avg_busbw_gbps"] is None
+    assert parsed["avg_busbw_text"] == "70.742"
+    busbw = by_id(nccl_tests_checks(parsed, 1), "k8s.nccl.busbw")
+    assert busbw["status"] == "fail" and "cut" in busbw["message"]
+
+
+@pytest.mark.parametrize("text, complete", [
+    (" Avg bus bandwidth    : 10.5 ", True),            # the space "%g %s" prints (Ansible stdout: no newline)
+    (" Avg bus bandwidth    : 10.5 \n\n", True),
+    (" Avg bus bandwidth    : 10.5 OK", True),
+    (" Avg bus bandwidth    : 10.5\n\n", True),          # the empty line v1.0.0 prints after it
+    (" Avg bus bandwidth    : 10.5", False),             # cut: 10.5 may be 10.53
+    (" Avg bus bandwidth    : 10.5\n", False),
+])
+def test_first_releases_average_line_complete(text, complete):
+    parsed = parse_nccl_tests(" Out of bounds values : 0 OK\n" + text)
+    assert parsed["avg_complete"] is complete
+    assert by_id(nccl_tests_checks(parsed), "k8s.nccl.busbw")["status"] == ("pass" if complete else "fail")
+
+
+@pytest.mark.parametrize("figure", ["0", "0 OK", "-0", "0.0"])
+@pytest.mark.parametrize("threshold", [None, 0])
+def test_zero_average_is_no_data_moved_threshold_or_not(figure, threshold):
+    text = "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : %s \n#\n" % figure
+    busbw = by_id(nccl_tests_checks(text, threshold), "k8s.nccl.busbw")
+    assert busbw["status"] == "fail"
+    assert busbw["message"].startswith("no data moved: average bus bandwidth 0.00 GB/s")
+    assert busbw["observed"] == 0
+
+
+@pytest.mark.parametrize("prefix", ["[0] ", "rank0: ", "0> ", "worker-0 | "])
+def test_unknown_line_prefix_failure_names_the_line(prefix):
+    text = "".join(prefix + line + "\n" for line in fixture("all_reduce_perf_wrong_roce.txt").splitlines())
+    parsed = parse_nccl_tests(text)
+    busbw = by_id(nccl_tests_checks(parsed, 1), "k8s.nccl.busbw")
+    assert busbw["status"] == "fail"
+    assert "run incomplete" not in busbw["message"]
+    assert "not understood: %r" % parsed["unread"][0] in busbw["message"]
+    assert parsed["unread"][0].startswith(prefix.strip())
+
+
+def test_nccl_info_lines_are_not_unread():
+    parsed = parse_nccl_tests(fixture("all_reduce_perf_2.13_2nodes_ib.txt"))
+    assert parsed["unread"] == [] and parsed["avg_complete"] is True

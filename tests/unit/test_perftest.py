@@ -4,6 +4,8 @@ import os
 
 import pytest
 from conftest import FIXTURES
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from runners import ScriptedRunner
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.rdma import perftest
@@ -437,3 +439,83 @@ def test_real_loopback_reports_parse():
     best = perftest.headline(parsed["rows"])
     assert best["bw_average_gbps"] == pytest.approx(24056.72 * MIB, abs=1e-6)
     assert parsed["bidirectional"] is False
+
+
+# ---------------------------------------------------------------- incomplete rows, cut reports, no data moved
+# Every perftest since 2013 prints MsgRate[Mpps] (RESULT_FMT in linux-rdma/perftest src/perftest_parameters.h) and
+# a dashed RESULT_LINE after each table (src/write_bw.c, src/send_bw.c, src/read_bw.c).
+
+COMPLETE_REPORTS = ["ib_write_bw_24.07_ib_gbits_client.txt", "ib_write_bw_23.10_roce_mib_client.txt",
+                    "ib_write_bw_3.4_mb_client.txt", "ib_write_bw_4.5_duration_gbits_client.txt",
+                    "ib_write_bw_4.5_all_sizes_gbits_client.txt", "ib_write_bw_24.07_cuda_client.txt",
+                    "ib_write_bw_dual_port_per_port_gbits_client.txt",
+                    "ib_write_bw_bidirectional_report_both_gbits_client.txt"]
+
+
+def check_of(tmp_path, out, **overrides):
+    error, checks, extra = perftest.run_bandwidth(params(**overrides), runner_for(out), SysfsReader(str(tmp_path)))
+    assert error is None
+    (check,) = checks.as_list()
+    return check, extra
+
+
+def result_rows(text, first_table=False):
+    """(start, end) of every result row of a report (of its first table): a line of figures after a header."""
+    spans, offset, in_table = [], 0, False
+    for line in text.splitlines(True):
+        if "BW average[" in line:
+            in_table = True
+        elif first_table and spans and line.startswith("-----"):
+            break
+        elif in_table and line.split() and all(perftest._NUMBER_RE.match(f) for f in line.split()):
+            spans.append((offset, offset + len(line.rstrip("\n"))))
+        offset += len(line)
+    return spans
+
+
+@settings(max_examples=150, deadline=None)
+@given(name=st.sampled_from(COMPLETE_REPORTS), data=st.data())
+def test_a_row_missing_any_figure_is_an_incomplete_result_row(tmp_path_factory, name, data):
+    """Any figure of any result row left empty: the run fails naming the row, never a pass with a figure read
+    from the wrong column (the MsgRate as the average)."""
+    text = fixture(name)
+    start, end = data.draw(st.sampled_from(result_rows(text)))
+    figures = text[start:end].split()
+    dropped = data.draw(st.integers(min_value=0, max_value=len(figures) - 1))
+    row = "   ".join(figures[:dropped] + figures[dropped + 1:])
+    check, _extra = check_of(tmp_path_factory.mktemp("root"), text[:start] + " " + row + text[end:])
+    assert check["status"] == "fail", check
+    assert "incomplete result row" in check["message"] and row.split()[0] in check["message"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(name=st.sampled_from(COMPLETE_REPORTS), data=st.data())
+def test_a_report_cut_before_the_dashed_line_after_its_last_row_never_passes(tmp_path_factory, name, data):
+    """Cut anywhere up to the newline of the last row of the (first, headline) table, before the dashed line
+    perftest prints after it: rdma.bandwidth fails. (--report-both cut after that line, in its Local/Remote
+    tables, keeps a headline that was printed whole.)"""
+    text = fixture(name)
+    _start, end = result_rows(text, first_table=True)[-1]
+    cut = data.draw(st.integers(min_value=0, max_value=end + 1))  # up to the row's newline, before the dashes
+    check, _extra = check_of(tmp_path_factory.mktemp("root"), text[:cut], min_gbps=0.001)
+    assert check["status"] == "fail", (text[:cut][-120:], check)
+    whole, _extra = check_of(tmp_path_factory.mktemp("root"), text, min_gbps=0.001)
+    assert whole["status"] == "pass", whole
+
+
+def test_a_cut_report_names_its_last_row(tmp_path):
+    text = fixture("ib_write_bw_4.5_all_sizes_gbits_client.txt")
+    _start, end = result_rows(text)[-1]
+    check, _extra = check_of(tmp_path, text[: end + 1])
+    assert check["status"] == "fail"
+    assert check["message"].startswith("ib_write_bw report cut: no dashed line after the result row '%s'"
+                                       % " ".join(text[_start:end].split()))
+
+
+@pytest.mark.parametrize("min_gbps", [None, 0.0])
+def test_zero_average_is_no_data_moved(tmp_path, min_gbps):
+    text = fixture("ib_write_bw_4.5_duration_gbits_client.txt").replace("98.03\t\t   0.186977", "0.00\t\t   0.000000")
+    check, extra = check_of(tmp_path, text, min_gbps=min_gbps)
+    assert extra["bw_average_gbps"] == 0.0
+    assert check["status"] == "fail"
+    assert check["message"].startswith("no data moved: average 0.00 Gb/s at 65536 B messages")

@@ -130,14 +130,17 @@ NCCL_287_ONE_GPU_ALLTOALL = """\
 # neither `redop` nor `root`, an `error` column, and a real data corruption: error 1e+00 and
 # `Out of bounds values : 2 FAILED`. Source: NVIDIA/nccl-tests issue #37
 # (https://github.com/NVIDIA/nccl-tests/issues/37), all_gather_perf -g 8 on V100-SXM2, the whole quoted output.
+# The space after the average and the empty last line are put back here: this layout (nccl-tests v1.0.0,
+# `src/common.cu`) prints `" Avg bus bandwidth    : %g %s\n"` and then `"\n"`; the quote lost both.
 NCCL_37_OLD_OOB_FAILED = """\
                                              out-of-place                       in-place
        size         count    type     time   algbw   busbw  error     time   algbw   busbw  error
         (B)    (elements)             (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)
   4294967296     134217728   float    29122  129.05  129.05  1e+00    29169  128.84  128.84  1e+00
  Out of bounds values : 2 FAILED
- Avg bus bandwidth    : 128.942
-"""
+ Avg bus bandwidth    : 128.942 
+
+"""  # noqa: W291 (the space nccl-tests prints after the figure)
 
 # An MPI that prefixes every WRITE (not every line) with the rank, `[0]`: nccl-tests prints a row in three
 # writes, so `[0]` appears three times inside each row. Source: NVIDIA/nccl issue #1453
@@ -297,16 +300,16 @@ def test_nccl_interleaved_stderr_lines_never_change_a_pass(name, data):
 @settings(max_examples=80, deadline=None)
 @given(name=st.sampled_from(sorted(REAL_NCCL)), cut=st.integers(min_value=0))
 def test_nccl_truncated_output_never_passes_without_or_above_its_average(name, cut):
-    """A job killed or a log cut at any byte: k8s.nccl.busbw passes only when the average line was printed,
-    and never with a figure above the one measured (a cut INSIDE the figure is a finding, F2 in
-    /work/notes/redteam-tool_outputs-failing.py: it passes with the cut figure)."""
+    """A job killed or a log cut at any byte: k8s.nccl.busbw passes only when the average line was printed
+    whole -- followed by the `#` line nccl-tests prints after it -- and then with the figure measured (a cut
+    INSIDE the figure passed with the cut figure before: finding F2, fixed)."""
     text, average = REAL_NCCL[name]
     cut %= len(text) + 1
     prefix = text[:cut]
     busbw = statuses(prefix, 0.1)["k8s.nccl.busbw"]
     if busbw["status"] == "pass":
-        assert "# Avg bus bandwidth    : " in prefix
-        assert busbw["observed"] <= average + 1e-9
+        assert "# Avg bus bandwidth    : %g \n#" % average in prefix
+        assert busbw["observed"] == pytest.approx(average)
     if "# Avg bus bandwidth    : " not in prefix:
         assert busbw["status"] == "fail"
 
@@ -390,10 +393,13 @@ PERFTEST_273_POST_LIST = """\
 
 # An older ib_send_bw report: header and row WITHOUT the leading space, `MB/sec` units (MiB/s), peak 0.00.
 # Source: linux-rdma/perftest issue #65 (https://github.com/linux-rdma/perftest/issues/65), "Case1" as quoted
-# (the ** markdown emphasis around the average removed).
+# (the ** markdown emphasis around the average removed). The dashed line after the row is added here (the quote
+# stops at the row): perftest prints RESULT_LINE after every table (src/send_bw.c, RESULT_LINE in
+# src/perftest_parameters.h), and a report without it is read as cut.
 PERFTEST_65_NO_LEADING_SPACE = """\
 #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]
 1024       1000             0.00               5544.28\t\t   5.677340
+---------------------------------------------------------------------------------------
 """
 
 # perftest 5.60 printed NEGATIVE bandwidth averages (and t_avg) under load, `ib_send_bw ... -F --report_gbits
@@ -451,7 +457,7 @@ def test_perftest_82_negative_average_never_passes(tmp_path, min_gbps):
     assert extra["bw_average_gbps"] is None or extra["bw_average_gbps"] < 0
 
 
-# (an EMPTY average column is a finding: /work/notes/redteam-tool_outputs-failing.py)
+# (an EMPTY average column: finding F1, fixed, test_f1_... below)
 @pytest.mark.parametrize("token", ["nan", "-nan", "inf", "-inf", "0,48", "1" + "0" * 400 + ".00", "0.48.1", "-0.48",
                                    "0.48x", "N/A"])
 @pytest.mark.parametrize("min_gbps", [None, 0.1])
@@ -500,15 +506,17 @@ def test_perftest_interleaved_warning_lines_never_change_the_figure(tmp_path_fac
 @settings(max_examples=80, deadline=None)
 @given(cut=st.integers(min_value=0))
 def test_perftest_truncated_report_passes_only_with_its_whole_row(tmp_path_factory, cut):
-    """A report cut at any byte passes only once its result row was printed up to the average, and never
-    with more than the measured 0.48 (a cut INSIDE the average, "0.4", passes with 0.4: F6 in
-    /work/notes/redteam-tool_outputs-failing.py)."""
+    """A report cut at any byte passes only once its result row and the dashed line perftest prints after it
+    were printed, and then with the measured 0.48 (a cut INSIDE the average, "0.4", passed with 0.4 before:
+    finding F6, fixed)."""
     text = PERFTEST_273_POST_LIST
     cut %= len(text) + 1
     check, _extra = run_perf(tmp_path_factory.mktemp("root"), text[:cut], min_gbps=0.1)
     if check["status"] == "pass":
-        assert " 8          224958464        0.00               0." in text[:cut]
-        assert check["observed"] <= 0.48
+        assert "7.498617\n-----" in text[:cut]
+        assert check["observed"] == 0.48
+    else:
+        assert check["status"] == "fail"
 
 
 # perftest of MLNX_OFED 24.10 (banner fields `Lock-free` and `Using DDP` next to `PCIe relax order` /
@@ -729,3 +737,85 @@ def test_gpu_reset_allowed_only_on_an_empty_listing(lines, newline):
     if decision["allowed"]:
         assert all(line.strip() in ("", "No running processes found") for line in lines), decision
         assert decision["processes"] == []
+
+
+# =====================================================================================================
+# Findings F1-F6 of this red team (were failing; fixed, see changelogs/fragments/tool-output-parsers-redteam.yml)
+# =====================================================================================================
+
+# F1: the real report of linux-rdma/perftest#273 with its average field left empty:
+#   " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]"
+#   " 8          224958464        0.00                  \t\t   7.498617"
+# was a pass at 7.498617 "Gb/s" (the message rate read as the average: a 4-field row taken as a layout without
+# MsgRate although its header has that column). Now an incomplete result row: the run fails naming it.
+@pytest.mark.parametrize("min_gbps", [None, 0.1])
+def test_f1_empty_average_column_is_not_the_message_rate(tmp_path, min_gbps):
+    garbled = PERFTEST_273_POST_LIST.replace("0.48   \t\t", "   \t\t")
+    check, extra = run_perf(tmp_path, garbled, min_gbps=min_gbps)
+    assert check["status"] == "fail", check
+    assert "incomplete result row" in check["message"] and "8 224958464 0.00 7.498617" in check["message"]
+    assert extra["bw_average_gbps"] is None and extra["rows"] == []
+
+
+# F2: the real output of NVIDIA/nccl#1706 cut inside its last figure (a log truncated by bytes, a job killed
+# mid-write): "# Avg bus bandwidth    : 8.6" (printed: 8.62002) passed with 8.6. Now the average line counts
+# only when the `#` line nccl-tests prints after it follows (src/common.cu, src/util.cu writeResultFooter).
+@pytest.mark.parametrize("cut_after", ["8", "8.6", "8.620", "8.62002", "8.62002 "])
+def test_f2_average_line_cut_inside_the_figure_is_incomplete(cut_after):
+    text = NCCL_1706_TWO_GPUS
+    prefix = text[: text.index("8.62002") + len(cut_after)]
+    busbw = statuses(prefix, 0.1)["k8s.nccl.busbw"]
+    assert busbw["status"] == "fail", busbw
+    assert "cut" in busbw["message"] and busbw["observed"] is None
+    assert statuses(text, 0.1)["k8s.nccl.busbw"]["status"] == "pass"
+
+
+# F3: the real output of NVIDIA/nccl-tests#287 (alltoall_perf on one GPU, every busbw 0.00,
+# "# Avg bus bandwidth    : 0 ") passed without a threshold (the burn-in default). A run that moved nothing
+# over any bus now fails, threshold or not (contract change, docs/contracts.md k8s.nccl.busbw).
+def test_f3_zero_average_is_not_a_pass_without_threshold():
+    busbw = statuses(NCCL_287_ONE_GPU_ALLTOALL)["k8s.nccl.busbw"]
+    assert busbw["status"] == "fail"
+    assert busbw["message"].startswith("no data moved: average bus bandwidth 0.00 GB/s")
+    assert busbw["observed"] == 0.0
+
+
+def test_f3_burnin_nccl_zero_average_is_not_a_pass():
+    command = ["/opt/nccl-tests/alltoall_perf", "-b", "32M", "-e", "32M", "-g", "1"]
+    runner = ScriptedRunner(script={command[0]: (0, NCCL_287_ONE_GPU_ALLTOALL, "")})
+    checks = dcgm.run_nccl(runner, command, timeout=30).as_list()
+    assert [c["status"] for c in checks if c["id"] == "k8s.nccl.busbw"] == ["fail"], checks
+
+
+# F4: the real report of linux-rdma/perftest#273 with the average 0.00 and MsgRate 0.000000 (a stalled link)
+# passed without min_gbps. Now "no data moved" fails, min_gbps or not (contract change, rdma.bandwidth).
+@pytest.mark.parametrize("min_gbps", [None, 0.0])
+def test_f4_zero_perftest_average_is_not_a_pass_without_min_gbps(tmp_path, min_gbps):
+    zero = PERFTEST_273_POST_LIST.replace("0.48   \t\t   7.498617", "0.00   \t\t   0.000000")
+    check, _extra = run_perf(tmp_path, zero, min_gbps=min_gbps)
+    assert check["status"] == "fail", check
+    assert check["message"].startswith("no data moved: average 0.00 Gb/s")
+
+
+# F5: rows of NVIDIA/nccl#1453 with the `[0]` label an MPI puts before every write failed as "no '# Avg bus
+# bandwidth' line ... (run incomplete)" although the line is there. Now the failure names the first line that
+# looks like a summary, header or row and was not understood.
+def test_f5_unknown_prefix_failure_names_the_prefix():
+    busbw = statuses(NCCL_1453_RANK_LABEL_PER_WRITE, 1)["k8s.nccl.busbw"]
+    assert busbw["status"] == "fail"
+    assert "incomplete" not in busbw["message"]
+    assert "not understood: '[0]#       size         count      type" in busbw["message"], busbw["message"]
+    assert parse_nccl_tests(NCCL_1453_RANK_LABEL_PER_WRITE)["unread"][-1].startswith("[0]# Avg bus bandwidth")
+
+
+# F6: the real report of linux-rdma/perftest#273 cut inside the average ("... 0.00               0.4") passed
+# with 0.4; cut inside its MsgRate it passed too. Now the row is incomplete (4 of 5 columns), and a report
+# whose last row is not followed by perftest's dashed RESULT_LINE was cut (src/write_bw.c).
+@pytest.mark.parametrize("cut_at, words", [("0.48   ", "incomplete result row"), ("7.49", "report cut"),
+                                           ("7.498617\n", "report cut")])
+def test_f6_report_cut_inside_the_average_is_no_result(tmp_path, cut_at, words):
+    text = PERFTEST_273_POST_LIST
+    prefix = text[: text.index(cut_at) + (3 if cut_at == "0.48   " else len(cut_at))]
+    check, _extra = run_perf(tmp_path, prefix, min_gbps=0.1)
+    assert check["status"] == "fail", check
+    assert words in check["message"]

@@ -26,8 +26,19 @@ Layouts handled (see ``tests/fixtures/real/README.md`` for where each one was se
 * The summary ``# Avg bus bandwidth    : 153.12`` -- with ``NCCL_TESTS_MIN_BW`` set nccl-tests
   appends ``OK`` or ``FAILED`` (FAILED when below 90 % of that minimum; the program then exits
   non-zero). The first releases (2017) printed the summary lines without the leading ``#``.
+* A complete average line: nccl-tests prints ``"# Avg bus bandwidth    : %g %s\n"`` and then
+  ``"#\n"`` (NVIDIA/nccl-tests ``src/common.cu`` from v2.0.0 on, ``writeResultFooter`` in
+  ``src/util.cu`` since 2.18; 2.17+ add ``# Collective test concluded: <name>`` after it). The
+  ``#`` line after the average is what shows the average line was printed whole: a log cut
+  inside the figure (``8.6`` of ``8.62002``) has none. A trailing newline alone proves nothing
+  (Ansible's ``stdout`` strips it). v1.0.0 (no ``#`` in front of the summaries) prints
+  ``" Avg bus bandwidth    : %g %s\n"`` then an empty line (``src/common.cu`` @ v1.0.0): there
+  the space ``%g %s`` always prints after the figure (or ``OK``/``FAILED``), or a line after it,
+  shows the figure is whole.
 
-Lines that are not table rows (NCCL INFO/WARN lines from the ranks, mpirun noise) are skipped.
+Lines that are not table rows (NCCL INFO/WARN lines from the ranks, mpirun noise) are skipped;
+a skipped line that looks like a summary, header or result row (an unknown launcher prefix such as
+``[0]`` before every write) is kept in ``unread`` so that a failure can name it.
 Figures that are not finite (``nan``, ``-nan``, ``inf``) are never returned as numbers: the
 result stays strict JSON, and a non-finite average fails the bandwidth check.
 """
@@ -49,6 +60,11 @@ _DEVICE = re.compile(r"^#?\s*Rank\s+(\d{1,9})\s+(?:Group\s+\d+\s+)?(?:Pid\s+\d+\
 _VALIDATION = re.compile(r"^#?\s*nThread\b.*\bvalidation:\s*(\d+)", re.IGNORECASE)
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _TIME = re.compile(r"^\d{2}:\d{2}:\d{2}$")
+# a line that mentions what nccl-tests prints in its summaries / header (for ``unread``)
+_SUMMARY_LIKE = re.compile(r"avg\s+bus\s+bandwidth|out\s+of\s+bounds\s+values|\bsize\s+count\s+type\b", re.IGNORECASE)
+_FIGURE = re.compile(r"^[-+]?[0-9][0-9.eE+-]*$")
+_UNREAD_KEPT = 5
+_UNREAD_WIDTH = 160
 
 
 _COUNT_CAP = 10 ** 18  # a count printed with more digits reads as this (int() refuses 4300+ digits)
@@ -192,17 +208,26 @@ def parse_nccl_tests(text):
     ``summaries`` counts the ``Avg bus bandwidth`` lines: more than one means the ranks ran as
     separate single-process jobs (nccl-tests built without ``MPI=1`` but started by mpirun), and
     the figures are the last job's.
+
+    ``avg_complete`` is False when the (last) average line was not printed whole: in the ``#``
+    layout no ``#`` line follows it, in the v1.0.0 layout neither the space after the figure nor a
+    further line (see the module docstring); ``avg_busbw_gbps`` is then None and
+    ``avg_busbw_text`` holds the cut line's figure. ``unread`` lists (up to 5, shortened) lines
+    that look like a summary, header or result row but were not understood.
     """
     rows = []
     summaries = 0
     avg = avg_text = avg_status = None
+    avg_line = None  # (index, whole line, the '#' layout?) of the last average line
     oob = oob_status = None
     header = False
     columns = None
     ranks = []
     validation = None
     wrong_column = None
-    for raw in (text or "").splitlines():
+    unread = []
+    lines = (text or "").splitlines()
+    for index, raw in enumerate(lines):
         line = strip_prefix(raw.rstrip())
         stripped = line.strip()
         match = _VALIDATION.match(stripped)
@@ -215,6 +240,7 @@ def parse_nccl_tests(text):
             avg = _number(avg_text)
             avg_status = match.group(2).upper() if match.group(2) else None
             summaries += 1
+            avg_line = (index, strip_prefix(raw), stripped.startswith("#"))
             continue
         match = _OOB.match(stripped)
         if match:
@@ -237,6 +263,14 @@ def parse_nccl_tests(text):
         row = parse_row(line, columns)
         if row is not None:
             rows.append(row)
+        elif len(unread) < _UNREAD_KEPT and _looks_read_worthy(stripped):
+            shown = stripped if len(stripped) <= _UNREAD_WIDTH else stripped[:_UNREAD_WIDTH] + "..."
+            unread.append(shown)
+    avg_complete = None
+    if avg_line is not None:
+        avg_complete = _average_complete(lines, *avg_line)
+        if not avg_complete:
+            avg = None
     wrong, checked_rows, problems = _judge_wrong(rows, wrong_column, validation)
     busbws = [r[kind]["busbw_gbps"] for r in rows for kind in ("out_of_place", "in_place")]
     busbws = [value for value in busbws if value is not None]
@@ -245,7 +279,31 @@ def parse_nccl_tests(text):
             "peak_busbw_gbps": peak, "out_of_bounds": oob, "out_of_bounds_status": oob_status,
             "wrong": wrong, "wrong_checked_rows": checked_rows, "wrong_problems": problems,
             "wrong_column": wrong_column, "validation": validation,
-            "ranks": ranks, "header_seen": header, "summaries": summaries}
+            "ranks": ranks, "header_seen": header, "summaries": summaries,
+            "avg_complete": avg_complete, "unread": unread}
+
+
+def _looks_read_worthy(stripped):
+    """Whether a line the parser skipped looks like something it should have read: a summary or
+    header line, or a row (8+ figures; an NCCL INFO/WARN line has a few)."""
+    if _SUMMARY_LIKE.search(stripped):
+        return True
+    if stripped.startswith("#") or "nThread" in stripped:
+        return False  # comment lines; the parameter line (its validation figure is read when it can be)
+    figures = sum(1 for token in stripped.split() if _FIGURE.match(token))
+    return figures >= 8
+
+
+def _average_complete(lines, index, line, hashed):
+    """Whether the average line at ``lines[index]`` was printed whole (module docstring)."""
+    if hashed:
+        # nccl-tests v2.0.0+: PRINT("#\n") right after the average (src/common.cu, src/util.cu)
+        return any(strip_prefix(later.rstrip()).strip() == "#" for later in lines[index + 1:])
+    # v1.0.0: " Avg bus bandwidth    : %g %s\n" then "\n" (src/common.cu @ v1.0.0)
+    if index + 1 < len(lines):
+        return True
+    after = line.split(":", 1)[1].lstrip() if ":" in line else ""
+    return " " in after  # the space "%g %s" prints after the figure (OK/FAILED follow it)
 
 
 def _judge_wrong(rows, wrong_column, validation):
@@ -316,9 +374,11 @@ def nccl_checks(parsed, min_busbw_gbps=None, target="nccl", job_succeeded=True):
     """Checks ``k8s.nccl.busbw`` and ``k8s.nccl.wrong`` (the check-result model of
     docs/contracts.md) for a parsed run.
 
-    ``k8s.nccl.busbw`` fails when the job failed, the summary line is missing (run incomplete),
-    its figure is not finite, nccl-tests itself printed ``FAILED`` (``NCCL_TESTS_MIN_BW``), or the
-    average is below ``min_busbw_gbps``.
+    ``k8s.nccl.busbw`` fails when the job failed, the summary line is missing (run incomplete;
+    the message names the first line that looked like a summary or row but was not understood)
+    or cut (not printed whole), its figure is not finite, zero or below (no data moved: a
+    failure with or without a threshold), nccl-tests itself printed ``FAILED``
+    (``NCCL_TESTS_MIN_BW``), or the average is below ``min_busbw_gbps``.
     """
     checks = []
     minimum = _finite_threshold(min_busbw_gbps)
@@ -334,7 +394,10 @@ def nccl_checks(parsed, min_busbw_gbps=None, target="nccl", job_succeeded=True):
             check["expected"] = expected
         checks.append(check)
 
-    if avg is None and avg_text is not None:
+    if parsed.get("avg_complete") is False:
+        add("fail", "the '# Avg bus bandwidth' line was cut: %r is not followed by the '#' line nccl-tests "
+            "prints after it (run incomplete or its output truncated)" % _shown(avg_text))
+    elif avg is None and avg_text is not None:
         add("fail", "average bus bandwidth is %r, not a finite number: the run produced no usable figure"
             % avg_text)
     elif avg is not None and avg < 0:
@@ -346,8 +409,14 @@ def nccl_checks(parsed, min_busbw_gbps=None, target="nccl", job_succeeded=True):
                 "NCCL_TESTS_MIN_BW (below 90 %% of it) and the job exited with an error" % avg, avg)
         else:
             add("fail", "the NCCL job did not complete successfully", avg)
+    elif avg is None and parsed.get("unread"):
+        add("fail", "no '# Avg bus bandwidth' line could be read; not understood: %r (the first line that looks "
+            "like an nccl-tests summary, header or row: an unknown line prefix or layout?)" % parsed["unread"][0])
     elif avg is None:
         add("fail", "no '# Avg bus bandwidth' line in the job output (run incomplete)")
+    elif avg <= 0:
+        add("fail", "no data moved: average bus bandwidth %.2f GB/s (a run that moved nothing is not a pass%s)"
+            % (avg + 0.0, "" if minimum is None else ", whatever the threshold"), avg + 0.0)
     elif (parsed.get("summaries") or 0) > 1:
         add("fail", "%d '# Avg bus bandwidth' lines: the ranks ran as %d separate jobs, not one NCCL "
             "communicator (nccl-tests built without MPI=1?)" % (parsed["summaries"], parsed["summaries"]), avg)
@@ -390,6 +459,11 @@ def nccl_checks(parsed, min_busbw_gbps=None, target="nccl", job_succeeded=True):
                            if _inplace_na(parsed) else ""),
                        "observed": {"wrong": wrong, "out_of_bounds": oob}})
     return checks
+
+
+def _shown(text):
+    text = "" if text is None else str(text)
+    return text if len(text) <= _UNREAD_WIDTH else text[:_UNREAD_WIDTH] + "..."
 
 
 def _inplace_na(parsed):

@@ -20,7 +20,14 @@ Units and their conversion to Gb/s (10^9 bit/s):
   like ``MiB/sec``. Reading it as 10^6 bytes would understate a link by 4.9 %.
 
 Columns are: message size, iterations, BW peak, BW average (the 4th column), MsgRate; the QoS
-layout (``#sl`` after ``#bytes``) shifts them by one and is handled. Lines inside the table
+layout (``#sl`` after ``#bytes``) shifts them by one and is handled. Every perftest since 2013
+prints the MsgRate column (``RESULT_FMT`` in ``src/perftest_parameters.h``); a row with fewer
+figures than its header has columns is an incomplete result row (an empty or cut column), never
+read as another layout: the run fails naming it. A complete table ends with a dashed line: the
+programs print ``RESULT_LINE`` (``RESULT_LINE_PER_PORT`` with ``--report-per-port``) after
+``print_full_bw_report`` (linux-rdma/perftest ``src/write_bw.c``, ``src/send_bw.c``,
+``src/read_bw.c``; ``RESULT_LINE`` in ``src/perftest_parameters.h``). A report whose last result
+row is not followed by a dashed line was cut (a killed run, a byte-limited log) and fails. Lines inside the table
 that are not result rows (``Conflicting CPU frequency values detected ...``, ``Warning: ...``)
 are skipped and collected in ``perftest_warnings``. Duration mode (``-D``) prints a peak of
 ``0.00``: the peak was not measured and is reported as null. With ``-a`` (all sizes) every row
@@ -66,6 +73,9 @@ _DUAL_PORT_RE = re.compile(r"Dual-port\s*:\s*ON\b")
 _NUMBER_RE = re.compile(r"^[0-9]{1,15}(\.[0-9]{1,9})?$")
 _SEPARATOR_RE = re.compile(r"^\s*-{20,}\s*$")
 _WARNING_RE = re.compile(r"warning|conflicting cpu frequency|test integrity", re.IGNORECASE)
+# a header column with a unit: BW peak[..], BW average[..], MsgRate[Mpps], BW Port1[..], MsgRate Port1[Mpps], ...,
+# CPU_Util[%] (RESULT_FMT*, RESULT_EXT_CPU_UTIL in src/perftest_parameters.h); #bytes, #sl, #iterations have none
+_UNIT_COLUMN_RE = re.compile(r"\[[^\]]*\]")
 
 
 # --------------------------------------------------------------------------- options
@@ -177,11 +187,22 @@ def to_gbps(value, unit):
     return round(value * factor, 6)
 
 
-def _row_fields(line, has_sl):
+def _header_width(line, has_sl):
+    """Number of columns of a table header line (``#bytes #iterations`` and ``#sl``, then one
+    per ``[unit]``: ``#bytes ... MsgRate[Mpps]`` is 5)."""
+    return (3 if has_sl else 2) + len(_UNIT_COLUMN_RE.findall(line))
+
+
+def _row_fields(line, has_sl, width=None):
+    """(size, iterations, peak, average, rate, more) of a result row; None when the line is not
+    one; ``"incomplete"`` when it holds only figures but fewer than the header's ``width``
+    columns (an empty or cut column: never read as a layout without MsgRate)."""
     fields = line.split()
-    needed = 5 if has_sl else 4
-    if len(fields) < needed or not all(_NUMBER_RE.match(f) for f in fields):
+    if not fields or not all(_NUMBER_RE.match(f) for f in fields):
         return None
+    needed = width if width else (5 if has_sl else 4)
+    if len(fields) < needed:
+        return "incomplete" if len(fields) >= 2 and width else None
     if has_sl:
         fields = fields[:1] + fields[2:]
     if "." in fields[0] or "." in fields[1]:
@@ -194,8 +215,10 @@ def parse_output(text):
     """Parse a perftest bandwidth report.
 
     Returns ``{unit, rows: [{msg_size, iterations, bw_peak_gbps, bw_average_gbps,
-    msg_rate_mpps}], warnings: [...], bidirectional, dual_port}``; ``unit`` is None and ``rows``
-    empty when no table is found.
+    msg_rate_mpps}], warnings: [...], bidirectional, dual_port, incomplete_rows, cut_after}``;
+    ``unit`` is None and ``rows`` empty when no table is found. ``incomplete_rows`` lists rows
+    with fewer figures than the header's columns (not in ``rows``); ``cut_after`` is the last
+    result row when no dashed line follows it (the report was cut), else None.
 
     Bidirectional tests (``-b``) print the sum of both directions; with ``--report-both`` two
     more tables follow, ``Local results:`` and ``Remote results:``, whose rows carry
@@ -212,10 +235,15 @@ def parse_output(text):
     dual_port = False
     rows = []
     warnings = []
+    width = None
+    incomplete = []
+    open_row = None  # the last result row not yet followed by perftest's dashed RESULT_LINE
     for raw in (text or "").splitlines():
         line = raw.strip()
         if not line:
             continue
+        if _SEPARATOR_RE.match(line):
+            open_row = None
         if _BIDIRECTIONAL_RE.search(line):
             bidirectional = True
         if _DUAL_PORT_RE.search(line):
@@ -229,6 +257,7 @@ def parse_output(text):
             unit = header.group("unit").strip()
             has_sl = bool(header.group("sl"))
             per_port = bool(header.group("per_port"))
+            width = _header_width(line[header.start():], has_sl)
             in_table = True
             continue
         if _WARNING_RE.search(line):
@@ -240,9 +269,15 @@ def parse_output(text):
         if _SEPARATOR_RE.match(line):
             in_table = False
             continue
-        fields = _row_fields(line, has_sl)
+        fields = _row_fields(line, has_sl, width)
         if fields is None:
             continue
+        if fields == "incomplete":
+            if len(incomplete) < 5:
+                incomplete.append(" ".join(line.split()))
+            open_row = line
+            continue
+        open_row = " ".join(line.split())
         size, iterations, peak, average, rate, more = fields
         row = {
             "msg_size": size,
@@ -258,7 +293,8 @@ def parse_output(text):
             row["section"] = section
         rows.append(row)
     return {"unit": unit, "rows": rows, "warnings": warnings[:20], "bidirectional": bidirectional,
-            "dual_port": dual_port}
+            "dual_port": dual_port, "incomplete_rows": incomplete,
+            "cut_after": " ".join(open_row.split()) if open_row else None}
 
 
 def headline(rows):
@@ -335,6 +371,16 @@ def _bandwidth_check(checks, params, parsed, result, executable_name):
         checks.fail(check_id, target, "%s exited with rc=%s: %s" % (executable_name, result.rc, detail),
                     expected=min_gbps)
         return
+    if parsed.get("incomplete_rows"):
+        checks.fail(check_id, target, "%s printed an incomplete result row: %r has fewer figures than the "
+                    "columns of its header (an empty or cut column; not a result)"
+                    % (executable_name, parsed["incomplete_rows"][0]), expected=min_gbps)
+        return
+    if parsed.get("cut_after"):
+        checks.fail(check_id, target, "%s report cut: no dashed line after the result row %r (perftest prints "
+                    "one after every table; the run was killed or its output truncated)"
+                    % (executable_name, parsed["cut_after"]), expected=min_gbps)
+        return
     best = headline(rows)
     if best is None:
         if params["mode"] == "server":
@@ -353,7 +399,12 @@ def _bandwidth_check(checks, params, parsed, result, executable_name):
         checks.fail(check_id, target, "unknown bandwidth unit %r in perftest output" % parsed["unit"])
         return
     size = best["msg_size"]
-    if min_gbps is None:
+    if observed <= 0:
+        checks.fail(check_id, target, "no data moved: average %.2f Gb/s at %d B messages%s (a run that moved "
+                    "nothing is not a pass%s)" % (observed, size, size_note,
+                                                   "" if min_gbps is None else ", whatever min_gbps"),
+                    observed=observed, expected=min_gbps)
+    elif min_gbps is None:
         checks.passed(check_id, target, "%.2f Gb/s average at %d B messages%s (no min_gbps threshold set)"
                       % (observed, size, size_note), observed=observed)
     elif observed >= min_gbps:
@@ -397,7 +448,7 @@ def run_bandwidth(params, runner, reader, check_mode=False):
         return None, checks, extra
     result = runner.run(cmd, timeout=params.get("timeout") or DEFAULT_TIMEOUT)
     parsed = parse_output(result.stdout)
-    if not parsed["rows"] and result.stderr:
+    if not parsed["rows"] and not parsed["incomplete_rows"] and result.stderr:
         from_stderr = parse_output(result.stderr)
         if from_stderr["rows"]:
             parsed = from_stderr
