@@ -4,6 +4,8 @@
 # the package layer of scripts/build-test-image.sh) when needed.
 #   MOLECULE_SCENARIOS="role/scenario ./scenario ..."  restricts the run (keys as printed)
 #   MOLECULE_JOBS=1                                     one scenario at a time
+#   GPUFLEET_MOLECULE_CALLBACKS=ansible.posix.timer,ansible.posix.profile_tasks
+#                                                       every task's duration in the logs (profiling)
 # Each scenario's output goes to $MOLECULE_LOG_DIR/<key>.log (default .cache/molecule-logs/),
 # printed in full when the scenario fails. Per scenario: the duration of each step; at the end:
 # every scenario's duration, the time per step summed over scenarios, and the wall time.
