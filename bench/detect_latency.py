@@ -189,12 +189,19 @@ def main(argv):
                         help="fast signals off (periodic only for what announces nothing), on, or both")
     parser.add_argument("--smoke", action="store_true", help="one fault per kind, signals on, short idle: that it runs")
     parser.add_argument("--probe", type=float, default=1.0, help="signals.fast_probe_interval, s (default 1)")
+    parser.add_argument("--kinds", default=None, dest="only_kinds",
+                        help="comma-separated fault kinds to inject (default all: %s)" % ",".join(KINDS))
     args = parser.parse_args(argv)
     args.min_gap = 1.0
     if args.smoke:
         args.faults, args.idle, args.interval, args.mode = 1, 1.0, 1.0, "on"
         args.min_gap, args.probe = 0.1, 0.1
     args.kinds = SMOKE_KINDS if args.smoke else KINDS
+    if args.only_kinds:
+        args.kinds = tuple(kind.strip() for kind in args.only_kinds.split(","))
+        unknown = [kind for kind in args.kinds if kind not in KINDS]
+        if unknown:
+            parser.error("unknown fault kind(s): %s (known: %s)" % (", ".join(unknown), ", ".join(KINDS)))
     modes = {"both": (False, True), "on": (True,), "off": (False,)}[args.mode]
     runs = {}
     work = tempfile.mkdtemp(prefix="gpufleet-detect-")

@@ -899,11 +899,16 @@ class SignalSources(object):
         if kind == "netlink":
             devices = rdma_devices_of(self.root, event.get("ifname"))
             state = event.get("operstate") or ("lower up" if event["lower_up"] else "lower down")
-            if self.probe is not None and devices:  # its ports read again at the next confirmation
-                self.probe.arm([key for device in devices for key in self.probe.keys_of("rdma:" + device)])
+            armed = [key for device in devices for key in self.probe.keys_of("rdma:" + device)] \
+                if self.probe is not None else []
+            if armed:  # its ports read again at once, every confirmation interval: they signal (confirmed)
+                self.probe.arm(armed)
                 self._schedule(self.clock())
+            probed = set(key[5:].split("/", 1)[0] for key in armed)
+            # a device whose ports the probe reads: no cycle of its own, the readings decide (a link announced
+            # down and up again within the confirmation window is not reported, as the probe's own flaps)
             return [("rdma:" + device, "netlink: %s %s %s" % (event["type"], event["ifname"], state))
-                    for device in devices]
+                    for device in devices if device not in probed]
         if event.get("subsystem") != "pci" or event.get("action") not in ("remove", "add", "change", "unbind"):
             return []
         slot, pci_id = event.get("pci_slot") or event["devpath"].rsplit("/", 1)[-1], (event.get("pci_id") or "").upper()
