@@ -96,7 +96,7 @@ def shape(value):
     return ("scalar", type(value), value, TrustedAsTemplate.is_tagged_on(value))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(VALUES)
 def test_wrap_var_gives_what_ansible_core_gives(shim, value):
     core = shim.plain_wrap_var.__defaults__[0]  # ansible-core's, as the shim found it

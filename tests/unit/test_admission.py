@@ -213,7 +213,7 @@ def test_a_node_is_in_service_only_ready_untainted_and_marked_by_an_earlier_run(
     assert (seen is None) if evidence is None else (evidence in seen)
 
 
-@hsettings(max_examples=300, deadline=None)
+@hsettings(max_examples=200, deadline=None)
 @given(st.fixed_dictionaries({}, optional={
     "taint": st.none() | st.just({"key": TAINT}),
     "taints": st.none() | st.lists(st.fixed_dictionaries({"key": st.sampled_from([TAINT, "other", None])}), max_size=2)

@@ -452,7 +452,7 @@ def _plausible(value):
     return number and math.isfinite(value) and MIN_TIME <= value <= MAX_TIME
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(raw=RAW)
 def test_the_readers_give_a_checked_record_or_refuse_never_crash(raw):
     """Any annotation text: each reader returns a record of the documented shape (finite,

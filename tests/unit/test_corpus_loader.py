@@ -88,7 +88,7 @@ def test_only_a_numeric_directory_has_releases(version, directory):
     assert not corpus.version_matches_directory(version, directory)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(version=st.text(max_size=20), directory=st.sampled_from(["25.11", "1.31", "4.x", "unstated", "0.15.0"]))
 def test_any_version_is_accepted_only_as_the_name_or_a_numbered_release(version, directory):
     if corpus.version_matches_directory(version, directory):
@@ -124,7 +124,7 @@ def test_a_public_source_is_accepted(source):
     assert corpus.source_problem(source) is None
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(host=st.one_of(st.ip_addresses().map(str), st.text(alphabet="abcxyz019.-%:[]", max_size=20)))
 def test_any_url_host_is_a_verdict_and_a_non_global_address_never_passes(host):
     url = "http://%s/x" % (("[%s]" % host) if ":" in host and not host.startswith("[") else host)

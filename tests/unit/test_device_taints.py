@@ -409,7 +409,7 @@ LIST_ANSWERS = st.recursive(
     max_leaves=12)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(LIST_ANSWERS)
 def test_any_list_answer_is_rules_to_plan_against_or_unreadable(listed):
     try:

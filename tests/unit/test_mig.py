@@ -376,7 +376,7 @@ def grammar_profiles(draw):
     return fields
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(profile=grammar_profiles())
 def test_every_profile_of_the_grammar_parses(profile):
     info = parse_profile(profile)
@@ -391,14 +391,14 @@ def gi_profiles(draw):
     return name + attribute
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(profile=gi_profiles())
 def test_every_gpu_instance_profile_is_accepted(profile):
     assert profile_error(profile) is None
     assert canonical_profile(parse_profile(profile)) == profile
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(profile=gi_profiles(), position=st.integers(0, 40),
        junk=st.sampled_from([" ", "+", "-", ",", ".", "*", "x", "0", "\t", "\n", "é", "++", "gb", "٣"]),
        how=st.sampled_from(["insert", "replace", "delete"]))

@@ -47,7 +47,7 @@ def test_ranges_and_times():
         records.mapping({}, "r", required=("a",))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(st.one_of(st.text(max_size=200), st.binary(max_size=200)))
 def test_any_input_parses_or_is_a_record_error(raw):
     try:

@@ -773,7 +773,7 @@ _SEQUENCE_VALUES = st.recursive(
     max_leaves=12)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(last=_SEQUENCE_VALUES, runs=st.dictionaries(st.text(max_size=6), _SEQUENCE_VALUES, max_size=5),
        raw_tail=st.binary(max_size=40))
 def test_the_sequence_reader_gives_a_strict_index_or_refuses(last, runs, raw_tail):

@@ -172,7 +172,7 @@ DOCS = st.fixed_dictionaries({"nodes": st.lists(NODES, max_size=2)},
                              optional={"errors": st.lists(st.just({"error": "x"}), max_size=1)})
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(DOCS, st.booleans())
 def test_any_answer_is_a_decision_or_a_clear_failure(doc, healthy):
     """Never a crash; a command only for a node of that name, resumed only when DRAIN is set with

@@ -52,7 +52,7 @@ def test_applied_must_be_the_fingerprint():
             reader.read_applied(text, "applied.json")
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(st.one_of(st.text(max_size=300), st.builds(json.dumps, st.recursive(
     st.none() | st.booleans() | st.floats() | st.integers() | st.text(max_size=20),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
