@@ -54,13 +54,13 @@ options:
     version_added: 0.3.0
   from_validate_vars:
     description:
-      - V(true) takes what C(playbooks/validate.yml) sets with its inventory variables, on the controller: O(root),
+      - "V(true) takes what C(playbooks/validate.yml) sets with its inventory variables, on the controller: O(root),
         O(gpu), O(rdma) and O(tuning) not given in the task are the variables C(gpufleet_validate_root),
         C(gpufleet_validate_gpu), C(gpufleet_validate_rdma) and C(gpufleet_validate_tuning) (unset: O(root) null,
         a family V({})); the variable C(gpufleet_validate_environment) is added to the task's environment (after
         the play's and the block's, as the task's own C(environment)); an unset O(agent_health_file) is
         C(/var/lib/gpufleet/health.json) on a host of the group C(gpu_nodes) whose tier C(gpufleet_health_agent) is
-        true, else null. Applied before O(from_tier), so the variables win over the tier, key by key.
+        true, else null. Applied before O(from_tier), so the variables win over the tier, key by key."
       - Done by the action plugin before the module runs; the module itself ignores this option.
     type: bool
     default: false
