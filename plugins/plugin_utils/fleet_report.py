@@ -42,7 +42,8 @@ UNREACHABLE_ID = "host.unreachable"
 VALIDATION_ID = "host.validation"
 SYNTHETIC_IDS = (UNREACHABLE_ID, VALIDATION_ID)
 # Modules of this collection whose result carries ``checks`` (docs/contracts.md).
-VALIDATION_MODULES = frozenset(("node_validate", "gpu_health", "rdma_validate", "record_checks", "rdma_bandwidth"))
+VALIDATION_MODULES = frozenset(("node_validate", "gpu_health", "rdma_validate", "record_checks", "rdma_bandwidth",
+                                "fleet_conditions"))
 COLLECTION_PREFIX = "gpufleet.cluster."
 # Version of the report JSON (docs/contracts.md "Reports"): raised when a field changes meaning or
 # goes away; new fields alone do not raise it. 1: the first versioned form (failing_since,
