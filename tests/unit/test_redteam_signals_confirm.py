@@ -131,7 +131,7 @@ def drive(sources, clock, events, until, checks=None, fail_after=3, recover_afte
 
 
 # -- flaps ------------------------------------------------------------------------------------------------
-@settings(max_examples=40, deadline=None, suppress_health_check=HS)
+@settings(max_examples=30, deadline=None, suppress_health_check=HS)
 @given(st.floats(0.0, 0.999), st.lists(st.tuples(st.floats(0.0, 0.1799), st.floats(0.101, 2.0)), min_size=1,
                                           max_size=8))
 def test_repeated_flaps_shorter_than_the_window_at_any_phase_are_never_reported(tmp_path_factory, phase, flaps):
@@ -702,3 +702,103 @@ def test_on_kernfs_a_removed_file_is_seen_by_the_quick_probe(tmp_path, monkeypat
         assert len(credits) == 1
     finally:
         sources.close()
+
+
+# -- more ports than the probe holds -----------------------------------------------------------------------------
+def test_more_port_files_than_the_held_limit_never_crash_and_a_port_past_it_is_still_confirmed(tmp_path):
+    """130 HCAs x 1 port (260 files, the unit's too): the probe holds at most 256 files (contracts);
+    the others are still read, so any port down is confirmed like the first."""
+    make_ports(tmp_path, devices=130, ports=1)
+    clock = Clock()
+    sources = sources_for(tmp_path, clock)
+    try:
+        assert "130 RDMA port(s)" in sources.status["probe"]
+        assert len(sources.probe.files.held) <= 256
+        for device in ("mlx5_0", "mlx5_129"):
+            path = port_dir(tmp_path, device) / "state"
+            start = clock.now + 0.01
+            signals, credits, _u, _s = drive(sources, clock, [(start, lambda path=path: path.write_text(DOWN))], start + 2.0)
+            confirmed = [s for s in signals if is_confirm(s[2])]
+            assert [s[1] for s in confirmed] == ["rdma:" + device] and confirmed[0][0] - start <= 0.7 + EPS, signals
+            assert len(credits) == 1 and len(sources.probe.files.held) <= 256
+            path.write_text(ACTIVE)
+            drive(sources, clock, [], clock.now + 1.0)
+    finally:
+        sources.close()
+
+
+# -- a netlink announcement arms confirmation readings at any phase of the probe ---------------------------------
+@pytest.fixture(scope="module")
+def dgx_tree(tmp_path_factory):
+    from nvml_scenarios import NODES  # pylint: disable=import-outside-toplevel
+    root = tmp_path_factory.mktemp("dgx") / "node"
+    shutil.copytree(os.path.join(NODES, "dgx-h100"), str(root), symlinks=True)
+    return root
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=HS)
+@given(st.floats(0.0, 0.999), st.floats(0.0, 0.1799), st.booleans())
+def test_a_netlink_armed_confirmation_at_any_phase_never_reports_a_flap_under_the_window(dgx_tree, phase, down,
+                                                                                        twice):
+    """The announcement's readings and the quick probe's interleave at any phase ("a quick probe and a
+    confirmation a moment apart are one measurement"): a port down for < 0.18 s, announced when it
+    went down (and, ``twice``, when it came back), is never confirmed and never credited."""
+    import socket  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.agent import agent_netlink as nl  # pylint: disable=import-outside-toplevel
+    state = port_dir(dgx_tree) / "state"
+    state.write_text(ACTIVE)
+    route, route_in = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    clock = Clock()
+    sources = sig.SignalSources({"netlink": True, "uevent": False, "fast_probe_interval": 1,
+                                 "fabricmanager_unit": None}, str(dgx_tree), repeat=2, clock=clock,
+                                sockets={"netlink": route})
+    found, credits = [], []
+
+    def announce(operstate):
+        route_in.send(nl.build_link_message("ibp26s0", flags=nl.IFF_UP, operstate=operstate))
+        found.extend(sources.poll())
+        credits.extend(sources.take_credits())
+
+    try:
+        start = 100.0 + phase
+        events = [(start, lambda: (state.write_text(DOWN), announce(2))),
+                  (start + down, lambda: (state.write_text(ACTIVE), twice and announce(6)))]
+        signals, more, _u, _s = drive(sources, clock, events, start + 3.0)
+        assert not [w for _s, w in found if is_confirm(w)] and not [s for s in signals if is_confirm(s[2])]
+        assert credits == [] and more == []
+    finally:
+        sources.close()
+        route_in.close()
+        state.write_text(ACTIVE)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=HS)
+@given(st.floats(0.0, 0.999))
+def test_a_netlink_announced_port_down_is_confirmed_once_with_credit_3(dgx_tree, phase):
+    import socket  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.agent import agent_netlink as nl  # pylint: disable=import-outside-toplevel
+    state = port_dir(dgx_tree) / "state"
+    state.write_text(ACTIVE)
+    route, route_in = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    clock = Clock()
+    sources = sig.SignalSources({"netlink": True, "uevent": False, "fast_probe_interval": 1,
+                                 "fabricmanager_unit": None}, str(dgx_tree), repeat=2, clock=clock,
+                                sockets={"netlink": route})
+    found, credits = [], []
+
+    def announce():
+        state.write_text(DOWN)
+        route_in.send(nl.build_link_message("ibp26s0", flags=nl.IFF_UP, operstate=2))
+        found.extend((clock.now, s, w) for s, w in sources.poll())
+        credits.extend(sources.take_credits())
+
+    try:
+        start = 100.0 + phase
+        signals, more, _u, _s = drive(sources, clock, [(start, announce)], start + 3.0)
+        confirmed = [s for s in found + signals if is_confirm(s[2])]
+        assert len(confirmed) == 1 and confirmed[0][0] - start <= 0.5 + 0.2 + EPS, found + signals
+        assert credits + [c for _t, batch in more for c in batch] == [[list(sig.PORT_CHECKS), "mlx5_0/1", 3]]
+    finally:
+        sources.close()
+        route_in.close()
+        state.write_text(ACTIVE)
