@@ -802,3 +802,34 @@ def test_a_netlink_announced_port_down_is_confirmed_once_with_credit_3(dgx_tree,
         sources.close()
         route_in.close()
         state.write_text(ACTIVE)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=HS)
+@given(st.floats(0.0, 0.999), st.floats(0.75, 1.5), st.floats(0.51, 1.0), st.integers(2, 6))
+def test_a_port_flapping_with_long_down_runs_is_confirmed_once_per_run_and_signals_once_per_up_run(
+        tmp_path_factory, phase, down, up, runs):
+    """Down runs long enough to be seen and confirmed (> 0.5 + 0.2 s), up runs between: one
+    confirmation per run of bad readings, one signal (one targeted cycle) per return to good; the
+    node turns unhealthy in the first run and recovers only through recover_after passing cycles."""
+    root = tmp_path_factory.mktemp("node")
+    ports = make_ports(root)
+    clock = Clock()
+    sources = sources_for(root, clock)
+    try:
+        events, t, windows = [], 100.0 + phase, []
+        for _ in range(runs):
+            events += [(t, lambda: (ports / "state").write_text(DOWN)),
+                       (t + down, lambda: (ports / "state").write_text(ACTIVE))]
+            windows.append((t, t + down, t + down + up))
+            t += down + up
+        signals, credits, unhealthy, state = drive(sources, clock, events, t + 2.0, lambda: port_checks(ports))
+        confirmed = [s[0] for s in signals if is_confirm(s[2])]
+        for start, end, next_start in windows:
+            assert len([c for c in confirmed if start <= c < end + EPS]) == 1, (start, end, signals)
+            assert len([s for s in signals if end < s[0] < next_start and not is_confirm(s[2])]) <= 1, signals
+        assert len(confirmed) == runs and len(credits) == runs
+        assert unhealthy and unhealthy[0] <= windows[0][0] + 0.7 + EPS
+        entry = state["checks"]["rdma.port.state|mlx5_0/1"]
+        assert entry["passes"] <= 1 and entry["failing"] is True  # one targeted cycle after the last run
+    finally:
+        sources.close()
