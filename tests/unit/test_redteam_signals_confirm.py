@@ -833,3 +833,48 @@ def test_a_port_flapping_with_long_down_runs_is_confirmed_once_per_run_and_signa
         assert entry["passes"] <= 1 and entry["failing"] is True  # one targeted cycle after the last run
     finally:
         sources.close()
+
+
+@pytest.mark.parametrize("code", [errno.EIO, errno.ENODEV])
+def test_a_held_fabric_manager_cgroup_file_whose_read_fails_is_confirmed_not_running(tmp_path, monkeypatch, code):
+    make_ports(tmp_path)
+    events_file = install_unit(tmp_path)
+    clock = Clock()
+    sources = sources_for(tmp_path, clock, unit=UNIT)
+    real = os.pread
+    target = os.path.realpath(str(events_file))
+
+    def failing(fd, size, offset):
+        if os.path.realpath("/proc/self/fd/%d" % fd) == target:
+            raise OSError(code, os.strerror(code))
+        return real(fd, size, offset)
+
+    try:
+        start = 100.33
+        signals, credits, _u, _s = drive(sources, clock, [(start, lambda: monkeypatch.setattr(os, "pread", failing))],
+                                         start + 2.0)
+        confirmed = [s for s in signals if is_confirm(s[2])]
+        assert [s[1] for s in confirmed] == ["fabricmanager"] and confirmed[0][0] - start <= 0.7 + EPS, signals
+        assert [c for _t, c in credits] == [[[["agent.fabricmanager"], "node", 3]]]
+        monkeypatch.undo()
+        signals, credits, _u, _s = drive(sources, clock, [], clock.now + 2.0)
+        assert [s[1] for s in signals] == ["fabricmanager"] and credits == []  # readable again: back, once
+    finally:
+        monkeypatch.undo()
+        sources.close()
+
+
+def test_fail_after_100_is_confirmed_once_after_99_confirmation_intervals_within_the_storm_bound(tmp_path):
+    ports = make_ports(tmp_path)
+    clock = Clock()
+    sources = sources_for(tmp_path, clock, 1.0, 100)
+    try:
+        start = 100.2
+        signals, credits, _u, _s = drive(sources, clock, [(start, lambda: (ports / "state").write_text(DOWN))],
+                                         start + 20.0)
+        confirmed = [s for s in signals if is_confirm(s[2])]
+        assert len(confirmed) == 1 and confirmed[0][0] - start <= 0.5 + 99 * 0.1 + EPS, signals[:3]
+        assert [c for _t, c in credits] == [[[list(sig.PORT_CHECKS), "mlx5_0/1", 100]]]
+        assert sources.counters()["probe_confirms"] <= 200
+    finally:
+        sources.close()
