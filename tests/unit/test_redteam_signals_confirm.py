@@ -878,3 +878,37 @@ def test_fail_after_100_is_confirmed_once_after_99_confirmation_intervals_within
         assert sources.counters()["probe_confirms"] <= 200
     finally:
         sources.close()
+
+
+def test_a_netlink_storm_on_a_port_that_stays_down_is_one_confirmation_and_bounded_readings(dgx_tree):
+    """RTM_NEWLINK every 50 ms for 10 s (a link bouncing at the PHY while its port stays down):
+    "one confirmation signal per run of bad readings", "at most 2 x fail_after confirmation readings
+    per turn to bad or arming", "an item armed at most once per probe"."""
+    import socket  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.agent import agent_netlink as nl  # pylint: disable=import-outside-toplevel
+    state = port_dir(dgx_tree) / "state"
+    state.write_text(ACTIVE)
+    route, route_in = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    clock = Clock()
+    sources = sig.SignalSources({"netlink": True, "uevent": False, "fast_probe_interval": 1,
+                                 "fabricmanager_unit": None}, str(dgx_tree), repeat=2, clock=clock,
+                                sockets={"netlink": route})
+    found, credits = [], []
+
+    def announce():
+        route_in.send(nl.build_link_message("ibp26s0", flags=nl.IFF_UP, operstate=2))
+        found.extend(sources.poll())
+        credits.extend(sources.take_credits())
+
+    try:
+        confirms = sources.counters()["probe_confirms"]
+        events = [(100.01, lambda: state.write_text(DOWN))] + [(100.02 + 0.05 * i, announce) for i in range(200)]
+        signals, more, _u, _s = drive(sources, clock, events, 110.5)
+        confirmed = [w for _s, w in found if is_confirm(w)] + [s for s in signals if is_confirm(s[2])]
+        assert len(confirmed) == 1, confirmed
+        assert len(credits) + sum(len(batch) for _t, batch in more) == 1
+        assert sources.counters()["probe_confirms"] - confirms <= (11 + 1) * 2 * 3, sources.counters()
+    finally:
+        sources.close()
+        route_in.close()
+        state.write_text(ACTIVE)
