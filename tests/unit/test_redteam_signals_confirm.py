@@ -912,3 +912,29 @@ def test_a_netlink_storm_on_a_port_that_stays_down_is_one_confirmation_and_bound
         sources.close()
         route_in.close()
         state.write_text(ACTIVE)
+
+
+@pytest.mark.parametrize("gap", [0.0, 0.001, 0.04, 0.089])
+def test_readings_a_moment_apart_are_one_measurement(tmp_path, gap):
+    """Polled again and again at (nearly) the same monotonic instant (a coarse clock, a wake-up per
+    source): "each bad reading taken at least 0.9 confirmation intervals after the last one counted
+    ... is one more measurement; a quick probe and a confirmation a moment apart are one measurement"."""
+    ports = make_ports(tmp_path)
+    clock = Clock()
+    sources = sources_for(tmp_path, clock)
+    try:
+        (ports / "state").write_text(DOWN)
+        clock.now = sources.due()
+        first = clock.now
+        found = []
+        for i in range(30):
+            clock.now = first + (gap * i if gap < 0.09 / 30 else min(gap, 0.089))
+            found += sources.poll()
+            found += sources.probe.poll(sources.probe.pending(), quick=True)
+        assert not [w for _s, w in found if is_confirm(w)] and sources.take_credits() == []
+        assert sources.probe.count["port mlx5_0/1"] == 1  # all within 0.89 confirmation intervals of the first
+        signals, _credits, _u, _s = drive(sources, clock, [], first + 2.0)
+        confirmed = [s[0] for s in signals if is_confirm(s[2])]
+        assert len(confirmed) == 1 and confirmed[0] - first >= 2 * 0.09 - EPS
+    finally:
+        sources.close()
