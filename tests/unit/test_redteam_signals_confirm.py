@@ -938,3 +938,38 @@ def test_readings_a_moment_apart_are_one_measurement(tmp_path, gap):
         assert len(confirmed) == 1 and confirmed[0] - first >= 2 * 0.09 - EPS
     finally:
         sources.close()
+
+
+@pytest.mark.parametrize("how", ["populated 0", "no cgroup"])
+def test_a_fabric_manager_already_stopped_at_the_start_is_confirmed_within_the_confirmation(tmp_path, how):
+    """"a bad first reading ... (the fabric manager not running) signals like a change and is
+    confirmed like any bad reading, so a fault already there when the agent starts turns failing
+    within seconds"."""
+    make_ports(tmp_path)
+    events_file = install_unit(tmp_path, running=False)
+    if how == "no cgroup":
+        shutil.rmtree(str(events_file.parent))
+    clock = Clock()
+    sources = sources_for(tmp_path, clock, unit=UNIT)
+    try:
+        signals, credits, _u, _s = drive(sources, clock, [], 103.0)
+        confirmed = [s for s in signals if is_confirm(s[2])]
+        assert [s[1] for s in confirmed] == ["fabricmanager"] and confirmed[0][0] - 100.0 <= 0.2 + EPS, signals
+        assert [c for _t, c in credits] == [[[["agent.fabricmanager"], "node", 3]]]
+    finally:
+        sources.close()
+
+
+def test_a_fabric_manager_unit_not_installed_is_not_watched(tmp_path):
+    make_ports(tmp_path)
+    cgroup = tmp_path / "sys" / "fs" / "cgroup" / "system.slice" / UNIT
+    cgroup.mkdir(parents=True)
+    (cgroup / "cgroup.events").write_text("populated 1\nfrozen 0\n")
+    clock = Clock()
+    sources = sources_for(tmp_path, clock, unit=UNIT)
+    try:
+        assert UNIT not in sources.status["probe"]
+        signals, credits, _u, _s = drive(sources, clock, [(100.3, lambda: shutil.rmtree(str(cgroup)))], 103.0)
+        assert signals == [] and credits == [] and sig.fabricmanager_check(str(tmp_path), UNIT) is None
+    finally:
+        sources.close()
