@@ -116,12 +116,37 @@ healthy:
   type: bool
 """
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.checks import FAIL_ON_CHOICES
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.framework import ModuleFailure, run_module
+
+# the action plugin's ARGUMENT_SPEC (plugins/action/fleet_conditions.py; tests/unit/test_fleet_conditions_action.py
+# checks that they are the same)
+ARGUMENT_SPEC = {
+    "hosts": {"type": "list", "elements": "str", "required": True},
+    "exclude": {"type": "list", "elements": "str", "default": []},
+    "agent_var": {"type": "str", "default": "gpufleet_health_agent"},
+    "server": {"type": "str", "required": True},
+    "token_file": {"type": "str"},
+    "ca_file": {"type": "str"},
+    "cert_file": {"type": "str"},
+    "key_file": {"type": "str"},
+    "max_age": {"type": "int", "default": 600},
+    "page_size": {"type": "raw", "default": 500},
+    "max_restarts": {"type": "int", "default": 3},
+    "max_page_bytes": {"type": "int", "default": 67108864},
+    "timeout": {"type": "float", "default": 60},
+    "fail_on": {"type": "str", "default": "fail", "choices": list(FAIL_ON_CHOICES)},
+}
+
+
+def controller_only(module):
+    """The module itself never reads the API: the action plugin does, on the controller."""
+    raise ModuleFailure("gpufleet.cluster.fleet_conditions runs on the controller through its action plugin "
+                        "(plugins/action/fleet_conditions.py), not as a module")
 
 
 def main():
-    module = AnsibleModule(argument_spec={}, supports_check_mode=True)
-    module.fail_json(msg="gpufleet.cluster.fleet_conditions runs on the controller through its action plugin")
+    run_module(ARGUMENT_SPEC, controller_only)
 
 
 if __name__ == "__main__":

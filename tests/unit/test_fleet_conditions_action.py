@@ -11,7 +11,9 @@ from ansible.playbook.task import Task
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ansible_collections.gpufleet.cluster.plugins.action import fleet_conditions as action_plugin
 from ansible_collections.gpufleet.cluster.plugins.action.fleet_conditions import ActionModule, checks_result
+from ansible_collections.gpufleet.cluster.plugins.modules import fleet_conditions as module_doc
 from ansible_collections.gpufleet.cluster.plugins.module_utils.core.framework import run_module
 from ansible_collections.gpufleet.cluster.plugins.module_utils.core.validation import record_checks_work
 from ansible_collections.gpufleet.cluster.plugins.lookup.agent_conditions import agent_conditions
@@ -112,3 +114,7 @@ def test_the_action_reports_what_the_lookup_reports(tmp_path, page_size):
 def test_the_action_without_hostvars_fails_the_task_as_the_lookup_does():
     with pytest.raises(AnsibleActionFail, match="no hostvars"):
         action_run({"hosts": ["a"], "server": "http://127.0.0.1:1"}, None)
+
+
+def test_the_module_documents_the_action_s_options():
+    assert module_doc.ARGUMENT_SPEC == action_plugin.ARGUMENT_SPEC
