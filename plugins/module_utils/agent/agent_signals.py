@@ -191,6 +191,12 @@ class HeldFiles(object):
         for path in list(self.held) + list(self.dirs):
             self.drop(path)
 
+    def __del__(self):  # a probe let go without close() (a test, a new discovery's): its descriptors too
+        try:
+            self.close()
+        except Exception:
+            pass
+
 
 PRESENT = ("present",)
 
