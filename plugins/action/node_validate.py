@@ -10,24 +10,11 @@ Why an action plugin and not the lookup in the task: ansible-core 2.19 compiles 
 templates again in each host's worker process and loads a lookup plugin there (parsing its
 documentation) for every host; reading the tier here in Python costs a fraction of that
 (docs/performance.md). Without ``from_tier`` the arguments go to the module unchanged.
-
-With pipelining (this collection's ``ansible.cfg``, and the sweep's setting), ansible-core hands the
-module's AnsiballZ script to the node's Python on standard input, and CPython (3.11, measured) reads a
-script from standard input at about 0.42 ms of CPU per kB, against about 0.01 ms per kB for
-``exec(compile(stdin.read()))``: for node_validate's ≈ 300 kB that is ≈ 100 ms of the node's CPU per
-run, more than the checks take. So :func:`stdin_command` runs the same interpreter with ``-c`` and a
-one-line loader that reads the same bytes from standard input and executes them as ``__main__``
-(the script is unchanged; it sees the same ``__name__``, ``sys.path`` and no ``__file__``, as with
-standard input). Only the exact command ansible-core built for a pipelined run of this module's
-payload is rewritten; any other command (no pipelining, async, another shell, Mitogen, which runs
-modules its own way) is left as it is.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
-
-import shlex
 
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.parsing.convert_bool import boolean
@@ -47,24 +34,6 @@ VALIDATE_VARS = (("root", "gpufleet_validate_root", None), ("gpu", "gpufleet_val
                  ("rdma", "gpufleet_validate_rdma", {}), ("tuning", "gpufleet_validate_tuning", {}))
 VALIDATE_ENVIRONMENT = "gpufleet_validate_environment"
 AGENT_HEALTH_FILE = "/var/lib/gpufleet/health.json"
-
-# Reads the whole pipelined script from standard input and runs it as __main__ with the globals Python gives a
-# script on stdin (__file__ '<stdin>', __cached__ None); compile() honours its encoding declaration and __future__ imports.
-STDIN_LOADER = '__file__="<stdin>";__cached__=None;exec(compile(__import__("sys").stdin.buffer.read(),__file__,"exec"))'
-
-
-def stdin_command(cmd, shebang, quote=shlex.quote):
-    """``cmd`` (the command ansible-core built to run a pipelined module with interpreter ``shebang``)
-    with the interpreter given ``-c`` :data:`STDIN_LOADER`, or None when ``cmd`` is not exactly that
-    command (it must end with the quoted interpreter, with only an environment string before it)."""
-    interpreter = (shebang or "").removeprefix("#!").strip()
-    if not interpreter:
-        return None
-    quoted = quote(interpreter)
-    if not (cmd == quoted or cmd.endswith(" " + quoted)):
-        return None
-    return "%s -c %s" % (cmd, quote(STDIN_LOADER))
-
 
 def validate_vars_args(args, template, task_vars):
     """The module arguments for ``args`` (``from_validate_vars`` removed): with ``from_validate_vars`` true,
@@ -128,20 +97,6 @@ def tier_args(args, template, task_vars):
 class ActionModule(ActionBase):
     _supports_check_mode = True
     _supports_async = True
-    _gpufleet_pipelined = None  # (module bytes, shebang) of the run being executed, set by _configure_module
-
-    def _configure_module(self, module_name, module_args, task_vars):
-        module_bits, module_path = super(ActionModule, self)._configure_module(module_name, module_args, task_vars)
-        if module_name == "gpufleet.cluster.node_validate" and module_bits.module_style == "new":
-            self._gpufleet_pipelined = (module_bits.b_module_data, module_bits.shebang)
-        return module_bits, module_path
-
-    def _low_level_execute_command(self, cmd, sudoable=True, in_data=None, **kwargs):
-        pipelined = self._gpufleet_pipelined
-        if pipelined is not None and in_data is not None and in_data is pipelined[0]:  # the module's own run
-            self._gpufleet_pipelined = None
-            cmd = stdin_command(cmd, pipelined[1]) or cmd
-        return super(ActionModule, self)._low_level_execute_command(cmd, sudoable=sudoable, in_data=in_data, **kwargs)
 
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
