@@ -112,7 +112,11 @@ def environment(workdir, forks):
     env = dict(os.environ)
     # PYTHONDONTWRITEBYTECODE too: the simulated nodes' modules inherit this environment, and on a real node
     # the module's interpreter does not get the controller's (it turns the module_utils cache off).
-    for name in ("PYTHONPATH", "GPUFLEET_FAKE_NVML_SCENARIO", "PYTHONDONTWRITEBYTECODE"):
+    # PYTHONUNBUFFERED too, for every play (floor, validate, accelerated, shell): with it CPython reads a
+    # script from stdin -- a pipelined module -- one byte per read(2) (strace: 300,044 reads for a 300 kB
+    # script, 99 without), ~0.4 ms of CPU per kB, which the floor pays as well; nodes reached over SSH do
+    # not inherit it (docs/performance.md, issue 45).
+    for name in ("PYTHONPATH", "GPUFLEET_FAKE_NVML_SCENARIO", "PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED"):
         env.pop(name, None)
     env.update({"ANSIBLE_CONFIG": os.path.join(REPO, "ansible.cfg"),
                 "GPUFLEET_REPORT_DIR": os.path.join(workdir, "reports"),
@@ -451,6 +455,8 @@ def main():
     print("settings: forks=%s, gathering=explicit (gather_facts: false), connection=local, pipelining=true "
           "(inventory), fleet_report callback on; strategy linear (a, b, c), gpufleet_mitogen_linear (d, e: "
           "scripts/accelerated.sh)" % (args.forks or configured_forks(env)))
+    print("environment: PYTHONUNBUFFERED unset: with it CPython reads a pipelined module from stdin one byte per "
+          "read(2); nodes reached over SSH do not inherit it")
     print("hosts: pattern of 10 = 6 x dgx-h100 (8 GPUs, 9 HCAs), 2 x hdr-degraded, 2 x empty; fake NVML")
     if args.smoke:
         print("smoke run: tiny sizes, so the figures below are not measurements")
