@@ -61,6 +61,7 @@ sys.path[:0] = [os.path.join(REPO, ".collections"), os.path.join(REPO, "tests", 
 
 import pynvml  # noqa: E402  (the fake double: tests/fake_nvml first on the path)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent import agent_daemon, agent_events  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent import agent_heldfiles  # noqa: E402
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent import agent_netlink, agent_signals  # noqa: E402
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_cycle import run_once  # noqa: E402
 from fake_kube_api.server import FakeKubeAPI  # noqa: E402
@@ -468,7 +469,7 @@ def sysfs_read_cost(count=2000):
     paths = sorted(glob.glob("/sys/class/net/*/operstate") + glob.glob("/sys/class/net/*/mtu"))[:36]
     if not paths:
         return None
-    held = agent_signals.HeldFiles(check_inode=False)
+    held = agent_heldfiles.HeldFiles(check_inode=False)
     figures_ = []
     for read in (agent_netlink.read_small, held.read):
         best = None

@@ -18,6 +18,7 @@ import struct
 import pytest
 from hypothesis import given, settings, strategies as st
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent import agent_netlink as nl
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_heldfiles import HeldFiles
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent import agent_signals as sig
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_config import config_errors, signals_settings
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_hysteresis import step
@@ -559,7 +560,7 @@ def test_only_confirmation_signals_skip_min_gap():
 def test_held_files_read_again_see_writes_renames_and_removals(tmp_path):
     path = tmp_path / "state"
     path.write_text("4: ACTIVE\n")
-    held = sig.HeldFiles(check_inode=True)
+    held = HeldFiles(check_inode=True)
     try:
         assert held.read(str(path), 64) == b"4: ACTIVE\n" and list(held.held) == [str(path)]
         path.write_text("1: DOWN\n")  # rewritten in place: the same descriptor reads it
@@ -581,7 +582,7 @@ def test_held_files_are_bounded_and_let_go_after_a_discovery(tmp_path, tree):
         paths.append(str(tmp_path / ("f%d" % index)))
         with open(paths[-1], "w") as out:
             out.write("x%d" % index)
-    held = sig.HeldFiles(check_inode=False, limit=3)
+    held = HeldFiles(check_inode=False, limit=3)
     assert [held.read(p) for p in paths] == [b"x0", b"x1", b"x2", b"x3", b"x4"] and len(held.held) == 3
     held.keep(paths[:1])
     assert list(held.held) == paths[:1]

@@ -12,6 +12,7 @@ import shutil
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_heldfiles import HeldFiles
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent import agent_signals as sig
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_hysteresis import step
 
@@ -202,7 +203,7 @@ def test_a_held_sysfs_descriptor_whose_node_was_removed_reads_as_gone_and_is_ope
     read is None (gone) while the path is absent, and the file reappearing is read again."""
     path = tmp_path / "state"
     path.write_text("4: ACTIVE\n")
-    files = sig.HeldFiles(check_inode=False)
+    files = HeldFiles(check_inode=False)
     assert files.read(str(path)) == b"4: ACTIVE\n" and list(files.held) == [str(path)]
     real = os.pread
 

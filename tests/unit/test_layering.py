@@ -93,7 +93,7 @@ AGENT_PIPELINE = [
     ("health_record",),
     ("agent_hysteresis",),
     ("agent_state",),
-    ("agent_events", "agent_netlink"),
+    ("agent_events", "agent_netlink", "agent_heldfiles"),
     ("agent_signals",),
     ("agent_publish", "agent_kube", "agent_slurm"),
     ("agent_cycle",),

@@ -31,12 +31,7 @@ checks each signal concerns.
   change of a reading; an item armed at most once per probe, for at most ``repeat + 1``
   confirmation readings; anything else keeps ``min_gap``.
 
-The probe keeps the files it reads open and reads them again with ``pread`` at offset 0
-(Documentation/filesystems/sysfs.rst: a read at offset 0 calls the attribute's show() again;
-cgroup files are the same kernfs seq files): a file removed (device gone, cgroup removed when the
-unit stops) fails that read (ENODEV) and is opened again by path. Under a root other than ``/`` (a
-lab's fixture tree of regular files, rewritten by a rename as Ansible's ``copy`` does) the path's
-inode is compared first (``HeldFiles``).
+The probe keeps the files it reads open (agent_heldfiles.HeldFiles).
 
 Why the fabric manager's cgroup: ``systemctl is-active`` forks and execs a process (milliseconds of
 CPU, 10-70 s per hour at one a second: over the agent's budget); D-Bus PropertiesChanged needs a
@@ -59,6 +54,7 @@ import re
 import time
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_config import DEFAULT_SIGNALS, FM_CHECK
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_heldfiles import HeldFiles
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_netlink import (
     NETLINK_KOBJECT_UEVENT, NETLINK_ROUTE, RTMGRP_LINK, UEVENT_KERNEL_GROUP, NetlinkWatcher, open_netlink, read_small)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.core.checks import FAIL, PASS, STATUSES
@@ -78,9 +74,6 @@ NOT_SUPPORTED = 3  # NVML_ERROR_NOT_SUPPORTED
 CONFIRM_DIVISOR = 10
 CONFIRM_MIN = 0.1
 CONFIRM_PREFIX = "probe confirm: "  # the why of a signal of a confirmation reading (agent_daemon: its gap)
-MAX_HELD_FILES = 256  # files the probe keeps open (a DGX: 36); more are opened by path each probe
-READ_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
-DIR_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_DIRECTORY", 0)
 # the quick probe: the RDMA ports' state and rate and the fabric manager's cgroup (a held descriptor's
 # pread each) every fast_probe_interval / 2 (0.5 s at the default 1 s); the NVML queries and the
 # config space reads stay at fast_probe_interval. 2, not more: each wake-up of the loop costs more
@@ -98,104 +91,6 @@ SPACING = 0.9
 def confirm_interval(interval):
     """Seconds between two confirmation readings of a bad reading for a probe every ``interval``."""
     return max(CONFIRM_MIN, float(interval) / CONFIRM_DIVISOR)
-
-
-class HeldFiles(object):
-    """Small files read again and again (``read(path, size)``, as agent_netlink.read_small: None
-    when unreadable) through a descriptor kept open: ``pread`` at offset 0, one system call instead
-    of open, read and close with a path walk (sysfs: about 10 times less CPU). A read that fails
-    (ENODEV or ENOENT: the kernfs node was removed; EIO) closes it, the read is None ("gone") and
-    the path is opened again at the next read (a device that reappears is read again).
-    ``check_inode`` (a root other than ``/``: regular files): the held descriptor's link count is
-    looked at first (``fstat``, no path walk): 0 when the file was removed or replaced by a rename
-    (Ansible's ``copy``), whose new content the old descriptor does not see: opened again by path.
-    ``present(directory)``: whether a directory is there (held the same way under ``check_inode``)."""
-
-    def __init__(self, check_inode, limit=MAX_HELD_FILES):
-        self.check_inode = check_inode
-        self.limit = limit
-        self.held = {}  # path -> fd
-        self.dirs = {}  # path -> fd of a directory (check_inode only)
-
-    def read(self, path, size=256, directory=None, recheck=True):
-        """``directory``: ``path``'s directory, held (``present``): ``path`` is opened in it, not
-        walked again from the root (a file that does not open, such as a fixture tree's missing
-        PCI ``config``, costs no path walk each probe). ``recheck`` False: the link count is not
-        looked at (the quick probe: a file replaced by a rename is seen by the next full probe)."""
-        fd = self.held.get(path)
-        if fd is not None:
-            try:
-                if not (self.check_inode and recheck) or os.fstat(fd).st_nlink:
-                    return os.pread(fd, size, 0)
-            except OSError:
-                pass
-            self.drop(path)  # removed, replaced or unreadable: by path again
-        try:
-            parent = self.dirs.get(directory) if directory is not None else None
-            fd = os.open(path, READ_FLAGS) if parent is None else \
-                os.open(os.path.basename(path), READ_FLAGS, dir_fd=parent)
-        except OSError:
-            return None
-        try:
-            raw = os.pread(fd, size, 0)
-            if len(self.held) + len(self.dirs) < self.limit:
-                self.held[path], fd = fd, None
-            return raw
-        except OSError:
-            return None
-        finally:
-            if fd is not None:
-                os.close(fd)
-
-    def present(self, path):
-        """True when the directory ``path`` is there (os.path.isdir; under ``check_inode`` a held
-        descriptor whose link count is not 0: a directory removed has none)."""
-        if not self.check_inode:
-            return os.path.isdir(path)
-        fd = self.dirs.get(path)
-        if fd is not None:
-            try:
-                if os.fstat(fd).st_nlink:
-                    return True
-            except OSError:
-                pass
-            self.dirs.pop(path, None)
-            os.close(fd)
-        try:
-            fd = os.open(path, DIR_FLAGS)
-        except OSError:
-            return False
-        if len(self.held) + len(self.dirs) < self.limit:
-            self.dirs[path] = fd
-        else:
-            os.close(fd)
-        return True
-
-    def drop(self, path):
-        fd = self.held.pop(path, None)
-        if fd is None:
-            fd = self.dirs.pop(path, None)
-        if fd is not None:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-
-    def keep(self, paths):
-        """Close the descriptors of the paths not in ``paths`` (after a new discovery)."""
-        paths = set(paths)
-        for path in [p for p in list(self.held) + list(self.dirs) if p not in paths]:
-            self.drop(path)
-
-    def close(self):
-        for path in list(self.held) + list(self.dirs):
-            self.drop(path)
-
-    def __del__(self):  # a probe let go without close() (a test, a new discovery's): its descriptors too
-        try:
-            self.close()
-        except Exception:
-            pass
 
 
 PRESENT = ("present",)
