@@ -40,6 +40,21 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.health_reco
 from ansible_collections.gpufleet.cluster.plugins.module_utils.core.state_files import atomic_write
 
 
+# Agent.cycle's status for a targeted cycle that touches no NVML (touches_nvml) and has no last result
+# to keep the other checks of: it ran nothing, the caller runs a full cycle, NVML let go (agent_daemon.Loop)
+FULL_CYCLE_NEEDED = "a targeted cycle without NVML has no last result to build on: a full cycle"
+
+
+def touches_nvml(only):
+    """Whether a cycle for ``only`` (a signal's plan, agent_signals.plan; None: a full cycle) may
+    initialise and shut down NVML. Only the GPU family uses it (validation.Context builds its NVML
+    adapter at the first use); the RDMA family and agent.fabricmanager read sysfs and the cgroup. So
+    a targeted cycle of RDMA ports or the fabric manager alone does not, and the resident loop does
+    not stop the NVML event watcher (up to its 300 ms wait) nor the probe's NVML for it. Such a cycle
+    without a last result runs nothing (FULL_CYCLE_NEEDED) instead of a full cycle of its own."""
+    return only is None or bool(only.get("gpu"))
+
+
 def run_checks(params, runner=None, nvml=None, now=None, reader=None):
     """node_validate's payload for ``params`` (the one check engine); AgentError on option errors."""
     from ansible_collections.gpufleet.cluster.plugins.module_utils.health.families import FAMILIES
@@ -103,11 +118,15 @@ class Agent(object):
     def cycle(self, only=None):
         """Run one cycle; returns 0 (every problem is a journal line). ``only`` (a signal's plan,
         agent_signals.plan): a targeted cycle that measures only the checks the signal concerns
-        and keeps the others of the last result (a full cycle when there is none)."""
+        and keeps the others of the last result (a full cycle when there is none; for a plan that
+        touches no NVML nothing runs, the status is FULL_CYCLE_NEEDED: touches_nvml)."""
         started = self.clock()
         mono = time.monotonic()
         cpu = time.process_time()
         previous = self._previous(started) if only else None
+        if previous is None and not touches_nvml(only):
+            self.status = FULL_CYCLE_NEEDED  # the NVML event watcher may hold NVML: the loop lets it go first
+            return 0
         if previous is None:
             only = None
         try:

@@ -15,7 +15,8 @@ import time
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_config import (
     AGENT_NAME, DEFAULT_INTERVAL, AgentError, load_config, say)
-from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_cycle import run_once
+from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_cycle import (
+    FULL_CYCLE_NEEDED, run_once, touches_nvml)
 
 
 def sd_notify(message, environ=None):
@@ -120,7 +121,9 @@ class Loop(object):
     run one targeted cycle (only the checks they concern, agent_signals.plan), under the same
     ``min_gap`` as the events; signals of the probe's confirmation readings alone
     (agent_signals.CONFIRM_PREFIX) wait ``signals.confirm`` after the previous one instead (those
-    readings are bounded by the probe: ``fail_after`` measurements of a reading taken faster)."""
+    readings are bounded by the probe: ``fail_after`` measurements of a reading taken faster).
+    A cycle lets NVML go first (``events.pause()``, ``signals.pause()``) unless it touches none
+    (agent_cycle.touches_nvml: a targeted cycle of RDMA ports or the fabric manager alone)."""
 
     def __init__(self, run_cycle, interval, wait, clock=time.monotonic, notify=sd_notify, log=None, events=None,
                  signals=None, run_targeted=None):
@@ -144,11 +147,13 @@ class Loop(object):
 
     def _cycle(self, plan=None):
         self.started = self.clock()
+        let_go = touches_nvml(plan)  # a cycle of RDMA ports or the fabric manager alone: NVML kept meanwhile
         if self.events is not None:
             if plan is None:
                 self.events.drain()  # what is readable now is covered by this cycle
-            self.events.pause()  # NVML let go: the cycle initialises and shuts it down alone
-        if self.signals is not None:
+            if let_go:
+                self.events.pause()  # NVML let go: the cycle initialises and shuts it down alone
+        if self.signals is not None and let_go:
             self.signals.pause()
         try:
             status = self.run_targeted(plan) if plan is not None else self.run_cycle()
@@ -158,10 +163,12 @@ class Loop(object):
             self.log("%s: cycle failed, last good result kept: %r\n%s" % (AGENT_NAME, exc, traceback.format_exc()))
             status = "last cycle failed (journal), last good result kept"
         finally:
-            if self.events is not None:
+            if self.events is not None and let_go:
                 self.events.resume()
-            if self.signals is not None:
+            if self.signals is not None and let_go:
                 self.signals.resume()
+        if status == FULL_CYCLE_NEEDED:  # no last result to build on: a full cycle, NVML let go first
+            return self._cycle()
         self.cycles += 1
         status = " ".join(str(status).split())  # one line: systemd reads KEY=VALUE lines
         self.notify("%sWATCHDOG=1\nSTATUS=%s" % ("READY=1\n" if self.cycles == 1 else "", status))
