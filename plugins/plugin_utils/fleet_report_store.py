@@ -456,10 +456,13 @@ class ReportStore(object):
             for entry in run_document["hosts"].values():
                 entry.update({"last_run": name, "last_seen": run_document["generated_at"]})
             run_dir = os.path.join(runs_dir, name)
-            written = run_written = self._write_set(run_dir, run_document, render_html, render_junit)
+            # the run's JUnit is rendered once: runs/<run>/junit.xml and dir/junit.xml are the same text
+            junit_text = render_junit(run_document) if render_junit is not None else None
+            written = run_written = self._write_set(run_dir, run_document, render_html,
+                                                    render_junit and (lambda _doc: junit_text))
             run_junit = None
-            if render_junit is not None:  # dir/junit.xml is this run's: what CI reads after the run
-                run_junit = write_file(directory, JUNIT_NAME, render_junit(run_document))
+            if junit_text is not None:  # dir/junit.xml is this run's: what CI reads after the run
+                run_junit = write_file(directory, JUNIT_NAME, junit_text)
             point_latest(runs_dir, name)
             kept = prune(runs_dir, self.keep_runs, sequence["runs"], newest=name, jobs=sequence["jobs"])
             write_sequence(runs_dir, sequence)

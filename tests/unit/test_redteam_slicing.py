@@ -885,3 +885,30 @@ def test_slices_at_once_behind_a_fifo_lock_all_land(tmp_path):
     assert set(fleet(directory)["hosts"]) == {"a-1", "a-2", "b-1"} | set(hosts)
     numbers = list(store.read_sequence(str(directory / "runs"))["runs"].values())
     assert len(numbers) == len(set(numbers)) == 10
+
+
+def test_each_document_is_rendered_once_and_the_run_s_junit_is_the_same_text_twice(tmp_path):
+    """Issue 45 item 3: the run's JUnit was rendered twice (runs/<run>/junit.xml, dir/junit.xml);
+    one render per document (the run's, the fleet picture's), the files as before."""
+    rendered = []
+
+    def junit(doc):
+        rendered.append(("junit", doc["run"]["id"], doc.get("scope")))
+        return store_junit(doc)
+
+    def html(doc):
+        rendered.append(("html", doc["run"]["id"], doc.get("scope")))
+        return "<p>%s %d</p>" % (doc.get("scope"), len(doc["hosts"]))
+
+    store_junit = __import__("ansible_collections.gpufleet.cluster.plugins.plugin_utils.fleet_report",
+                             fromlist=["junit_xml"]).junit_xml
+    writer = store.ReportStore(str(tmp_path))
+    written = writer.write(document(ok(["a", "b"]), 1), render_html=html, render_junit=junit)
+    assert sorted(rendered) == sorted(set(rendered)) and len(rendered) == 4  # junit and html, run and fleet
+    latest = os.path.join(str(tmp_path), "runs", run_dirs(tmp_path)[0])
+    with open(os.path.join(latest, store.JUNIT_NAME), encoding="utf-8") as run_file, \
+            open(os.path.join(str(tmp_path), store.JUNIT_NAME), encoding="utf-8") as dir_file:
+        assert run_file.read() == dir_file.read() != ""
+    assert [os.path.basename(path) for path in written] == [
+        store.JSON_NAME, store.FLEET_JUNIT_NAME, store.HTML_NAME, store.JUNIT_NAME,
+        store.JSON_NAME, store.JUNIT_NAME, store.HTML_NAME]
