@@ -58,6 +58,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_heldf
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_netlink import (
     NETLINK_KOBJECT_UEVENT, NETLINK_ROUTE, RTMGRP_LINK, UEVENT_KERNEL_GROUP, NetlinkWatcher, open_netlink, read_small)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.core.checks import FAIL, PASS, STATUSES
+from ansible_collections.gpufleet.cluster.plugins.module_utils.rdma.mlx5 import parse_rate
 
 DEFAULT_UNIT = DEFAULT_SIGNALS["fabricmanager_unit"]
 NVIDIA, MELLANOX = "0x10de", "0x15b3"
@@ -502,12 +503,14 @@ class FastProbe(object):
                 continue  # (a quick probe hands only what changed or is bad to poll)
             raws[key] = (raw_state, raw_rate)
             state, rate = _text(raw_state), _text(raw_rate)
-            # a port's rate has no "max" in sysfs: the rate first seen is its own (a retrain to
-            # fewer lanes or a lower speed reads below it)
+            # a port's rate has no "max" in sysfs: the highest rate seen is its own (a retrain to fewer
+            # lanes or a lower speed reads below it; one that trains up raises it); unreadable is bad
+            gbps = parse_rate(rate)[0]
             base = base_rate.get(key)
-            if base is None and key not in base_rate:
-                base = base_rate[key] = rate
-            seen[key] = (scope, (state, rate), state is None or not state.endswith("ACTIVE") or rate != base)
+            if key not in base_rate or (gbps is not None and (base is None or gbps > base)):
+                base = base_rate[key] = gbps
+            bad_rate = base is not None and (gbps is None or gbps < base)
+            seen[key] = (scope, (state, rate), state is None or not state.endswith("ACTIVE") or bad_rate)
         if not quick and self.nvml is not None and self.handles is not None:
             if self.nvml_error and (keys is None or "nvml" in keys):
                 seen["nvml"] = ("gpu", self.nvml_error, True)
