@@ -26,7 +26,6 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.core.checks import (
-    FAIL_ON_CHOICES,
     failure_message,
     is_healthy,
     json_safe,
@@ -35,26 +34,11 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.core.checks impor
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.core.validation import build_results
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.kube_node import KubeError
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.node_list import FLEET_CONDITIONS_SPEC
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.agent_status import fleet_checks
 
-# the options and defaults of plugins/modules/fleet_conditions.py (its DOCUMENTATION) and of the
-# lookup agent_conditions
-ARGUMENT_SPEC = {
-    "hosts": {"type": "list", "elements": "str", "required": True},
-    "exclude": {"type": "list", "elements": "str", "default": []},
-    "agent_var": {"type": "str", "default": "gpufleet_health_agent"},
-    "server": {"type": "str", "required": True},
-    "token_file": {"type": "str"},
-    "ca_file": {"type": "str"},
-    "cert_file": {"type": "str"},
-    "key_file": {"type": "str"},
-    "max_age": {"type": "int", "default": 600},
-    "page_size": {"type": "raw", "default": 500},
-    "max_restarts": {"type": "int", "default": 3},
-    "max_page_bytes": {"type": "int", "default": 67108864},
-    "timeout": {"type": "float", "default": 60},
-    "fail_on": {"type": "str", "default": "fail", "choices": list(FAIL_ON_CHOICES)},
-}
+# the options of the lookup agent_conditions and of this action (doc fragment gpufleet.cluster.agent_conditions)
+ARGUMENT_SPEC = FLEET_CONDITIONS_SPEC
 
 
 def checks_result(host_checks, fail_on):

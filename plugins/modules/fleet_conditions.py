@@ -24,67 +24,8 @@ description:
   - The lookup's answer is not templated and no module runs (docs/performance.md).
 author:
   - gpufleet contributors (@gpufleet)
-options:
-  hosts:
-    description: Node names to report (the inventory hosts); a host without a Node fails.
-    type: list
-    elements: str
-    required: true
-  exclude:
-    description: Hosts of O(hosts) not to report.
-    type: list
-    elements: str
-    default: []
-  agent_var:
-    description:
-      - A host of O(hosts) whose variable of this name is false (C(gpufleet_health_agent), the node
-        health agent opted out) is not reported; unset is true. Read here, once per host from
-        C(hostvars), not through a Jinja chain of filters per host (C(map), C(extract), C(zip),
-        C(selectattr), C(reject('in', ...))), which costs several times more at 10,000 hosts.
-      - Empty to report every host of O(hosts).
-    type: str
-    default: gpufleet_health_agent
-  server:
-    description: The API server URL (C(https://host:6443)).
-    type: str
-    required: true
-  token_file:
-    description: File with a bearer token (read again for each page, projected tokens rotate).
-    type: str
-  ca_file:
-    description: CA bundle to verify the API server's certificate (default the system's).
-    type: str
-  cert_file:
-    description: Client certificate (PEM).
-    type: str
-  key_file:
-    description: Key of O(cert_file) (PEM).
-    type: str
-  max_age:
-    description: Seconds after which a condition's lastHeartbeatTime is stale.
-    type: int
-    default: 600
-  page_size:
-    description:
-      - Nodes per page (C(limit)); kubectl's default chunk size. An integer from 1 to 5000 (or its
-        decimal text, as C(-e) gives it).
-      - Any other value fails every reported host (C(agent.condition) naming
-        C(gpufleet_status_kube_page_size)), so that the report of the run replaces earlier verdicts.
-    type: raw
-    default: 500
-  max_restarts:
-    description: Times the list is started again after an expired continue token before it fails.
-    type: int
-    default: 3
-  max_page_bytes:
-    description: Largest answer accepted for one page, in bytes.
-    type: int
-    default: 67108864
-  timeout:
-    description: Seconds for one page (connect, send, the whole answer).
-    type: float
-    default: 60
 extends_documentation_fragment:
+  - gpufleet.cluster.agent_conditions
   - gpufleet.cluster.validation.fail_on
   - gpufleet.cluster.attributes
   - gpufleet.cluster.attributes.read_only
@@ -116,27 +57,11 @@ healthy:
   type: bool
 """
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.core.checks import FAIL_ON_CHOICES
 from ansible_collections.gpufleet.cluster.plugins.module_utils.core.framework import ModuleFailure, run_module
+from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.node_list import FLEET_CONDITIONS_SPEC
 
-# the action plugin's ARGUMENT_SPEC (plugins/action/fleet_conditions.py; tests/unit/test_fleet_conditions_action.py
-# checks that they are the same)
-ARGUMENT_SPEC = {
-    "hosts": {"type": "list", "elements": "str", "required": True},
-    "exclude": {"type": "list", "elements": "str", "default": []},
-    "agent_var": {"type": "str", "default": "gpufleet_health_agent"},
-    "server": {"type": "str", "required": True},
-    "token_file": {"type": "str"},
-    "ca_file": {"type": "str"},
-    "cert_file": {"type": "str"},
-    "key_file": {"type": "str"},
-    "max_age": {"type": "int", "default": 600},
-    "page_size": {"type": "raw", "default": 500},
-    "max_restarts": {"type": "int", "default": 3},
-    "max_page_bytes": {"type": "int", "default": 67108864},
-    "timeout": {"type": "float", "default": 60},
-    "fail_on": {"type": "str", "default": "fail", "choices": list(FAIL_ON_CHOICES)},
-}
+# one spec for the action plugin and this module (module_utils/kube/node_list.py)
+ARGUMENT_SPEC = FLEET_CONDITIONS_SPEC
 
 
 def controller_only(module):

@@ -653,7 +653,7 @@ def test_a_restart_after_410_may_read_a_newer_snapshot():
 
 
 def run_lookup(**kwargs):
-    """The lookup's answer, its options registered from its DOCUMENTATION as the plugin loader does
+    """The lookup's answer, its options registered from its DOCUMENTATION and doc fragment as the plugin loader does
     (as tests/unit/test_node_validate_action.py: the checkout is imported without the collection loader)."""
     import yaml
     from ansible import constants as C
@@ -662,10 +662,14 @@ def run_lookup(**kwargs):
 
     from ansible_collections.gpufleet.cluster.plugins.lookup import agent_conditions as module
 
+    from ansible_collections.gpufleet.cluster.plugins.doc_fragments.agent_conditions import ModuleDocFragment
+
     name = "gpufleet.cluster.agent_conditions"
     if not C.config.has_configuration_definition("lookup", name):
-        C.config.initialize_plugin_configuration_definitions(
-            "lookup", name, yaml.safe_load(module.DOCUMENTATION)["options"])
+        # its options are the doc fragment gpufleet.cluster.agent_conditions (shared with fleet_conditions)
+        options = dict(yaml.safe_load(ModuleDocFragment.DOCUMENTATION)["options"])
+        options.update(yaml.safe_load(module.DOCUMENTATION).get("options") or {})
+        C.config.initialize_plugin_configuration_definitions("lookup", name, options)
     plugin = module.LookupModule(loader=DataLoader(), templar=Templar(loader=DataLoader(), variables={}))
     plugin._load_name = name  # pylint: disable=protected-access
     (checks,) = plugin.run([], variables={"hostvars": {}}, **kwargs)

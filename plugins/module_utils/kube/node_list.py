@@ -43,6 +43,7 @@ __metaclass__ = type
 import time
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.core import records
+from ansible_collections.gpufleet.cluster.plugins.module_utils.core.checks import FAIL_ON_CHOICES
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.kube_node import ApiStatusError, KubeError
 
 try:  # Python 3
@@ -71,6 +72,25 @@ KEPT = ("status", "reason", "message", "lastHeartbeatTime")
 # set on the kept condition when the Node carries a second condition of the type: the index of that
 # second one (plugin_utils/agent_status fails the Node: two conditions of one type are no verdict)
 DUPLICATES = "duplicateIndex"
+
+# The options of a paged read of the fleet's conditions (action/module fleet_conditions; documented once in
+# doc fragment gpufleet.cluster.agent_conditions, which the lookup agent_conditions shares).
+FLEET_CONDITIONS_SPEC = {
+    "hosts": {"type": "list", "elements": "str", "required": True},
+    "exclude": {"type": "list", "elements": "str", "default": []},
+    "agent_var": {"type": "str", "default": "gpufleet_health_agent"},
+    "server": {"type": "str", "required": True},
+    "token_file": {"type": "str"},
+    "ca_file": {"type": "str"},
+    "cert_file": {"type": "str"},
+    "key_file": {"type": "str"},
+    "max_age": {"type": "int", "default": 600},
+    "page_size": {"type": "raw", "default": 500},
+    "max_restarts": {"type": "int", "default": 3},
+    "max_page_bytes": {"type": "int", "default": 67108864},
+    "timeout": {"type": "float", "default": 60},
+    "fail_on": {"type": "str", "default": "fail", "choices": list(FAIL_ON_CHOICES)},
+}
 
 
 class NodeListError(KubeError):
