@@ -105,8 +105,9 @@ class Agent(object):
         raise AssertionError("not within %d s: %s" % (limit, json.dumps((self.health() or {}).get("agent"))[:2000]))
 
 
-@pytest.fixture
-def node(tmp_path, monkeypatch):
+def fabric_node(tmp_path):
+    """A DGX H100 fixture tree under tmp_path/node with the fabric manager unit installed and running
+    (its cgroup populated), and a fake NVML on scenario h100-healthy: (root, fake)."""
     root = tmp_path / "node"
     shutil.copytree(DGX, str(root), symlinks=True)
     (root / "lib" / "systemd" / "system").mkdir(parents=True)
@@ -116,6 +117,12 @@ def node(tmp_path, monkeypatch):
     (cgroup / "cgroup.events").write_text("populated 1\nfrozen 0\n")
     fake = load_fake()
     fake.set_scenario(scenario("h100-healthy"))
+    return root, fake
+
+
+@pytest.fixture
+def node(tmp_path, monkeypatch):
+    root, fake = fabric_node(tmp_path)
     monkeypatch.setitem(sys.modules, "pynvml", fake)
     agent = Agent(tmp_path, fake, root)
     yield agent

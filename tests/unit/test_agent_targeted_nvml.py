@@ -8,7 +8,6 @@ a copy of the DGX H100 fixture tree), how often the fake NVML (tests/fake_nvml) 
 
 import json
 import os
-import shutil
 import sys
 
 import pytest
@@ -16,7 +15,8 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.agent import agen
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_cycle import (
     FULL_CYCLE_NEEDED, run_once, touches_nvml)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.agent.agent_signals import plan
-from nvml_scenarios import NODES, load_fake, scenario
+from nvml_scenarios import NODES
+from test_agent_signals_loop import fabric_node
 
 DGX = os.path.join(NODES, "dgx-h100")
 UNIT = "nvidia-fabricmanager.service"
@@ -94,15 +94,7 @@ def test_touches_nvml_only_for_the_gpu_family_or_a_full_cycle():
 # -- the real cycle: run_once over the fixture tree with a fake NVML counting its calls ---------------
 @pytest.fixture
 def agent(tmp_path, monkeypatch):
-    root = tmp_path / "node"
-    shutil.copytree(DGX, str(root), symlinks=True)
-    (root / "lib" / "systemd" / "system").mkdir(parents=True)
-    (root / "lib" / "systemd" / "system" / UNIT).write_text("[Service]\nExecStart=/usr/bin/nv-fabricmanager\n")
-    cgroup = root / "sys" / "fs" / "cgroup" / "system.slice" / UNIT
-    cgroup.mkdir(parents=True)
-    (cgroup / "cgroup.events").write_text("populated 1\nfrozen 0\n")
-    fake = load_fake()
-    fake.set_scenario(scenario("h100-healthy"))
+    root, fake = fabric_node(tmp_path)
     counts = {"nvmlInit": 0, "nvmlShutdown": 0}
     for name in list(counts):
         real = getattr(fake, name)

@@ -738,15 +738,7 @@ class Agent(test_agent_signals_loop.Agent):
 
 @pytest.fixture
 def node(tmp_path, monkeypatch):
-    root = tmp_path / "node"
-    shutil.copytree(DGX, str(root), symlinks=True)
-    (root / "lib" / "systemd" / "system").mkdir(parents=True)
-    (root / "lib" / "systemd" / "system" / UNIT).write_text("[Service]\nExecStart=/usr/bin/nv-fabricmanager\n")
-    cgroup = root / "sys" / "fs" / "cgroup" / "system.slice" / UNIT
-    cgroup.mkdir(parents=True)
-    (cgroup / "cgroup.events").write_text("populated 1\nfrozen 0\n")
-    fake = load_fake()
-    fake.set_scenario(scenario("h100-healthy"))
+    root, fake = test_agent_signals_loop.fabric_node(tmp_path)
     monkeypatch.setitem(sys.modules, "pynvml", fake)
     agents = []
 
