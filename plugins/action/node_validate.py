@@ -35,6 +35,7 @@ VALIDATE_VARS = (("root", "gpufleet_validate_root", None), ("gpu", "gpufleet_val
 VALIDATE_ENVIRONMENT = "gpufleet_validate_environment"
 AGENT_HEALTH_FILE = "/var/lib/gpufleet/health.json"
 
+
 def validate_vars_args(args, template, task_vars):
     """The module arguments for ``args`` (``from_validate_vars`` removed): with ``from_validate_vars`` true,
     ``root``, ``gpu``, ``rdma`` and ``tuning`` not given in ``args`` are the sweep's ``gpufleet_validate_*``

@@ -50,14 +50,7 @@ from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.kube_node import KubeError
-from ansible_collections.gpufleet.cluster.plugins.plugin_utils.agent_status import (  # noqa: F401 (the lookup's API, tests)
-    agent_conditions,
-    client_for,
-    fleet_checks,
-    loopback,
-    opted_out,
-    page_size_of,
-)
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils.agent_status import fleet_checks
 
 
 class LookupModule(LookupBase):

@@ -16,7 +16,7 @@ from ansible_collections.gpufleet.cluster.plugins.action.fleet_conditions import
 from ansible_collections.gpufleet.cluster.plugins.modules import fleet_conditions as module_doc
 from ansible_collections.gpufleet.cluster.plugins.module_utils.core.framework import run_module
 from ansible_collections.gpufleet.cluster.plugins.module_utils.core.validation import record_checks_work
-from ansible_collections.gpufleet.cluster.plugins.lookup.agent_conditions import agent_conditions
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils.agent_status import agent_conditions
 from ansible_collections.gpufleet.cluster.plugins.modules.record_checks import ARGUMENT_SPEC
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.fleet_report import is_validation_action
 from fake_kube_api.server import FakeKubeAPI

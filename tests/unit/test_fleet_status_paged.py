@@ -11,7 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.gpufleet.cluster.plugins.filter.agent_status import agent_status_checks
-from ansible_collections.gpufleet.cluster.plugins.lookup.agent_conditions import agent_conditions, client_for, loopback, opted_out
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils.agent_status import (
+    agent_conditions, client_for, loopback, opted_out)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.core.clock import utc_text as format_utc
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.kube_node import ApiStatusError, KubeClient, KubeError
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.node_list import (

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.gpufleet.cluster.plugins.lookup.agent_conditions import agent_conditions
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils.agent_status import agent_conditions
 from ansible_collections.gpufleet.cluster.plugins.module_utils.core.clock import utc_text as format_utc
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.kube_node import ApiStatusError, KubeClient
 from ansible_collections.gpufleet.cluster.plugins.module_utils.kube.node_list import NodeListError, read_conditions
@@ -688,7 +688,7 @@ def test_the_lookup_fails_every_host_for_a_page_size_it_cannot_use(value):
 
 @pytest.mark.parametrize("value,expected", [(1, 1), ("500", 500), (" 7 ", 7), (5000, 5000)])
 def test_a_page_size_as_text_from_e_is_read(value, expected):
-    from ansible_collections.gpufleet.cluster.plugins.lookup.agent_conditions import page_size_of
+    from ansible_collections.gpufleet.cluster.plugins.plugin_utils.agent_status import page_size_of
 
     assert page_size_of(value) == expected
 

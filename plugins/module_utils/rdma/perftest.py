@@ -400,9 +400,9 @@ def _bandwidth_check(checks, params, parsed, result, executable_name):
         return
     size = best["msg_size"]
     if observed <= 0:
+        whatever = "" if min_gbps is None else ", whatever min_gbps"
         checks.fail(check_id, target, "no data moved: average %.2f Gb/s at %d B messages%s (a run that moved "
-                    "nothing is not a pass%s)" % (observed, size, size_note,
-                                                   "" if min_gbps is None else ", whatever min_gbps"),
+                    "nothing is not a pass%s)" % (observed, size, size_note, whatever),
                     observed=observed, expected=min_gbps)
     elif min_gbps is None:
         checks.passed(check_id, target, "%.2f Gb/s average at %d B messages%s (no min_gbps threshold set)"
