@@ -213,16 +213,48 @@ def open_lock(runs_dir, warnings=None):
             reason = "not a regular file"
         if attempt == 4:
             break
+        # Set aside under a lock of runs/ itself (a directory is always one), checked again there: two
+        # writers that both saw the FIFO must not set aside the regular lock file a third made and holds.
+        guard = os.open(runs_dir, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
         try:
-            if stat.S_ISREG(os.lstat(path).st_mode):
-                continue  # another writer set it aside and made a new lock file meanwhile: lock that one
-        except FileNotFoundError:
-            continue
-        target, reason = state_files.set_aside(path, reason)
+            if fcntl is not None:
+                fcntl.flock(guard, fcntl.LOCK_EX)
+            try:
+                replaced = stat.S_ISREG(os.lstat(path).st_mode)
+            except FileNotFoundError:
+                replaced = True
+            if not replaced:
+                target, reason = state_files.set_aside(path, reason)
+        finally:
+            os.close(guard)
+        if replaced:
+            continue  # another writer set it aside and made a new lock file meanwhile: lock that one
         if warnings is not None:
             warnings.append("fleet_report: lock file %s is %s: set aside as %s, a new lock file made"
                             % (path, reason, target))
     raise OSError(errno.EINVAL, "lock file is not a regular file", path)
+
+
+def locked(runs_dir, warnings=None, tries=20):
+    """``runs/.lock`` opened (:func:`open_lock`) and held (``flock``), and still the file at that path
+    once held: a writer that set a FIFO aside, or a racing one, may have put another lock file there
+    between our open and our lock, and two writers holding two different files would both write
+    (the classic lock-file check: the locked descriptor's inode is the path's, else open again)."""
+    path = os.path.join(runs_dir, LOCK_NAME)
+    for _attempt in range(tries):
+        lock = open_lock(runs_dir, warnings)
+        if fcntl is None:
+            return lock
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        held = os.fstat(lock.fileno())
+        try:
+            now = os.lstat(path)
+        except FileNotFoundError:
+            now = None
+        if now is not None and (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino):
+            return lock
+        lock.close()  # set aside or replaced meanwhile: lock the file that is there now
+    raise OSError(errno.EAGAIN, "lock file kept changing while it was locked", path)
 
 
 def write_sequence(runs_dir, index):
@@ -438,10 +470,8 @@ class ReportStore(object):
         directory = self.directory
         runs_dir = os.path.join(directory, RUNS)
         os.makedirs(runs_dir, exist_ok=True)
-        lock = open_lock(runs_dir, self.warnings)
+        lock = locked(runs_dir, self.warnings)
         try:
-            if fcntl is not None:
-                fcntl.flock(lock, fcntl.LOCK_EX)
             sequence = read_sequence(runs_dir, self.warnings)
             number = sequence["last"] + 1
             name = new_run_dir(runs_dir, run_document["run"]["id"])
