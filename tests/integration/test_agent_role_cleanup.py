@@ -29,13 +29,14 @@ def load(*parts):
         return yaml.safe_load(handle)
 
 
-def playbook(tmp_path, pkg):
-    """A play of the role's own cleanup tasks (taken from tasks/install.yml by name) with the role's
-    file list and the deploy directory moved to ``pkg``; a handler of the name they notify."""
-    tasks = [task for task in load("tasks", "install.yml") if task.get("name") in CLEANUP]
-    assert [task["name"] for task in tasks] == list(CLEANUP)
+def playbook(tmp_path, pkg, names=CLEANUP):
+    """A play of the role's own tasks ``names`` (taken from tasks/install.yml by name; role_path is
+    the role's directory) with the role's file list and the deploy directory moved to ``pkg``; a
+    handler of the name they notify."""
+    tasks = [task for task in load("tasks", "install.yml") if task.get("name") in names]
+    assert [task["name"] for task in tasks] == list(names)
     play = [{"name": "Cleanup", "hosts": "localhost", "connection": "local", "gather_facts": False,
-             "vars": {"__node_health_agent_pkg": str(pkg),
+             "vars": {"__node_health_agent_pkg": str(pkg), "role_path": ROLE,
                       "__node_health_agent_files": load("vars", "main.yml")["__node_health_agent_files"]},
              "tasks": tasks,
              "handlers": [{"name": "Restart the gpufleet health agent",
@@ -45,16 +46,21 @@ def playbook(tmp_path, pkg):
     return path
 
 
-def run(tmp_path, pkg, *extra):
+def ansible_playbook(tmp_path, path, *extra):
+    """The JSON callback's output of one ansible-playbook run of ``path`` on localhost."""
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                ANSIBLE_STDOUT_CALLBACK="json", GPUFLEET_REPORT_DIR=str(tmp_path / "reports"), ANSIBLE_PYTHON_INTERPRETER=
                os.path.join(BIN, "python"))
     env.pop("PYTHONPATH", None)
-    proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", "localhost,", str(playbook(tmp_path, pkg))]
+    proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", "localhost,", str(path)]
                           + list(extra), cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=300,
                           check=False)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    out = json.loads(proc.stdout[proc.stdout.index("{"):])
+    return json.loads(proc.stdout[proc.stdout.index("{"):])
+
+
+def run(tmp_path, pkg, *extra):
+    out = ansible_playbook(tmp_path, playbook(tmp_path, pkg), *extra)
     tasks = {task["task"]["name"]: task["hosts"]["localhost"] for task in out["plays"][0]["tasks"]}
     removal = tasks[CLEANUP[1]]
     removed = sorted(os.path.relpath(item["item"], str(pkg / "module_utils"))
@@ -122,3 +128,39 @@ def test_a_fresh_install_removes_nothing(tmp_path):
     for rel in STALE + ("linked_dir", "kube/linked_file.py"):
         os.unlink(str(pkg / "module_utils" / rel))
     assert run(tmp_path, pkg) == ([], 0)
+
+
+INSTALL = (CLEANUP[0], "Install the agent's code (the collection's module_utils it imports)")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the role installs the files as root:root")
+def test_only_listed_files_not_in_place_are_copied(tmp_path):
+    """The copy runs for exactly the listed files that are missing or differ from the collection's
+    (content, mode, owner, a symlink instead of the file), and a second run copies nothing."""
+    pkg = tmp_path / "agent" / "ansible_collections" / "gpufleet" / "cluster" / "plugins"
+    listed = load("vars", "main.yml")["__node_health_agent_files"]
+    for rel in listed:
+        write(pkg / rel, open(os.path.join(REPO, "plugins", rel)).read())
+        os.chmod(str(pkg / rel), 0o644)
+    drifted = {"content": listed[1], "mode": listed[2], "owner": listed[3], "symlink": listed[4], "missing": listed[5]}
+    write(pkg / drifted["content"], (pkg / drifted["content"]).read_text() + "# edited on the node\n")
+    os.chmod(str(pkg / drifted["mode"]), 0o600)
+    os.chown(str(pkg / drifted["owner"]), 65534, 0)
+    write(tmp_path / "elsewhere.py", (pkg / drifted["symlink"]).read_text())
+    os.unlink(str(pkg / drifted["symlink"]))
+    os.symlink(str(tmp_path / "elsewhere.py"), str(pkg / drifted["symlink"]))
+    os.unlink(str(pkg / drifted["missing"]))
+
+    def copied():
+        out = ansible_playbook(tmp_path, playbook(tmp_path, pkg, INSTALL))
+        task = [t for t in out["plays"][0]["tasks"] if t["task"]["name"] == INSTALL[1]][0]["hosts"]["localhost"]
+        return sorted(item["item"] for item in task.get("results", []))
+
+    assert copied() == sorted(drifted.values())
+    for rel in listed:
+        path = pkg / rel
+        assert not path.is_symlink() and path.read_text() == open(os.path.join(REPO, "plugins", rel)).read(), rel
+        st = os.stat(str(path))
+        assert (st.st_mode & 0o7777, st.st_uid, st.st_gid) == (0o644, 0, 0), rel
+    assert (tmp_path / "elsewhere.py").read_text()  # the link's target stays
+    assert copied() == []  # every file in place: no copy at all
