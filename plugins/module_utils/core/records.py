@@ -23,6 +23,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import gc
 import json
 import math
 
@@ -120,7 +121,17 @@ def loads(raw, record):
     ``NaN``/``Infinity``; RecordError naming ``record`` otherwise. For large answers already bounded
     in bytes while they were read (a page of the Node list, some MB): ``load_json``'s nesting walk and
     string walk are Python loops over every character, several times json's own time; the caller
-    checks the fields it keeps with the checkers below."""
+    checks the fields it keeps with the checkers below.
+
+    Python's cyclic garbage collector is paused while the document is decoded (and set back as it
+    was, also on an error): a page of 500 Nodes makes about a million objects, none of them in a
+    reference cycle (refcounting frees them), and every collection they trigger also walks the rest
+    of the process. In Ansible's worker, which holds the inventory (10,000 hosts: millions of objects,
+    inherited from the main process so each walk also copies their pages), the collections cost 4 of
+    the 7 s of CPU the read of 20 pages took (docs/performance.md, "Fleet status from the Kubernetes API")."""
+    paused = gc.isenabled()
+    if paused:
+        gc.disable()
     try:
         text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
         return json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=_no_duplicates)
@@ -128,6 +139,9 @@ def loads(raw, record):
         raise RecordError(record, "not UTF-8 (%s)" % exc)
     except (ValueError, TypeError, RecursionError) as exc:
         raise RecordError(record, "not JSON (%s)" % exc)
+    finally:
+        if paused:
+            gc.enable()
 
 
 def _utf8_strings(value, record):
