@@ -24,8 +24,8 @@ bench rewrites; NVML is the fake double. Faults, in turn:
   of its netdev ibp26s0 with operstate down (rdma.port.state, fail_after 3);
 * ``link-down``: link downgrade: mlx5_1 port 1 ``rate`` retrains from 400 to 100 Gb/sec
   (rdma.port.rate below min_rate_gbps 200, fail_after 3);
-* ``ecc-jump``: counter jump: GPU 2's volatile uncorrected ECC count goes from 0 to 1
-  (gpu.ecc.volatile_uncorrectable, immediate);
+* ``ecc-jump``: counter jump: GPU 2's volatile uncorrected ECC count goes from 0 to 1, with the
+  NVML double-bit ECC event the driver raises for it (gpu.ecc.volatile_uncorrectable, immediate);
 * ``fm-stop``: the fabric manager stops: its cgroup says ``populated 0`` (agent.fabricmanager,
   fail_after 3).
 
@@ -33,12 +33,14 @@ Measured from the write (or injection) to (d) the check failing in health.json's
 first failing observation), (a) health.json ``agent.healthy`` false (after hysteresis; both polled
 every 2 ms), (b) the GpufleetHealthy=False PATCH received by the API double, (c) the drain command
 issued (the stand-in's clock). After each fault the fault is removed and the node recovers before
-the next. Printed per mode: p50 / p99 / max per fault kind; and the agent's CPU seconds per hour
-with no fault: the figure of record is the agent's own threads alone (a fresh loop at the default
-60 s interval, event sources and fast signals on, probe every 1 s, each thread's CPU from
+the next, which comes ``min_gap`` + 0.1 s plus a random part (uniform, seeded) of a probe
+interval later: the fault lands at any phase of the probe, not always at the same one. Printed
+per mode: p50 / p99 / max per fault kind; and the agent's CPU seconds per hour with no fault: the
+figure of record is the agent's own threads alone (a fresh loop at the default 60 s interval,
+event sources and fast signals on, probe every 1 s, each thread's CPU from
 /proc/self/task/<tid>/schedstat) plus a cycle a minute (health.json's agent.cpu_ms); and the
-fast probe's CPU per probe (and per quick probe of the ports and the fabric manager's cgroup, every
-``fast_probe_interval / 2``) on the DGX tree with the fake NVML.
+fast probe's CPU per probe (and per quick probe of the ports, the fabric manager's cgroup and the
+GPUs' NVML query, every ``fast_probe_interval / 2``) on the DGX tree with the fake NVML.
 
     nice -n 10 .venv/bin/python bench/detect_latency.py [--faults 5] [--interval 2] [--idle 20] [--mode both]
     .venv/bin/python bench/detect_latency.py --smoke   # one fault per kind, signals on: that it runs (bench/smoke.py)
@@ -47,6 +49,7 @@ fast probe's CPU per probe (and per quick probe of the ports and the fabric mana
 import argparse
 import json
 import os
+import random
 import select
 import shutil
 import socket
@@ -358,6 +361,9 @@ def inject(kind, root, writer, route_in):
     if kind == "ecc-jump":
         at = time.time()
         device[2]["ecc"] = dict(device[2]["ecc"], volatile_uncorrected=1)
+        # the driver raises a double-bit ECC event for the volatile counter's increment (NVML API
+        # reference, Event Types); a GPU without ECC events would leave it to the fast probe
+        pynvml.inject_event(2, 0, pynvml.nvmlEventTypeDoubleBitEccError)
         return at
     if kind == "port-down":
         at = time.time()
@@ -407,6 +413,7 @@ def run_faults(args, root, state, work, api, writer, route_in):
     wait_for(lambda: healthy_now(state) is True, 60)
     results = dict((kind, {"check": [], "health": [], "patch": [], "drain": []}) for kind in KINDS)
     limit = 10 * args.interval + 30
+    phase = random.Random(46)  # the same phases in every run
     for number in range(args.faults * len(args.kinds)):
         kind = args.kinds[number % len(args.kinds)]
         patches, drained = len(condition_patches(api, "False")), len(drains(work, "State=DRAIN"))
@@ -428,7 +435,10 @@ def run_faults(args, root, state, work, api, writer, route_in):
         results[kind]["drain"].append(drain[0] - at)
         clear(root, route_in)
         wait_for(lambda: healthy_now(state) is True, limit)
-        time.sleep(args.min_gap + 0.1)  # past min_gap after the recovery cycle: the next fault is not held back by it
+        # past min_gap after the recovery cycle (the next fault is not held back by it), then a random
+        # part of a probe interval: the recovery was seen by a probe, and a fault a fixed time after
+        # it would come at the same phase of the probe every time (a bias, not a latency)
+        time.sleep(args.min_gap + 0.1 + phase.uniform(0, args.probe))
     return results
 
 
@@ -546,7 +556,7 @@ def report(args, runs, probe_us, quiet_idle):
     quicks = agent_signals.QUICK_DIVISOR - 1 if args.probe / agent_signals.QUICK_DIVISOR >= agent_signals.CONFIRM_MIN \
         else 0
     print("  fast probe: %.1f us CPU per probe (%d observations: 8 GPUs NVML + PCI, 9 HCAs PCI, RDMA ports, "
-          "fabric manager cgroup), %.1f us per quick probe (RDMA ports, fabric manager cgroup; %d between two "
+          "fabric manager cgroup), %.1f us per quick probe (RDMA ports, fabric manager cgroup, GPUs NVML; %d between two "
           "probes) -> %.2f s CPU per hour at one probe every %g s, in a tight loop" % (
               us, observations, quick_us, quicks, (us + quicks * quick_us) * 3600 / 1e6 / args.probe, args.probe))
     cost = sysfs_read_cost(200 if args.smoke else 2000)

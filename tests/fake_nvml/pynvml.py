@@ -409,13 +409,17 @@ def _file_identity(path):
 
 
 def _reload_from_environment():
-    """The environment's scenario again when its file changed since it was read."""
+    """The environment's scenario again when its file changed since it was read: the hardware's
+    state changed (a GPU lost, an ECC count), which the real library reports on the next query
+    whoever else holds an initialisation (the resident agent's event watcher holds one through
+    every cycle), so the reference count and the event sets are kept."""
     path = _STATE.get("path")
-    if path and not _STATE["initialised"]:
+    if path:
         identity = _file_identity(path)
         if identity is not None and identity != _STATE.get("identity"):
+            initialised = _STATE["initialised"]
             set_scenario(path)
-            _STATE.update({"path": path, "identity": identity})
+            _STATE.update({"path": path, "identity": identity, "initialised": initialised})
 
 
 def nvmlInitWithFlags(flags):
@@ -816,12 +820,20 @@ def nvmlEventSetCreate():
 
 
 def nvmlDeviceGetSupportedEventTypes(handle):
-    _device(handle, "nvmlDeviceGetSupportedEventTypes")
+    """Every type, less the ECC ones on a GPU with ECC off or without ECC (NVML API reference,
+    nvmlDeviceRegisterEvents: "ECC events are available only on ECC-enabled devices")."""
+    device = _device(handle, "nvmlDeviceGetSupportedEventTypes")
+    ecc = device.get("ecc")
+    if not isinstance(ecc, dict) or ecc.get("mode_current") != 1:
+        return nvmlEventTypeAll & ~(nvmlEventTypeSingleBitEccError | nvmlEventTypeDoubleBitEccError)
     return nvmlEventTypeAll
 
 
 def nvmlDeviceRegisterEvents(handle, eventTypes, eventSet):
+    """NOT_SUPPORTED for a mask with a type the GPU does not support (NVML API reference)."""
     _device(handle, "nvmlDeviceRegisterEvents")  # per-device or top-level errors apply (NOT_SUPPORTED)
+    if int(eventTypes) & ~nvmlDeviceGetSupportedEventTypes(handle):
+        _raise("NOT_SUPPORTED")
     with eventSet.cond:
         eventSet.registered[handle.index] = eventSet.registered.get(handle.index, 0) | int(eventTypes)
 

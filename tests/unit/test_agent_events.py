@@ -186,41 +186,64 @@ def test_an_unreadable_kernel_log_leaves_the_agent_polling_and_says_so(tmp_path)
     assert sources.counters() == sources.status
 
 
-def test_nvml_critical_xid_events_wake_the_pipe():
+def test_nvml_critical_xid_and_double_bit_ecc_events_wake_the_pipe():
     fake = fake_with("h100-healthy")
     watcher = agent_events.NvmlEventWatcher(fake, wait_ms=50).start()
     try:
-        assert watcher.status() == "watching critical XID events of 8 GPU(s)"
+        assert watcher.status() == "watching critical XID and double-bit ECC events of 8 GPU(s)"
         assert fake.inject_event(3, 79) == 1
         import select
 
         assert select.select([watcher.fileno()], [], [], 2)[0] == [watcher.fileno()]
         assert watcher.drain() == ["NVML critical XID event: GPU 3, Xid 79"]
+        assert fake.inject_event(2, 0, fake.nvmlEventTypeDoubleBitEccError) == 1
+        assert select.select([watcher.fileno()], [], [], 2)[0] == [watcher.fileno()]
+        assert watcher.drain() == ["NVML double-bit ECC event: GPU 2"]
         assert fake.inject_event(3, 79, fake.nvmlEventTypePState) == 0  # not registered
+        assert watcher.healthy  # the thread goes on after events
     finally:
         watcher.close()
     assert fake._STATE["initialised"] == 0  # the watcher's NVML reference released
 
 
-def test_nvml_watcher_ends_after_an_event_so_the_cycle_need_not_wait():
-    """An event means a cycle follows and the cycle stops the watcher: its thread takes what is
-    queued and ends by itself, instead of sitting in a wait the stop would have to outlast (here
-    60 s). A burst is bounded: at most max_kept kept, the rest counted as dropped."""
+def test_a_gpu_with_ecc_off_registers_the_critical_xid_events_alone():
+    """nvmlDeviceRegisterEvents refuses a mask with a type the GPU does not support (NOT_SUPPORTED,
+    nothing registered): ECC events exist only with ECC on, so such a GPU registers XID events alone."""
+    fake = fake_with("h100-healthy", {5: {"ecc": {"mode_current": 0, "mode_pending": 0}}})
+    watcher = agent_events.NvmlEventWatcher(fake, wait_ms=50).start()
+    try:
+        assert watcher.registered == 8 and watcher.problems == []
+        assert fake.inject_event(5, 0, fake.nvmlEventTypeDoubleBitEccError) == 0
+        assert fake.inject_event(5, 79) == 1 and fake.inject_event(4, 0, fake.nvmlEventTypeDoubleBitEccError) == 1
+    finally:
+        watcher.close()
+
+
+def test_a_burst_of_nvml_events_is_one_bounded_wake_up_and_the_watcher_goes_on():
+    """A burst is taken without waiting (at most max_kept kept, the rest counted as dropped); the
+    thread then waits again: an event after the burst is seen too."""
     fake = fake_with("h100-healthy")
-    watcher = agent_events.NvmlEventWatcher(fake, wait_ms=60000, max_kept=5)
+    watcher = agent_events.NvmlEventWatcher(fake, wait_ms=50, max_kept=5)
     watcher.start()
     try:
-        import threading
-
-        thread = watcher._thread
         burst = threading.Thread(target=lambda: [fake.inject_event(index % 8, 79) for index in range(50)])
         burst.start()
         burst.join(10)
-        thread.join(10)  # a bound, not a timing: the 60 s wait was not outlasted
-        assert not thread.is_alive()
+        import select
+
+        assert select.select([watcher.fileno()], [], [], 2)[0]
+        deadline = time.monotonic() + 5
+        while len(watcher.events) + watcher.dropped < 50 and time.monotonic() < deadline:
+            time.sleep(0.01)  # the thread takes the queue
         kept = watcher.drain()
-        assert 1 <= len(kept) <= 5 and all(line.endswith("Xid 79") for line in kept)
-        assert len(kept) + watcher.dropped <= 50
+        assert 1 <= len(kept) <= 50 and all(line.endswith("Xid 79") for line in kept)
+        assert len(kept) + watcher.dropped == 50
+        fake.inject_event(1, 31)
+        assert select.select([watcher.fileno()], [], [], 2)[0]
+        deadline = time.monotonic() + 5
+        while not watcher.events and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert watcher.drain() == ["NVML critical XID event: GPU 1, Xid 31"]
     finally:
         watcher.close()
     assert fake._STATE["initialised"] == 0
@@ -330,21 +353,71 @@ def test_the_events_settings_are_checked_by_name():
     assert config_errors({"events": []})[0] == "events must be a dict {kmsg, nvml, min_gap}, got list"
 
 
-def test_the_nvml_watcher_lets_nvml_go_during_a_cycle(tmp_path):
-    """A cycle initialises NVML after a full shutdown (the GPUs enumerated again, a scenario switch
-    seen), as without events; the watcher is back after the cycle."""
+def test_the_nvml_watcher_runs_through_cycles_and_an_event_during_one_is_not_lost(tmp_path):
+    """The watcher holds its NVML initialisation through every cycle (no stop before a cycle, no
+    registration after it: NVML records no event of a set not registered, "All events that occurred
+    before this call are not recorded"); an event that comes while a cycle runs wakes the loop after
+    it, for one more cycle. A scenario switch of the fake (the hardware's state changed) is seen by
+    the cycle's own nvmlInit although the watcher holds one."""
     fake = fake_with("h100-healthy")
-    sources = agent_events.EventSources({"kmsg": None, "nvml": True}, str(tmp_path), 0.05, binding_loader=lambda: fake)
+    sources = agent_events.EventSources({"kmsg": None, "nvml": True, "min_gap": 0}, str(tmp_path), 60,
+                                        binding_loader=lambda: fake)
+    watcher = sources.nvml
     held = []
-    loop, signals = loop_with_events(sources, [], interval=0.05)
-    loop.run_cycle = lambda: held.append(fake._STATE["initialised"]) or "cycle"
+    loop, signals = loop_with_events(sources, [], interval=60)
+
+    def run_cycle():
+        held.append(fake._STATE["initialised"])
+        if len(held) == 1:  # an event while the first cycle runs
+            assert fake.inject_event(6, 79) == 1
+        return "cycle %d" % len(held)
+
+    loop.run_cycle = run_cycle
     try:
-        assert fake._STATE["initialised"] == 1  # the watcher's reference
-        loop.run(max_cycles=3)
-        assert held == [0, 0, 0]
-        assert fake._STATE["initialised"] == 1 and sources.status["nvml"].startswith("watching")
+        loop.run(max_cycles=2)  # the periodic one, then the event's (the interval is 60 s)
+        assert held == [1, 1] and loop.triggered == 1
+        assert sources.nvml is watcher and watcher.healthy  # the same watcher throughout
     finally:
         signals.close()
+        sources.close()
+    assert fake._STATE["initialised"] == 0
+
+
+def test_a_watcher_that_ended_or_left_a_gpu_out_is_replaced_after_a_full_cycle(tmp_path):
+    """GPU 4 lost when the watcher starts: 7 registered, replaced after a full cycle once GPU 4
+    answers again. An error of the wait (GPU_IS_LOST) wakes the loop once and ends the thread; the
+    replacement that fails the same way wakes nothing (no storm of cycles while a GPU is lost)."""
+    fake = fake_with("h100-healthy", {4: {"errors": {"nvmlDeviceRegisterEvents": "GPU_IS_LOST"}}})
+    sources = agent_events.EventSources({"kmsg": None, "nvml": True}, str(tmp_path), 60, binding_loader=lambda: fake)
+    try:
+        first = sources.nvml
+        assert first.registered == 7 and not first.healthy and "GPU 4: GPU is lost" in first.problems[0]
+        sources.refresh()  # still lost: a new watcher, 7 again
+        assert sources.nvml is not first and sources.nvml.registered == 7
+        fake._STATE["devices"][4].pop("errors")
+        sources.refresh()
+        assert sources.nvml.registered == 8 and sources.nvml.healthy
+        running = sources.nvml
+        sources.refresh()
+        assert sources.nvml is running  # healthy: left alone
+        waits = fake.nvmlEventSetWait_v2
+
+        def lost(event_set, timeout_ms):
+            fake._raise("GPU_IS_LOST")
+
+        fake.nvmlEventSetWait_v2 = lost
+        fake.inject_event(0, 79)  # wakes the waiting thread, whose next wait fails
+        running._thread.join(5)
+        assert not running.healthy and running.error == "GPU is lost"
+        assert sources.drain()[-1] == "NVML events: GPU is lost"
+        sources.refresh()
+        again = sources.nvml
+        again._thread.join(5)
+        assert again.error == "GPU is lost" and sources.drain() == []  # the same error: no wake-up
+        fake.nvmlEventSetWait_v2 = waits
+        sources.refresh()
+        assert sources.nvml.healthy and sources.status["nvml"].startswith("watching")
+    finally:
         sources.close()
     assert fake._STATE["initialised"] == 0
 

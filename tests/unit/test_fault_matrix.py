@@ -79,7 +79,7 @@ NVML_CALLS = {
 # watcher (agent_events.NvmlEventWatcher: a failure there means polling, said in health.json,
 # tests/unit/test_agent_events.py), which only wakes a cycle that takes the readings above.
 NOT_READINGS = {"nvmlShutdown", "nvmlEventSetCreate", "nvmlDeviceRegisterEvents", "nvmlEventSetWait_v2",
-                "nvmlEventSetFree", "nvmlDeviceGetIndex"}
+                "nvmlEventSetFree", "nvmlDeviceGetIndex", "nvmlDeviceGetSupportedEventTypes"}
 
 FAKE = load_fake()
 ERRORS = FAKE.ERROR_NAMES

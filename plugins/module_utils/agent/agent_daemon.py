@@ -122,7 +122,9 @@ class Loop(object):
     ``min_gap`` as the events; signals of the probe's confirmation readings alone
     (agent_signals.CONFIRM_PREFIX) wait ``signals.confirm`` after the previous one instead (those
     readings are bounded by the probe: ``fail_after`` measurements of a reading taken faster).
-    A cycle lets NVML go first (``events.pause()``, ``signals.pause()``) unless it touches none
+    The NVML event watcher runs through every cycle (an event during one wakes the loop after it);
+    after a full cycle ``events.refresh()`` replaces a watcher that ended or left a GPU unregistered.
+    The fast probe lets its NVML go for a cycle (``signals.pause()``) unless the cycle touches none
     (agent_cycle.touches_nvml: a targeted cycle of RDMA ports or the fabric manager alone)."""
 
     def __init__(self, run_cycle, interval, wait, clock=time.monotonic, notify=sd_notify, log=None, events=None,
@@ -147,12 +149,9 @@ class Loop(object):
 
     def _cycle(self, plan=None):
         self.started = self.clock()
-        let_go = touches_nvml(plan)  # a cycle of RDMA ports or the fabric manager alone: NVML kept meanwhile
-        if self.events is not None:
-            if plan is None:
-                self.events.drain()  # what is readable now is covered by this cycle
-            if let_go:
-                self.events.pause()  # NVML let go: the cycle initialises and shuts it down alone
+        let_go = touches_nvml(plan)  # a cycle of RDMA ports or the fabric manager alone: the probe keeps NVML
+        if self.events is not None and plan is None:
+            self.events.drain()  # what is readable now is covered by this cycle
         if self.signals is not None and let_go:
             self.signals.pause()
         try:
@@ -163,10 +162,10 @@ class Loop(object):
             self.log("%s: cycle failed, last good result kept: %r\n%s" % (AGENT_NAME, exc, traceback.format_exc()))
             status = "last cycle failed (journal), last good result kept"
         finally:
-            if self.events is not None and let_go:
-                self.events.resume()
             if self.signals is not None and let_go:
                 self.signals.resume()
+            if self.events is not None and plan is None:
+                self.events.refresh()  # a watcher that ended or left a GPU out: a new one
         if status == FULL_CYCLE_NEEDED:  # no last result to build on: a full cycle, NVML let go first
             return self._cycle()
         self.cycles += 1

@@ -24,8 +24,11 @@ interval, and says so (``status``, written to health.json's ``agent.events``).
   from its start); one from this boot that lies beyond the kernel's newest record suppresses
   nothing either (the records held back while reading up to it are released).
 - ``NvmlEventWatcher(binding)``: a thread waiting on ``nvmlEventSetWait_v2`` for
-  ``nvmlEventTypeXidCriticalError`` on every GPU, writing one byte to a pipe per event so one
-  select() waits on the kernel log, the NVML events and the stop signals.
+  ``nvmlEventTypeXidCriticalError`` and ``nvmlEventTypeDoubleBitEccError`` on every GPU (the types
+  each supports), writing one byte to a pipe per wake-up so one select() waits on the kernel log,
+  the NVML events and the stop signals. It runs through the cycles (no event is lost while one
+  runs); ``EventSources.refresh`` replaces it after a full cycle only when it ended or left a GPU
+  unregistered.
 
 Imports records (the strict reader of the stored sequence number) and state_files (its writer,
 and the set-aside of a damaged one) only.
@@ -52,6 +55,13 @@ BOOT_ID_RE = re.compile(r"\A[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9
 MAX_LINE = 8192  # bytes of one kernel record kept (the kernel's own limit is about 1 KiB)
 READ_SIZE = 8192  # /dev/kmsg: a read smaller than the record fails with EINVAL
 RELEVANT = re.compile(r"NVRM: Xid|fallen off the bus", re.IGNORECASE)
+# The NVML event types watched (nvml.h, "Event Types", NVML API reference R535 and later): a critical
+# XID, and a double-bit (uncorrectable) ECC error, whose event the driver raises for the volatile
+# counter gpu.ecc.volatile_uncorrectable reads; each GPU registers those it supports.
+EVENT_TYPES = (("nvmlEventTypeXidCriticalError", "critical XID"), ("nvmlEventTypeDoubleBitEccError", "double-bit ECC"))
+# nvmlEventSetWait_v2's timeout: how long close() may wait for the thread (the agent's stop); the
+# thread runs through the cycles, so the wait bounds nothing else. One wake-up a second idle.
+WAIT_MS = 1000
 
 
 def relevant(message):
@@ -247,21 +257,36 @@ class KmsgWatcher(object):
 
 
 class NvmlEventWatcher(object):
-    """Critical-XID events of every GPU, from a thread that writes a byte to a pipe per event.
-    ``binding`` is the NVML module (pynvml); RuntimeError from ``start`` names what is missing
-    (an old binding without nvmlEventSetWait_v2, no GPU registering the event type)."""
+    """Critical-XID and double-bit ECC events of every GPU, from a thread that writes a byte to a
+    pipe per wake-up. ``binding`` is the NVML module (pynvml); RuntimeError from ``start`` names
+    what is missing (an old binding without nvmlEventSetWait_v2, no GPU registering the event
+    types).
 
-    def __init__(self, binding, wait_ms=300, max_kept=100):
+    The thread runs from ``start`` to ``close``, through the cycles (an event while a cycle runs is
+    queued in the event set and wakes the loop after it: none is lost for a cycle). It holds its own
+    NVML initialisation meanwhile. Each GPU registers the types of ``EVENT_TYPES`` it supports
+    (``nvmlDeviceGetSupportedEventTypes``: ``nvmlDeviceRegisterEvents`` refuses a mask with one it
+    does not, NOT_SUPPORTED; double-bit ECC events only where ECC is on). An error of the wait other
+    than its timeout (GPU_IS_LOST, ...) wakes the loop once and ends the thread: ``healthy`` is then
+    False and ``EventSources.refresh`` starts a new watcher after the next full cycle."""
+
+    def __init__(self, binding, wait_ms=WAIT_MS, max_kept=100, known_error=None):
         self.nvml = binding
         self.wait_ms = wait_ms
         self.max_kept = max_kept
-        self.events = []  # (gpu index, xid), guarded by the GIL's list.append/pop atomicity
+        self.events = []  # (gpu index, type name, data), guarded by the GIL's list.append/pop atomicity
         self.dropped = 0
         self.registered = 0
+        self.problems = []  # GPUs whose registration failed ("GPU 3: Not Supported")
+        self.kinds = []  # the event type names registered on at least one GPU
+        self.error = None  # the wait's error that ended the thread
+        self.known_error = known_error  # the previous watcher's: the same error again wakes nothing
         self.waits = 0  # nvmlEventSetWait_v2 calls returned (bench/detect_latency.py counts wake-ups)
         self._stop = False
         self._thread = None
         self._set = None
+        self._initialised = False
+        self._abandoned = False
         self._read, self._write = os.pipe()
         os.set_blocking(self._read, False)
         os.set_blocking(self._write, False)
@@ -270,27 +295,54 @@ class NvmlEventWatcher(object):
         return self._read
 
     def status(self):
-        return "watching critical XID events of %d GPU(s)" % self.registered
+        return "watching %s events of %d GPU(s)" % (" and ".join(self.kinds) or "no", self.registered)
+
+    @property
+    def healthy(self):
+        """Running, with every GPU registered."""
+        return self._thread is not None and self._thread.is_alive() and not self.problems
+
+    def _mask(self, handle):
+        """(the event type mask this GPU supports of EVENT_TYPES, their names)."""
+        nvml = self.nvml
+        wanted = [(getattr(nvml, name), label) for name, label in EVENT_TYPES if hasattr(nvml, name)]
+        try:
+            supported = int(nvml.nvmlDeviceGetSupportedEventTypes(handle))
+        except Exception:  # an old binding, or the query refused: the critical XID type alone, as before
+            wanted = wanted[:1]
+            supported = wanted[0][0]
+        mask, labels = 0, []
+        for value, label in wanted:
+            if supported & value:
+                mask |= value
+                labels.append(label)
+        return mask, labels
 
     def start(self):
         nvml = self.nvml
-        for name in ("nvmlEventSetCreate", "nvmlDeviceRegisterEvents", "nvmlEventSetWait_v2",
-                     "nvmlEventTypeXidCriticalError"):
+        for name in ("nvmlEventSetCreate", "nvmlDeviceRegisterEvents", "nvmlEventSetWait_v2", EVENT_TYPES[0][0]):
             if not hasattr(nvml, name):
                 raise RuntimeError("the NVML binding has no %s" % name)
-        nvml.nvmlInit()  # the watcher's own reference: each cycle's init/shutdown pair is separate
+        nvml.nvmlInit()  # the watcher's own reference, held through the cycles
+        self._initialised = True
         try:
             self._set = nvml.nvmlEventSetCreate()
-            problems = []
+            kinds = set()
             for index in range(nvml.nvmlDeviceGetCount()):
                 try:
                     handle = nvml.nvmlDeviceGetHandleByIndex(index)
-                    nvml.nvmlDeviceRegisterEvents(handle, nvml.nvmlEventTypeXidCriticalError, self._set)
+                    mask, labels = self._mask(handle)
+                    if not mask:
+                        self.problems.append("GPU %d: none of the event types supported" % index)
+                        continue
+                    nvml.nvmlDeviceRegisterEvents(handle, mask, self._set)
+                    kinds.update(labels)
                     self.registered += 1
                 except nvml.NVMLError as exc:
-                    problems.append("GPU %d: %s" % (index, exc))
+                    self.problems.append("GPU %d: %s" % (index, exc))
             if not self.registered:
-                raise RuntimeError("no GPU registers critical XID events (%s)" % ("; ".join(problems) or "no GPU"))
+                raise RuntimeError("no GPU registers critical XID events (%s)" % ("; ".join(self.problems) or "no GPU"))
+            self.kinds = [label for _name, label in EVENT_TYPES if label in kinds]
         except Exception as exc:
             self._free()
             if isinstance(exc, RuntimeError):
@@ -304,30 +356,33 @@ class NvmlEventWatcher(object):
 
     def _run(self):
         nvml = self.nvml
-        while not self._stop:
-            try:
-                data = nvml.nvmlEventSetWait_v2(self._set, self.wait_ms)
-                self.waits += 1
-            except nvml.NVMLError as exc:
-                self.waits += 1
-                if getattr(exc, "value", None) == getattr(nvml, "NVML_ERROR_TIMEOUT", 10):
-                    continue
-                if self._stop:
-                    break
-                self.events.append((None, "error: %s" % exc))  # wakes the loop: the cycle looks
-                self._poke()
-                break
-            self._keep(data)
-            # An event means a cycle follows, and the cycle stops this watcher (pause): the thread
-            # takes what else is queued without waiting (at most max_kept more), and ends, so that stop does not wait for a
-            # wait_ms timeout. The cycle's resume starts a new watcher.
-            for _more in range(self.max_kept):  # bounded: a storm of events is one cycle
+        timeout = getattr(nvml, "NVML_ERROR_TIMEOUT", 10)
+        try:
+            while not self._stop:
                 try:
-                    self._keep(nvml.nvmlEventSetWait_v2(self._set, 0))
-                except nvml.NVMLError:
+                    data = nvml.nvmlEventSetWait_v2(self._set, self.wait_ms)
+                    self.waits += 1
+                except nvml.NVMLError as exc:
+                    self.waits += 1
+                    if getattr(exc, "value", None) == timeout:
+                        continue
+                    if self._stop:
+                        break
+                    self.error = "%s" % exc
+                    if self.error != self.known_error:  # the same error after a restart: no new wake-up
+                        self.events.append((None, "error", self.error))  # wakes the loop: the cycle looks
+                        self._poke()
                     break
-            self._poke()
-            break
+                self._keep(data)
+                for _more in range(self.max_kept):  # what else is queued, without waiting: one wake-up
+                    try:
+                        self._keep(nvml.nvmlEventSetWait_v2(self._set, 0))
+                    except nvml.NVMLError:
+                        break
+                self._poke()
+        finally:
+            if not self._stop or self._abandoned:  # ended by an error, or close() gave up waiting: let go here
+                self._free()
 
     def _keep(self, data):
         if len(self.events) < self.max_kept:
@@ -335,7 +390,8 @@ class NvmlEventWatcher(object):
                 index = self.nvml.nvmlDeviceGetIndex(data.device)
             except Exception:
                 index = getattr(data.device, "index", None)
-            self.events.append((index, int(data.eventData)))
+            kind = "double-bit ECC" if int(data.eventType) == getattr(self.nvml, EVENT_TYPES[1][0], None) else "critical XID"
+            self.events.append((index, kind, int(data.eventData)))
         else:
             self.dropped += 1
 
@@ -346,14 +402,22 @@ class NvmlEventWatcher(object):
             pass
 
     def drain(self):
-        """[(gpu index, xid)] since the last call."""
+        """The events since the last call, one line each."""
         try:
             while os.read(self._read, 4096):
                 pass
         except OSError:
             pass
         taken, self.events = self.events, []
-        return ["NVML critical XID event: GPU %s, Xid %s" % (index, xid) for index, xid in taken]
+        lines = []
+        for index, kind, data in taken:
+            if kind == "error":
+                lines.append("NVML events: %s" % data)
+            elif kind == "critical XID":
+                lines.append("NVML critical XID event: GPU %s, Xid %s" % (index, data))
+            else:
+                lines.append("NVML double-bit ECC event: GPU %s" % index)
+        return lines
 
     def _free(self):
         if self._set is not None:
@@ -362,17 +426,24 @@ class NvmlEventWatcher(object):
             except Exception:
                 pass
             self._set = None
-        try:
-            self.nvml.nvmlShutdown()
-        except Exception:
-            pass
+        if self._initialised:
+            self._initialised = False
+            try:
+                self.nvml.nvmlShutdown()
+            except Exception:
+                pass
 
     def close(self):
+        """Stop: the thread ends within its wait (``wait_ms``); the set is freed once it has (never
+        under a thread still waiting in it)."""
         self._stop = True
         if self._thread is not None:
             self._thread.join(self.wait_ms / 1000.0 + 1.0)
+            if self._thread.is_alive():  # a wait longer than its timeout: the thread lets go when it returns
+                self._abandoned = True
+            else:
+                self._free()
             self._thread = None
-            self._free()
         for fd in (self._read, self._write):
             try:
                 os.close(fd)
@@ -429,28 +500,39 @@ class EventSources(object):
             self.nvml = None
             self.status["nvml"] = "off (events.nvml), %s" % polling
 
-    def _start_nvml(self):
+    def _start_nvml(self, known_error=None, retry=False):
         try:
-            self.nvml = NvmlEventWatcher(self._binding).start()
+            self.nvml = NvmlEventWatcher(self._binding, known_error=known_error).start()
             self.watchers.append(self.nvml)
             self.status["nvml"] = self.nvml.status()
         except Exception as exc:  # no library, an old binding, no GPU
-            self.nvml = self._binding = None  # not tried again: polling
+            self.nvml = None
+            if not retry:
+                self._binding = None  # not tried again: polling
             self.status["nvml"] = "unavailable: %s, %s" % (exc, self.polling)
 
-    def pause(self):
-        """Before a cycle: the NVML watcher lets NVML go (its events are covered by the cycle), so
-        the cycle's nvmlInit after a full shutdown enumerates the GPUs again, as without events."""
-        if self.nvml is not None:
-            self.nvml.drain()
-            self.nvml.close()
-            self.watchers.remove(self.nvml)
+    def refresh(self):
+        """After a full cycle: a new NVML watcher when the last one ended (an error of its wait,
+        said in ``status``) or left a GPU unregistered (a GPU lost at its start is registered once
+        it answers again), tried again after each full cycle while it fails. A running watcher with
+        every GPU registered is left alone (its events are never interrupted by a cycle)."""
+        watcher = self.nvml
+        if self._binding is None or (watcher is not None and watcher.healthy):
+            return
+        known, kept = None, []
+        if watcher is not None:
+            known, kept = watcher.error, watcher.events  # events that came during the cycle: handed on
+            watcher.events = []
+            watcher.close()
+            self.watchers.remove(watcher)
             self.nvml = None
-
-    def resume(self):
-        """After a cycle: the NVML watcher again (when it worked before)."""
-        if self._binding is not None and self.nvml is None:
-            self._start_nvml()
+        self._start_nvml(known_error=known, retry=True)
+        if self.nvml is not None and kept:
+            self.nvml.events[:0] = kept
+            self.nvml._poke()
+        if self.nvml is None and known:
+            self.status["nvml"] = "unavailable: %s (restarted after: %s), %s" % (
+                self.status["nvml"][len("unavailable: "):].rsplit(", polling", 1)[0], known, self.polling)
 
     def fds(self):
         return [watcher.fileno() for watcher in self.watchers]

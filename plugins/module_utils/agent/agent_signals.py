@@ -76,8 +76,9 @@ CONFIRM_DIVISOR = 10
 CONFIRM_MIN = 0.1
 CONFIRM_PREFIX = "probe confirm: "  # the why of a signal of a confirmation reading (agent_daemon: its gap)
 # the quick probe: the RDMA ports' state and rate and the fabric manager's cgroup (a held descriptor's
-# pread each) every fast_probe_interval / 2 (0.5 s at the default 1 s); the NVML queries and the
-# config space reads stay at fast_probe_interval. 2, not more: each wake-up of the loop costs more
+# pread each) and each GPU's NVML query (a GPU lost without an event or a kernel line: a reading at
+# most half a probe interval old) every fast_probe_interval / 2 (0.5 s at the default 1 s); the config
+# space reads stay at fast_probe_interval. 2, not more: each wake-up of the loop costs more
 # than its reads (bench/detect_latency.py idle: 4 a second went over the 5 s per hour)
 QUICK_DIVISOR = 2
 # the checks of an RDMA port's reading (target <device>/<port>) and of the fabric manager's (node):
@@ -295,8 +296,8 @@ def merge_targeted(previous, payload, only):
 
 # -- the fast probe -------------------------------------------------------------------------------
 class FastProbe(object):
-    """Cheap readings of what announces nothing, every ``interval`` seconds (``poll``), the RDMA
-    ports and the fabric manager's cgroup also in between (``poll(quick=True)``). The first reading
+    """Cheap readings of what announces nothing, every ``interval`` seconds (``poll``), all but the
+    PCI functions' config space also in between (``poll(quick=True)``). The first reading
     is the baseline: silent where good, a bad one handled like a change (a fault already there at a
     start or restart).
 
@@ -479,9 +480,8 @@ class FastProbe(object):
         return ("vendor 0x%02x%02x" % (bytearray(raw)[1], bytearray(raw)[0]),), True
 
     def observe(self, keys=None, quick=False):
-        """{key: (scope, value, bad)} now, of every item, of ``keys`` only, or (``quick``) of the
-        RDMA ports and the fabric manager (paths joined once, at discovery: the probe runs every
-        second, the quick probe twice a second)."""
+        """{key: (scope, value, bad)} now, of every item, of ``keys`` only, or (``quick``) of all
+        but the PCI functions (paths joined once, at discovery: the quick probe runs twice a second)."""
         seen = {}
         read = self.files.read if not quick else self._quick_read
         if not quick:
@@ -511,7 +511,7 @@ class FastProbe(object):
                 base = base_rate[key] = gbps
             bad_rate = base is not None and (gbps is None or gbps < base)
             seen[key] = (scope, (state, rate), state is None or not state.endswith("ACTIVE") or bad_rate)
-        if not quick and self.nvml is not None and self.handles is not None:
+        if self.nvml is not None and self.handles is not None:  # the quick probe too (QUICK_DIVISOR)
             if self.nvml_error and (keys is None or "nvml" in keys):
                 seen["nvml"] = ("gpu", self.nvml_error, True)
             for index, handle in self.handles:
@@ -611,8 +611,8 @@ class FastProbe(object):
             self.confirm_left[key] = 0
 
     def poll(self, keys=None, quick=False):
-        """[(scope, why)] of this probe (``keys`` None), of a quick probe (``quick``: the ports and
-        the fabric manager) or of a confirmation reading of ``keys``."""
+        """[(scope, why)] of this probe (``keys`` None), of a quick probe (``quick``: the ports,
+        the fabric manager and the GPUs' NVML query) or of a confirmation reading of ``keys``."""
         confirm = keys is not None
         if confirm:
             self.confirms += 1
