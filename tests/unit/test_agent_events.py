@@ -483,3 +483,33 @@ def test_a_resumed_log_suppresses_only_what_this_log_numbered_up_to_the_stored_r
         expected = [seq for seq in relevant_seqs if seq > stored]
     assert got == ["%s %d" % (XID, seq - first) for seq in expected]
     assert watcher.records + watcher.skipped == count
+
+
+def test_anything_the_wait_raises_wakes_the_loop_once_and_odd_event_fields_still_wake_it():
+    """A binding raising something other than NVMLError from the wait ends the thread the same way
+    (one wake-up, replaced after a full cycle); an event whose fields are not what nvml.h says
+    (eventData None, a device nvmlDeviceGetIndex refuses) still wakes a cycle, named with '?'."""
+    fake = fake_with("h100-healthy")
+    watcher = agent_events.NvmlEventWatcher(fake, wait_ms=50).start()
+    try:
+        real_index = fake.nvmlDeviceGetIndex
+        fake.nvmlDeviceGetIndex = lambda device: (_ for _ in ()).throw(ValueError("no index"))
+        with fake._EVENT_SETS[0].cond:
+            fake._EVENT_SETS[0].queue.append(fake.c_nvmlEventData_t(object(), fake.nvmlEventTypeXidCriticalError, None))
+            fake._EVENT_SETS[0].cond.notify_all()
+        deadline = time.monotonic() + 5
+        while not watcher.events and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert watcher.drain() == ["NVML critical XID event: GPU ?, Xid ?"] and watcher.healthy
+        fake.nvmlDeviceGetIndex = real_index
+
+        def broken(event_set, timeout_ms):
+            raise OSError("ioctl failed")
+
+        fake.nvmlEventSetWait_v2 = broken
+        watcher._thread.join(5)
+        assert not watcher.healthy and watcher.error == "ioctl failed"
+        assert watcher.drain() == ["NVML events: ioctl failed"]
+    finally:
+        watcher.close()
+    assert fake._STATE["initialised"] == 0

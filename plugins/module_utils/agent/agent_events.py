@@ -362,13 +362,13 @@ class NvmlEventWatcher(object):
                 try:
                     data = nvml.nvmlEventSetWait_v2(self._set, self.wait_ms)
                     self.waits += 1
-                except nvml.NVMLError as exc:
+                except Exception as exc:  # the binding's NVMLError, or anything else it raises
                     self.waits += 1
-                    if getattr(exc, "value", None) == timeout:
+                    if getattr(exc, "value", None) == timeout and isinstance(exc, nvml.NVMLError):
                         continue
                     if self._stop:
                         break
-                    self.error = "%s" % exc
+                    self.error = "%s" % (exc,) or type(exc).__name__
                     if self.error != self.known_error:  # the same error after a restart: no new wake-up
                         self.events.append((None, "error", self.error))  # wakes the loop: the cycle looks
                         self._poke()
@@ -377,7 +377,7 @@ class NvmlEventWatcher(object):
                 for _more in range(self.max_kept):  # what else is queued, without waiting: one wake-up
                     try:
                         self._keep(nvml.nvmlEventSetWait_v2(self._set, 0))
-                    except nvml.NVMLError:
+                    except Exception:  # TIMEOUT: nothing more queued (an error: the next wait says it)
                         break
                 self._poke()
         finally:
@@ -385,15 +385,20 @@ class NvmlEventWatcher(object):
                 self._free()
 
     def _keep(self, data):
-        if len(self.events) < self.max_kept:
-            try:
-                index = self.nvml.nvmlDeviceGetIndex(data.device)
-            except Exception:
-                index = getattr(data.device, "index", None)
-            kind = "double-bit ECC" if int(data.eventType) == getattr(self.nvml, EVENT_TYPES[1][0], None) else "critical XID"
-            self.events.append((index, kind, int(data.eventData)))
-        else:
+        """An event kept (any event wakes a cycle: its fields only name it, read as given)."""
+        if len(self.events) >= self.max_kept:
             self.dropped += 1
+            return
+        try:
+            index = int(self.nvml.nvmlDeviceGetIndex(data.device))
+        except Exception:
+            index = getattr(getattr(data, "device", None), "index", None)
+        kind, detail = "critical XID", getattr(data, "eventData", None)
+        if getattr(data, "eventType", None) == getattr(self.nvml, EVENT_TYPES[1][0], None):
+            kind = "double-bit ECC"
+        if not isinstance(detail, int) or isinstance(detail, bool):
+            detail = "?"
+        self.events.append((index if isinstance(index, int) else "?", kind, detail))
 
     def _poke(self):
         try:
