@@ -1,5 +1,6 @@
 """fleet_report callback driven directly with Ansible's CallbackTaskResult and Host objects."""
 
+import gc
 import json
 import os
 import re
@@ -298,6 +299,39 @@ def test_directory_from_environment(tmp_path, monkeypatch):
     run_playbook(callback, [result("node-01", {"checks": node_checks()})])
     assert sorted(os.listdir(str(tmp_path / "from-env"))) == ["fleet-report.json", "junit-fleet.xml", "junit.xml",
                                                               "runs"]
+
+
+def test_the_report_is_built_and_written_with_the_cyclic_gc_paused(tmp_path, monkeypatch):
+    """The documents of the report make millions of objects at 10,000 hosts and no reference cycle: no
+    collection of the cyclic GC walks the run's inventory and results meanwhile (0.7 s of the main
+    process's CPU at 10,000 hosts); the GC is on again after, also after a write that failed."""
+    seen = []
+    junit, page = fleet_report.junit_xml, fleet_report.render
+
+    def watched_junit(document, *args):
+        seen.append(("junit", gc.isenabled()))
+        return junit(document, *args)
+
+    def watched_page(document, **kwargs):
+        seen.append(("html", gc.isenabled()))
+        return page(document, **kwargs)
+
+    monkeypatch.setattr(fleet_report, "junit_xml", watched_junit)
+    monkeypatch.setattr(fleet_report, "render", watched_page)
+    callback, _display = make_callback(dir=str(tmp_path / "reports"))
+    assert gc.isenabled()
+    run_playbook(callback, [result("node-01", {"checks": node_checks()})])
+    assert seen and sorted(set(seen)) == [("html", False), ("junit", False)]
+    assert gc.isenabled() and os.path.isfile(str(tmp_path / "reports" / "fleet-report.json"))
+
+    def broken(document, **kwargs):
+        raise RuntimeError("no page today")
+
+    monkeypatch.setattr(fleet_report, "render", broken)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    callback, display = make_callback(dir=str(tmp_path / "reports"))
+    run_playbook(callback, [result("node-01", {"checks": node_checks()})])
+    assert any("no page today" in e for e in display.errors) and gc.isenabled()
 
 
 def test_unwritable_directory_is_an_error_and_the_report_is_written_elsewhere(tmp_path, monkeypatch):

@@ -23,6 +23,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import contextlib
 import gc
 import json
 import math
@@ -129,16 +130,26 @@ def loads(raw, record):
     of the process. In Ansible's worker, which holds the inventory (10,000 hosts: millions of objects,
     inherited from the main process so each walk also copies their pages), the collections cost 4 of
     the 7 s of CPU the read of 20 pages took (docs/performance.md, "Fleet status from the Kubernetes API")."""
+    with gc_paused():
+        try:
+            text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+            return json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=_no_duplicates)
+        except UnicodeDecodeError as exc:
+            raise RecordError(record, "not UTF-8 (%s)" % exc)
+        except (ValueError, TypeError, RecursionError) as exc:
+            raise RecordError(record, "not JSON (%s)" % exc)
+
+
+@contextlib.contextmanager
+def gc_paused():
+    """Python's cyclic garbage collector off inside the block, then as it was (also on an error; left
+    off when it was off). For work that makes many objects and no reference cycle (decoding JSON,
+    reducing it): refcounting frees them, and no collection walks the rest of the process."""
     paused = gc.isenabled()
     if paused:
         gc.disable()
     try:
-        text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
-        return json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=_no_duplicates)
-    except UnicodeDecodeError as exc:
-        raise RecordError(record, "not UTF-8 (%s)" % exc)
-    except (ValueError, TypeError, RecursionError) as exc:
-        raise RecordError(record, "not JSON (%s)" % exc)
+        yield
     finally:
         if paused:
             gc.enable()

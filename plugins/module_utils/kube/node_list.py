@@ -225,7 +225,16 @@ def read_conditions(client, condition_type, limit=PAGE_SIZE, max_restarts=MAX_RE
     pages of ``limit`` with ``client`` (a kube_node.KubeClient), and a dict of figures (pages,
     requests, restarts). ``on_page(page, count, token, remaining)`` is called after each page (tests,
     progress); ``sleep(seconds)`` waits before a throttled page is asked again (Retry-After). NodeListError
-    naming the page when the list cannot be read completely."""
+    naming the page when the list cannot be read completely.
+
+    The cyclic GC is paused for the read (records.gc_paused): a page and its reduction make about a
+    million objects and no reference cycle; collections started while a page is alive walk it, and in
+    Ansible's worker the whole inherited inventory as well (docs/performance.md)."""
+    with records.gc_paused():
+        return _read_conditions(client, condition_type, limit, max_restarts, max_page_bytes, on_page, sleep)
+
+
+def _read_conditions(client, condition_type, limit, max_restarts, max_page_bytes, on_page, sleep):
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE_SIZE:
         raise NodeListError("the page size must be an integer from 1 to %d, got %r" % (MAX_PAGE_SIZE, limit))
     max_pages = MAX_PAGES_NODES // limit + 1
