@@ -2,8 +2,10 @@
 
 import os
 import sys
+import types
 
 import pytest
+from hypothesis import given, settings, strategies as st
 from ansible_collections.gpufleet.cluster.plugins.module_utils.core.nvml import (
     UNSUPPORTED,
     GpuLost,
@@ -166,3 +168,45 @@ def test_binding_path_that_is_not_a_directory_reports_the_binding_missing(tmp_pa
     info = NvmlAdapter(binding_path=str(tmp_path / "absent")).start()
     assert info["available"] is False and info["error_kind"] == "binding_missing"
     assert "nvml_binding_path" in info["error"] and "absent" in info["error"]
+
+
+# -- code_name: the binding's constants read once per binding ---------------------------------------------------
+
+def _code_name_by_loop(binding, code):
+    """code_name as it was before its table: the first NVML_ERROR_* of dir() equal to code, then _CODES."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.core.nvml import _CODES  # pylint: disable=import-outside-toplevel
+
+    for attr in dir(binding):
+        if attr.startswith("NVML_ERROR_") and getattr(binding, attr, None) == code:
+            return attr
+    for name, value in _CODES.items():
+        if value == code:
+            return "NVML_ERROR_" + name
+    return None
+
+
+_CONSTANT = st.one_of(st.integers(-2, 1000), st.sampled_from([2, 3, 13, 15, 999]), st.booleans(),
+                      st.floats(allow_nan=False, min_value=-2, max_value=20), st.none(), st.text(max_size=3))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.from_regex(r"NVML_ERROR_[A-Z_]{1,8}", fullmatch=True), _CONSTANT, max_size=8),
+       st.lists(st.one_of(st.integers(-2, 1000), st.booleans(), st.floats(allow_nan=False, max_value=20),
+                          st.none(), st.sampled_from([2, 3, 13, 15, 16, 999])), min_size=1, max_size=6))
+def test_code_name_gives_what_the_loop_gave(constants, codes):
+    binding = types.SimpleNamespace(**constants)
+    adapter = NvmlAdapter(pynvml_module=binding)
+    for code in codes:
+        assert adapter.code_name(code) == _code_name_by_loop(binding, code)
+
+
+def test_code_name_reads_the_bindings_constants_once(monkeypatch):
+    binding = types.SimpleNamespace(NVML_ERROR_NOT_SUPPORTED=3, NVML_ERROR_UNKNOWN=999, NVML_ERROR_ALSO_THREE=3)
+    adapter = NvmlAdapter(pynvml_module=binding)
+    listed = []
+    real_dir = dir
+    monkeypatch.setattr("builtins.dir", lambda *args: listed.append(args) or real_dir(*args))
+    names = [adapter.code_name(code) for code in (3, 999, 3, 15, 999)]
+    assert names == ["NVML_ERROR_ALSO_THREE", "NVML_ERROR_UNKNOWN", "NVML_ERROR_ALSO_THREE",
+                     "NVML_ERROR_GPU_IS_LOST", "NVML_ERROR_UNKNOWN"]
+    assert len(listed) == 1

@@ -123,6 +123,7 @@ class NvmlAdapter(object):
         self._binding_path = binding_path
         self._info = None
         self._handles = {}
+        self._code_names = None  # (binding, {code: name} or None): _code_table
 
     # -- module and constants ------------------------------------------------------------
     @property
@@ -277,13 +278,35 @@ class NvmlAdapter(object):
 
     def code_name(self, code):
         """``NVML_ERROR_UNKNOWN`` for 999 (from the binding's constants), or None."""
-        for attr in dir(self.binding):
-            if attr.startswith("NVML_ERROR_") and getattr(self.binding, attr, None) == code:
-                return attr
+        table = self._code_table()
+        if table is not None and type(code) is int:  # pylint: disable=unidiomatic-typecheck
+            if code in table:
+                return table[code]
+        else:
+            for attr in dir(self.binding):
+                if attr.startswith("NVML_ERROR_") and getattr(self.binding, attr, None) == code:
+                    return attr
         for name, value in _CODES.items():
             if value == code:
                 return "NVML_ERROR_" + name
         return None
+
+    def _code_table(self):
+        """{code: first ``NVML_ERROR_*`` name in ``dir()`` order} of the binding, made once per binding (a
+        sweep names a code for each unsupported call: about 160 per DGX node, each a ``dir()`` of the
+        binding before); None when a constant is not a plain int, so that the loop's ``==`` decides."""
+        binding = self.binding
+        if self._code_names is None or self._code_names[0] is not binding:
+            table = {}
+            for attr in dir(binding):
+                if attr.startswith("NVML_ERROR_"):
+                    value = getattr(binding, attr, None)
+                    if type(value) is not int:  # pylint: disable=unidiomatic-typecheck
+                        table = None
+                        break
+                    table.setdefault(value, attr)
+            self._code_names = (binding, table)
+        return self._code_names[1]
 
     def device_count(self):
         """nvmlDeviceGetCount; any failure (NotSupported included) raises NvmlError: the count of
