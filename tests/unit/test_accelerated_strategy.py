@@ -5,6 +5,7 @@ bench/fleet_validate.py (docs/performance.md), not here."""
 
 import importlib.util
 import os
+import sys
 import types
 
 import ansible.utils.unsafe_proxy
@@ -23,16 +24,26 @@ SHIM = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "accelerat
 
 @pytest.fixture(scope="module")
 def shim():
+    import ansible_mitogen.process  # pylint: disable=import-outside-toplevel
+    import ansible_mitogen.target  # pylint: disable=import-outside-toplevel
+
     saved, saved_wrap_var = affinity.policy, ansible.utils.unsafe_proxy.wrap_var
+    saved_responder, saved_run_module = ansible_mitogen.process._setup_responder, ansible_mitogen.target.run_module
+    saved_target = sys.modules.get("gpufleet_mitogen_target")
     spec = importlib.util.spec_from_file_location("gpufleet_mitogen_linear_under_test", SHIM)
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
         module.policy_before, module.policy_after = saved, affinity.policy
+        module.run_module_before, module.responder_before = saved_run_module, saved_responder
         yield module
     finally:
         affinity.policy = saved  # the import switches it off on a small machine: leave no trace
         ansible.utils.unsafe_proxy.wrap_var = saved_wrap_var
+        ansible_mitogen.process._setup_responder = saved_responder
+        ansible_mitogen.target.run_module = saved_run_module
+        if saved_target is None:
+            sys.modules.pop("gpufleet_mitogen_target", None)
 
 
 def fake_affinity(cpu_count):
@@ -112,3 +123,33 @@ def test_the_import_puts_it_in_place_of_ansible_cores(shim):
     assert ansible.utils.unsafe_proxy.wrap_var is shim.plain_wrap_var
     result = {"checks": [{"id": "gpu.nvml", "status": "pass", "observed": 8}], "healthy": True, "nvml": None}
     assert shim.plain_wrap_var(result) == result and shim.plain_wrap_var(result) is not result
+
+
+# -- the module_utils' compiled code kept on the node (gpufleet_mitogen_target.py) ------------------------------
+
+def test_every_module_run_calls_the_target_side_run_module(shim):
+    """Mitogen names a called function by its module: the hosts import gpufleet_mitogen_target, whose
+    run_module installs the cache and runs Mitogen's own (captured before the shim replaced it)."""
+    import ansible_mitogen.target  # pylint: disable=import-outside-toplevel
+
+    target = sys.modules[shim.TARGET_MODULE]
+    assert ansible_mitogen.target.run_module is target.run_module
+    assert target.run_module.__module__ == "gpufleet_mitogen_target"
+    assert target.ORIGINAL_RUN_MODULE is shim.run_module_before
+    assert getattr(target.run_module, "mitogen_takes_econtext", False)
+
+
+def test_the_responder_serves_the_target_side_module(shim):
+    """Without its name in the responder's allow-list Mitogen refuses to serve it to the hosts."""
+    allowed = []
+    responder = types.SimpleNamespace(whitelist_prefix=allowed.append)
+    import ansible_mitogen._modifiers  # pylint: disable=import-outside-toplevel
+
+    saved = ansible_mitogen._modifiers.register_moduleresponder_modifiers
+    ansible_mitogen._modifiers.register_moduleresponder_modifiers = lambda _responder: None
+    try:
+        shim.setup_responder(responder)
+    finally:
+        ansible_mitogen._modifiers.register_moduleresponder_modifiers = saved
+    assert "gpufleet_mitogen_target" in allowed and "ansible_collections" in allowed
+
