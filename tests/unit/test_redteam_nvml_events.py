@@ -128,7 +128,7 @@ def test_events_on_every_gpu_of_both_types_are_each_reported():
     assert fake._STATE["initialised"] == 0
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(events=st.lists(st.tuples(st.integers(0, 7), st.sampled_from([XID_T, DBE_T]), st.integers(0, 200)),
                        min_size=1, max_size=60),
        max_kept=st.integers(1, 100))
@@ -271,8 +271,8 @@ ERRORS = {
 }
 
 
-@pytest.mark.parametrize("first, second", [("lost", "unknown"), ("unknown", "lost"), ("runtime", "lost"),
-                                           ("lost", "runtime"), ("oserror", "keyerror"), ("reset", "uninitialized")])
+@pytest.mark.parametrize("first, second", [("lost", "unknown"), ("runtime", "lost"), ("oserror", "keyerror"),
+                                           ("reset", "uninitialized")])
 def test_a_failing_wait_wakes_once_the_same_error_wakes_nothing_a_different_one_does(tmp_path, short_waits,
                                                                                       first, second):
     fake = fake_with("h100-healthy")
@@ -372,7 +372,7 @@ def handle_of(fake, device):
     return fake.c_nvmlDevice_t(device)
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=12, deadline=None)
 @given(items=st.lists(st.tuples(DEVICE, st.sampled_from([XID_T, DBE_T]), DATA), min_size=1, max_size=6))
 def test_hostile_xid_or_dbe_event_data_still_wakes_and_the_watcher_goes_on(items):
     """Any XID / double-bit ECC event the binding hands back, whatever its eventData or device handle,
@@ -415,8 +415,9 @@ def test_a_watcher_event_object_without_the_fields_does_not_kill_it():
     try:
         time.sleep(0.1)
         watcher.drain()
+        assert watcher.healthy
         assert fake.inject_event(3, 79) == 1
-        assert "NVML critical XID event: GPU 3, Xid 79" in collect(watcher, 1) or not watcher.healthy
+        assert "NVML critical XID event: GPU 3, Xid 79" in collect(watcher, 1)
     finally:
         watcher.close()
     assert fake._STATE["initialised"] == 0
@@ -776,3 +777,135 @@ def test_a_burst_beyond_the_buffer_is_counted_in_nvml_dropped(tmp_path, short_wa
         assert counters["nvml_dropped"] > 0
     finally:
         sources.close()
+
+
+# -- more: min_gap, sources that cannot start, leaks, the quick probe's floor ---------------------------------------
+def test_a_storm_of_nvml_events_is_one_cycle_per_min_gap(tmp_path, short_waits):
+    fake = fake_with("h100-healthy")
+    sources = sources_for(fake, tmp_path, min_gap=0.25)
+    starts = []
+    waiter = Waiter()
+    loop = agent_daemon.Loop(lambda: starts.append(time.monotonic()) or "cycle", 60, waiter,
+                             notify=lambda message: None, log=lambda line: None, events=sources)
+    stop = threading.Event()
+
+    def storm():
+        number = 0
+        while not stop.is_set():
+            fake.inject_event(number % 8, 79, DBE_T if number % 2 else XID_T)
+            number += 1
+            time.sleep(0.003)
+
+    storming = threading.Thread(target=storm)
+    try:
+        storming.start()
+        hung = run_loop(loop, waiter, 4)
+    finally:
+        stop.set()
+        storming.join(GUARD)
+        sources.close()
+        waiter.close()
+    assert not hung and len(starts) == 4
+    gaps = [b - a for a, b in zip(starts[1:], starts[2:])]
+    assert all(gap >= 0.24 for gap in gaps), gaps
+
+
+@pytest.mark.parametrize("where", ["nvmlInit", "nvmlEventSetCreate", "nvmlDeviceGetCount"])
+@pytest.mark.parametrize("error", ["DRIVER_NOT_LOADED", "UNKNOWN"])
+def test_a_watcher_that_cannot_start_says_so_and_holds_no_nvml(tmp_path, where, error):
+    fake = fake_with("h100-healthy", errors={where: error})
+    sources = sources_for(fake, tmp_path)
+    try:
+        assert sources.status["nvml"].startswith("unavailable: ") and "polling every 60 s" in sources.status["nvml"]
+        assert fake._STATE["initialised"] == 0
+        assert sources.drain() == []
+    finally:
+        sources.close()
+    assert fake._STATE["initialised"] == 0
+
+
+def test_replacements_free_the_old_event_sets_and_nvml_references(tmp_path, short_waits):
+    fake = fake_with("h100-healthy", {4: {"errors": {"nvmlDeviceRegisterEvents": "GPU_IS_LOST"}}})
+    sources = sources_for(fake, tmp_path)
+    try:
+        for _cycle in range(5):
+            sources.refresh()
+        assert len(fake._EVENT_SETS) == 1 and fake._STATE["initialised"] == 1
+    finally:
+        sources.close()
+    assert fake._EVENT_SETS == [] and fake._STATE["initialised"] == 0
+
+
+@pytest.mark.parametrize("interval, quick_due", [(1.0, 100.5), (0.2, 100.1), (0.15, 100.15), (0.1, 100.1)])
+def test_the_quick_probe_is_half_the_interval_and_none_under_100_ms(interval, quick_due):
+    """"every fast_probe_interval / 2 s ... none when that is under 0.1 s": the next reading after
+    the start is the quick probe's, or the full probe's when there is no quick probe."""
+    fake = fake_with("h100-healthy")
+    clock = Clock()
+    sources = probe_sources(DGX, fake, clock, interval=interval)
+    try:
+        assert sources.due() == pytest.approx(quick_due)
+    finally:
+        sources.close()
+
+
+def test_a_wait_failing_during_a_cycle_is_replaced_by_the_loop_and_events_flow_again(tmp_path, short_waits):
+    fake = fake_with("h100-healthy")
+    real_wait = fake.nvmlEventSetWait_v2
+    failing = {"on": False}
+
+    def wait(event_set, timeout_ms):
+        if failing["on"]:
+            fake._raise("GPU_IS_LOST")
+        return real_wait(event_set, timeout_ms)
+
+    fake.nvmlEventSetWait_v2 = wait
+    sources = sources_for(fake, tmp_path)
+    first = sources.nvml
+    cycles, watchers = [], []
+    waiter = Waiter()
+
+    def run_cycle():
+        cycles.append(1)
+        watchers.append(sources.nvml)
+        if len(cycles) == 1:
+            failing["on"] = True
+            fake.inject_event(0, 79)  # taken; the next wait fails and the thread ends
+            join_thread(first)
+            failing["on"] = False
+        elif len(cycles) == 2:
+            assert fake.inject_event(5, 79) == 1  # the replacement watches again
+        return "cycle %d" % len(cycles)
+
+    loop = agent_daemon.Loop(run_cycle, 60, waiter, notify=lambda message: None, log=lambda line: None, events=sources)
+    try:
+        hung = run_loop(loop, waiter, 3)
+        assert not hung and len(cycles) == 3
+        assert not first.healthy and watchers[1] is not first and watchers[1].healthy
+    finally:
+        sources.close()
+        waiter.close()
+    assert fake._STATE["initialised"] == 0
+
+
+def test_the_probe_holds_nvml_between_cycles_and_lets_it_go_for_one_while_the_watcher_keeps_its(tmp_path,
+                                                                                                 short_waits):
+    fake = fake_with("h100-healthy")
+    events = sources_for(fake, tmp_path)
+    clock = Clock()
+    signals = probe_sources(DGX, fake, clock)
+    try:
+        assert fake._STATE["initialised"] == 2  # the watcher's and the probe's
+        signals.pause()  # a GPU or full cycle
+        assert fake._STATE["initialised"] == 1  # the watcher runs through it
+        assert fake.inject_event(7, 79) == 1
+        signals.resume()
+        assert fake._STATE["initialised"] == 2
+        assert drained(events) == ["NVML critical XID event: GPU 7, Xid 79"]
+        fake._STATE["devices"][7]["errors"] = {"*": "GPU_IS_LOST"}
+        clock.now = signals.due()
+        assert gpu_signals(signals.poll())  # the probe's NVML works again after the cycle
+    finally:
+        signals.close()
+        events.close()
+    assert fake._STATE["initialised"] == 0
