@@ -350,35 +350,81 @@ def role_value(variables, role, variable, root=COLLECTION_ROOT):
     value = defaults.get(variable)
     if not (isinstance(value, str) and "{{" in value):
         return value
-    names = set(re.findall(r"\b[a-z_][a-z0-9_]*\b", value))
-    scope = dict(defaults)
-    overridden = []
+    path = _defaults_path(role, root)
+    names, tiers, template = _prepared(path, value)
+    # what the scope of the render (the role's defaults) gets from the host: its values of the names the
+    # default references, then the tier values its lookups read (in the order of the text)
+    changes, overridden = {}, []
     for name in names:
         host_value = _get(variables, name)
         if host_value is not None:
-            scope[name] = host_value
+            changes[name] = host_value
             overridden.append(name)
-    value = _TIER_LOOKUP.sub(lambda match: _tier_in_scope(scope, variables, match.group(1), variable, role), value)
-    # an image default under the mirror filter: the upstream reference (the mirror changes the registry,
-    # never the tag a rule reads; the filter is a controller plugin no Templar here loads)
-    value = _MIRROR_IMAGE.sub(lambda match: "{{ %s }}" % match.group(1), value)
+    for name in tiers:
+        changes["__tier_" + name] = _tier_of(variables, name, variable, role)
     # the same template over the same values renders the same: rendered once per run (the inventory check
     # asks for every host, nearly all with the same values); the scope differs from the role's defaults
-    # only in the host's values of the names the default references and the tier values put in
-    path = _defaults_path(role, root)
+    # only in the host's values of the names the default references and the tier values put in. The key
+    # is made before any scope (a copy of the role's defaults) is: only a render needs one
     rendered = _RENDERED.get(path)
     if rendered is None or rendered[0] is not defaults:
-        rendered = _RENDERED[path] = (defaults, {})
-    key = _render_key(value, scope, overridden + [name for name in scope if name.startswith("__tier_")])
+        rendered = _RENDERED[path] = (defaults, {}, frozenset(
+            name for name in defaults if isinstance(name, str) and name.startswith("__tier_")))
+    keyed = set(overridden) | set("__tier_" + name for name in tiers) | rendered[2]
+    key = _render_key(template, _Overlay(defaults, changes), keyed)
     if key is not None and key in rendered[1]:
         return rendered[1][key]
-    result = _render(scope, value, variable, role)
+    scope = dict(defaults)
+    scope.update(changes)
+    result = _render(scope, template, variable, role)
     if key is not None and (result is None or isinstance(result, _PLAIN)):
         rendered[1][key] = result
     return result
 
 
-_RENDERED = {}  # {defaults path: (its defaults, {render key: result})}
+class _Overlay(object):
+    """``changes`` over ``defaults`` for reading a name (the scope a render would get, not copied)."""
+
+    def __init__(self, defaults, changes):
+        self.defaults, self.changes = defaults, changes
+
+    def __getitem__(self, name):
+        return self.changes[name] if name in self.changes else self.defaults[name]
+
+
+def _tier_of(variables, name, variable, role):
+    """The tier value a default's lookup('gpufleet.cluster.gpufleet_tier', ``name``) reads; MatrixError
+    naming the default otherwise."""
+    scope = {}
+    _tier_in_scope(scope, variables, name, variable, role)
+    return scope["__tier_" + name]
+
+
+def _prepared(path, value):
+    """(names the templated default ``value`` references, tier names its lookups read in the order of the
+    text, the template its render takes: each lookup read as ``__tier_<name>``, an image under the mirror
+    filter as the upstream reference), worked out once per run and template, not per host."""
+    entry = _PREPARED.get((path, value))
+    if entry is None:
+        tiers = []
+
+        def tier(match):
+            tiers.append(match.group(1))
+            return "__tier_" + match.group(1)
+
+        template = _TIER_LOOKUP.sub(tier, value)
+        # an image default under the mirror filter: the upstream reference (the mirror changes the registry,
+        # never the tag a rule reads; the filter is a controller plugin no Templar here loads)
+        template = _MIRROR_IMAGE.sub(lambda match: "{{ %s }}" % match.group(1), template)
+        entry = _PREPARED[(path, value)] = (tuple(set(re.findall(r"\b[a-z_][a-z0-9_]*\b", value))),
+                                            tuple(tiers), template)
+    return entry
+
+
+_PREPARED = {}  # {(defaults path, templated default): (names, tier names, template)}
+
+
+_RENDERED = {}  # {defaults path: (its defaults, {render key: result}, its names starting __tier_)}
 _PLAIN = (str, int, float, bool)
 
 
