@@ -819,20 +819,24 @@ def nvmlEventSetCreate():
     return event_set
 
 
-def nvmlDeviceGetSupportedEventTypes(handle):
+def _supported_event_types(device):
     """Every type, less the ECC ones on a GPU with ECC off or without ECC (NVML API reference,
     nvmlDeviceRegisterEvents: "ECC events are available only on ECC-enabled devices")."""
-    device = _device(handle, "nvmlDeviceGetSupportedEventTypes")
     ecc = device.get("ecc")
     if not isinstance(ecc, dict) or ecc.get("mode_current") != 1:
         return nvmlEventTypeAll & ~(nvmlEventTypeSingleBitEccError | nvmlEventTypeDoubleBitEccError)
     return nvmlEventTypeAll
 
 
+def nvmlDeviceGetSupportedEventTypes(handle):
+    return _supported_event_types(_device(handle, "nvmlDeviceGetSupportedEventTypes"))
+
+
 def nvmlDeviceRegisterEvents(handle, eventTypes, eventSet):
-    """NOT_SUPPORTED for a mask with a type the GPU does not support (NVML API reference)."""
-    _device(handle, "nvmlDeviceRegisterEvents")  # per-device or top-level errors apply (NOT_SUPPORTED)
-    if int(eventTypes) & ~nvmlDeviceGetSupportedEventTypes(handle):
+    """NOT_SUPPORTED for a mask with a type the GPU does not support (NVML API reference), also
+    where the binding is made to lack nvmlDeviceGetSupportedEventTypes (missing_functions)."""
+    device = _device(handle, "nvmlDeviceRegisterEvents")  # per-device or top-level errors apply
+    if int(eventTypes) & ~_supported_event_types(device):
         _raise("NOT_SUPPORTED")
     with eventSet.cond:
         eventSet.registered[handle.index] = eventSet.registered.get(handle.index, 0) | int(eventTypes)

@@ -229,7 +229,8 @@ def test_a_supported_types_query_that_fails_on_one_gpu_leaves_the_others_watched
     assert fake._STATE["initialised"] == 0
 
 
-@pytest.mark.parametrize("error", ["GPU_IS_LOST", "UNKNOWN"], ids=["lost", "unknown"])
+@pytest.mark.parametrize("error", ["GPU_IS_LOST", "UNKNOWN", RuntimeError("boom"), OSError(5, "EIO")],
+                         ids=["lost", "unknown", "runtime-error", "oserror"])
 def test_a_gpu_refusing_registration_is_registered_after_a_full_cycle_once_it_answers(tmp_path, short_waits, error):
     fake = fake_with("h100-healthy")
     real = fake.nvmlDeviceRegisterEvents
@@ -249,7 +250,7 @@ def test_a_gpu_refusing_registration_is_registered_after_a_full_cycle_once_it_an
         assert sources.status["nvml"].startswith("watching")
         assert fake.inject_event(4, 79) == 0 and fake.inject_event(0, 79) == 1
         refusing["on"] = False
-        sources.drain()
+        assert drained(sources) == ["NVML critical XID event: GPU 0, Xid 79"]
         sources.refresh()  # after a full cycle
         assert sources.nvml.registered == 8
         assert fake.inject_event(4, 79) == 1
@@ -741,8 +742,8 @@ def test_a_non_nvml_exception_of_the_probes_query_is_a_lost_gpu_not_a_crash(tree
 # -- replacement and counters -----------------------------------------------------------------------------------
 def test_events_the_old_watcher_holds_are_handed_over_at_its_replacement(tmp_path, short_waits):
     """GPU 4 left out: each full cycle replaces the watcher; events the old one took but the loop
-    has not drained yet still reach the loop. (Events that come while the replacement runs are
-    lost: see the red-team report.)"""
+    has not drained yet still reach the loop (the new watcher registers before the old one stops:
+    an event meanwhile reaches both sets, so it may come twice)."""
     fake = fake_with("h100-healthy", {4: {"errors": {"nvmlDeviceRegisterEvents": "GPU_IS_LOST"}}})
     sources = sources_for(fake, tmp_path)
     injected = []
@@ -750,16 +751,16 @@ def test_events_the_old_watcher_holds_are_handed_over_at_its_replacement(tmp_pat
         for cycle in range(3):
             for number in range(5):
                 xid = cycle * 100 + number
-                assert fake.inject_event(0, xid) == 1
+                assert fake.inject_event(0, xid) >= 1
                 injected.append(xid)
             time.sleep(0.05)
             old = sources.nvml
             sources.refresh()
             assert sources.nvml is not old
-        lines = drained(sources, 1.0, want=len(injected))
+        lines = drained(sources, 1.0, want=10 ** 6)  # all of the second: duplicates may come
     finally:
         sources.close()
-    assert sorted(lines) == sorted("NVML critical XID event: GPU 0, Xid %d" % xid for xid in injected)
+    assert set(lines) == set("NVML critical XID event: GPU 0, Xid %d" % xid for xid in injected)
 
 
 def test_a_burst_beyond_the_buffer_is_counted_in_nvml_dropped(tmp_path, short_waits):
@@ -830,6 +831,9 @@ def test_replacements_free_the_old_event_sets_and_nvml_references(tmp_path, shor
     try:
         for _cycle in range(5):
             sources.refresh()
+        deadline = time.monotonic() + 5  # a replaced watcher lets go once its wait returns
+        while len(fake._EVENT_SETS) > 1 and time.monotonic() < deadline:
+            time.sleep(0.02)
         assert len(fake._EVENT_SETS) == 1 and fake._STATE["initialised"] == 1
     finally:
         sources.close()
@@ -909,3 +913,129 @@ def test_the_probe_holds_nvml_between_cycles_and_lets_it_go_for_one_while_the_wa
         signals.close()
         events.close()
     assert fake._STATE["initialised"] == 0
+
+
+# -- from the red team's findings (fixed): replacement windows, stop, a loss after a recovery ----------------------
+def test_no_event_is_lost_while_the_watcher_is_replaced_after_full_cycles(tmp_path, short_waits):
+    """GPU 4 left out: every full cycle replaces the watcher. Events on GPU 0 keep coming meanwhile,
+    each with its own Xid: a set is always registered, and every one reaches the loop (duplicates
+    allowed, none lost)."""
+    fake = fake_with("h100-healthy", {4: {"errors": {"nvmlDeviceRegisterEvents": "GPU_IS_LOST"}}})
+    sources = sources_for(fake, tmp_path)
+    told, lines = [], []
+    stop = threading.Event()
+
+    def injector():
+        xid = 0
+        while not stop.is_set() and xid < 400:
+            told.append((xid, fake.inject_event(0, xid)))
+            xid += 1
+            time.sleep(0.002)
+
+    thread = threading.Thread(target=injector)
+    try:
+        thread.start()
+        for _cycle in range(6):
+            time.sleep(0.05)
+            lines.extend(sources.drain())  # the loop's drain after a full cycle
+            sources.refresh()
+        stop.set()
+        thread.join(10)
+        end = time.monotonic() + 2
+        while time.monotonic() < end:
+            got = drained(sources, 0.2, want=10 ** 6)
+            lines.extend(got)
+            if not got:
+                break
+        counters = sources.counters()
+    finally:
+        stop.set()
+        sources.close()
+    assert [xid for xid, sets in told if sets == 0] == []  # always a registered set: NVML recorded each
+    seen = set(lines)
+    missing = [xid for xid, _sets in told if "NVML critical XID event: GPU 0, Xid %d" % xid not in seen]
+    assert missing == [] or counters.get("nvml_dropped", 0) >= len(missing), (missing, counters)
+    assert fake._STATE["initialised"] == 0 and fake._EVENT_SETS == []  # the stop let every set go
+
+
+@pytest.mark.parametrize("hook", ["nvmlInit", "nvmlEventSetCreate", "nvmlDeviceRegisterEvents"])
+def test_an_event_while_the_new_watcher_registers_reaches_a_registered_set(tmp_path, short_waits, hook):
+    """The new watcher starts while the old one still has its set: an event at any step of the new
+    one's start is recorded (by the old set) and reaches the loop."""
+    fake = fake_with("h100-healthy", {4: {"errors": {"nvmlDeviceRegisterEvents": "GPU_IS_LOST"}}})
+    sources = sources_for(fake, tmp_path)
+    real = getattr(fake, hook)
+    told = []
+
+    def hooked(*args):
+        if not told:
+            told.append(fake.inject_event(0, 63))
+        return real(*args)
+
+    setattr(fake, hook, hooked)
+    try:
+        sources.refresh()
+        setattr(fake, hook, real)
+        lines = drained(sources, 1.0)
+    finally:
+        sources.close()
+    assert told and told[0] >= 1
+    assert "NVML critical XID event: GPU 0, Xid 63" in lines
+
+
+def test_the_stop_waits_at_most_the_wait_plus_one_second_and_nvml_goes_when_a_hung_wait_returns(tmp_path):
+    """A hung wait (the library ignores its timeout): close() returns within the wait plus 1 s and
+    frees nothing under the thread; when the wait returns, the thread lets the set and NVML go."""
+    fake = fake_with("h100-healthy")
+    release = threading.Event()
+    entered = threading.Event()
+
+    def stuck(event_set, timeout_ms):
+        entered.set()
+        release.wait(20)
+        fake._raise("TIMEOUT")
+
+    fake.nvmlEventSetWait_v2 = stuck
+    sources = sources_for(fake, tmp_path)
+    watcher = sources.nvml
+    try:
+        assert entered.wait(2)
+        began = time.monotonic()
+        sources.close()
+        assert time.monotonic() - began < watcher.wait_ms / 1000.0 + 1.5
+        assert fake._STATE["initialised"] == 1 and len(fake._EVENT_SETS) == 1  # not under a thread in a wait
+    finally:
+        release.set()
+    deadline = time.monotonic() + 5
+    while fake._STATE["initialised"] and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert fake._STATE["initialised"] == 0 and fake._EVENT_SETS == []
+
+
+def test_the_same_error_after_a_recovery_wakes_the_loop_again(tmp_path, short_waits):
+    """GPU_IS_LOST ends a watcher (one wake-up); its replacement delivers an event (the GPU answers
+    again); a later GPU_IS_LOST is news and wakes the loop again."""
+    fake = fake_with("h100-healthy")
+    sources = sources_for(fake, tmp_path)
+    real = fake.nvmlEventSetWait_v2
+    failing = {"on": True}
+
+    def wait(event_set, timeout_ms):
+        if failing["on"]:
+            fake._raise("GPU_IS_LOST")
+        return real(event_set, timeout_ms)
+
+    try:
+        fake.nvmlEventSetWait_v2 = wait
+        assert "NVML events: GPU is lost" in drained(sources)
+        failing["on"] = False
+        sources.refresh()
+        fake.inject_event(2, 79)
+        assert drained(sources) == ["NVML critical XID event: GPU 2, Xid 79"]
+        failing["on"] = True
+        fake.inject_event(2, 79)  # the waiting thread returns; its next wait fails
+        lines = drained(sources, 2.0, want=2)
+        assert "NVML events: GPU is lost" in lines
+    finally:
+        fake.nvmlEventSetWait_v2 = real
+        sources.close()

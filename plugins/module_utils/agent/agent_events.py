@@ -42,6 +42,8 @@ import errno
 import json
 import os
 import re
+import threading
+import time
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.core import records
 from ansible_collections.gpufleet.cluster.plugins.module_utils.core.state_files import atomic_write, read_record
@@ -62,6 +64,10 @@ EVENT_TYPES = (("nvmlEventTypeXidCriticalError", "critical XID"), ("nvmlEventTyp
 # nvmlEventSetWait_v2's timeout: how long close() may wait for the thread (the agent's stop); the
 # thread runs through the cycles, so the wait bounds nothing else. One wake-up a second idle.
 WAIT_MS = 1000
+# a replacement watcher whose wait fails with the error that ended the one before wakes nothing,
+# unless it delivered an event or ran this long first (a GPU lost again after a recovery): one
+# default interval
+KNOWN_ERROR_HOLD = 60.0
 
 
 def relevant(message):
@@ -268,7 +274,11 @@ class NvmlEventWatcher(object):
     (``nvmlDeviceGetSupportedEventTypes``: ``nvmlDeviceRegisterEvents`` refuses a mask with one it
     does not, NOT_SUPPORTED; double-bit ECC events only where ECC is on). An error of the wait other
     than its timeout (GPU_IS_LOST, ...) wakes the loop once and ends the thread: ``healthy`` is then
-    False and ``EventSources.refresh`` starts a new watcher after the next full cycle."""
+    False and ``EventSources.refresh`` starts a new watcher after the next full cycle, registered
+    before this one stops (``hand_over``: no moment without a registered set). ``known_error``: the
+    error that ended the watcher before; the same error wakes nothing (no storm while a GPU stays
+    lost) unless this watcher delivered an event or ran ``KNOWN_ERROR_HOLD`` s first (lost again
+    after a recovery)."""
 
     def __init__(self, binding, wait_ms=WAIT_MS, max_kept=100, known_error=None):
         self.nvml = binding
@@ -286,7 +296,14 @@ class NvmlEventWatcher(object):
         self._thread = None
         self._set = None
         self._initialised = False
-        self._abandoned = False
+        self._abandoned = False  # close() did not wait for the thread: it lets go when its wait returns
+        self._ended = False  # the thread has ended (set under _lock)
+        self._fds_closed = False
+        self._successor = None  # hand_over: the watcher this one's late events go to
+        self._last_thread = None  # the thread, once close() has been called
+        self._delivered = False  # an event delivered: an error after it is news
+        self._started = None
+        self._lock = threading.Lock()
         self._read, self._write = os.pipe()
         os.set_blocking(self._read, False)
         os.set_blocking(self._write, False)
@@ -298,9 +315,13 @@ class NvmlEventWatcher(object):
         return "watching %s events of %d GPU(s)" % (" and ".join(self.kinds) or "no", self.registered)
 
     @property
+    def running(self):
+        return self._thread is not None and self._thread.is_alive()
+
+    @property
     def healthy(self):
         """Running, with every GPU registered."""
-        return self._thread is not None and self._thread.is_alive() and not self.problems
+        return self.running and not self.problems
 
     def _mask(self, handle):
         """(the event type mask this GPU supports of EVENT_TYPES, their names)."""
@@ -338,7 +359,7 @@ class NvmlEventWatcher(object):
                     nvml.nvmlDeviceRegisterEvents(handle, mask, self._set)
                     kinds.update(labels)
                     self.registered += 1
-                except nvml.NVMLError as exc:
+                except Exception as exc:  # the binding's NVMLError, or anything else: this GPU only
                     self.problems.append("GPU %d: %s" % (index, exc))
             if not self.registered:
                 raise RuntimeError("no GPU registers critical XID events (%s)" % ("; ".join(self.problems) or "no GPU"))
@@ -348,8 +369,7 @@ class NvmlEventWatcher(object):
             if isinstance(exc, RuntimeError):
                 raise
             raise RuntimeError("NVML events: %s" % exc)
-        import threading
-
+        self._started = time.monotonic()
         self._thread = threading.Thread(target=self._run, name="nvml-events", daemon=True)
         self._thread.start()
         return self
@@ -369,7 +389,9 @@ class NvmlEventWatcher(object):
                     if self._stop:
                         break
                     self.error = "%s" % (exc,) or type(exc).__name__
-                    if self.error != self.known_error:  # the same error after a restart: no new wake-up
+                    news = self.error != self.known_error or self._delivered or \
+                        time.monotonic() - self._started >= KNOWN_ERROR_HOLD
+                    if news:  # the same error right after a replacement: no new wake-up (no storm)
                         self.events.append((None, "error", self.error))  # wakes the loop: the cycle looks
                         self._poke()
                     break
@@ -379,10 +401,14 @@ class NvmlEventWatcher(object):
                         self._keep(nvml.nvmlEventSetWait_v2(self._set, 0))
                     except Exception:  # TIMEOUT: nothing more queued (an error: the next wait says it)
                         break
-                self._poke()
+                (self._successor or self)._poke()
         finally:
-            if not self._stop or self._abandoned:  # ended by an error, or close() gave up waiting: let go here
-                self._free()
+            with self._lock:
+                self._ended = True
+                if not self._stop or self._abandoned:  # ended by an error, or close() gave up waiting
+                    self._free()
+                if self._abandoned:
+                    self._close_fds()
 
     def _keep(self, data):
         """An event kept (any event wakes a cycle: its fields only name it, read as given)."""
@@ -398,13 +424,29 @@ class NvmlEventWatcher(object):
             kind = "double-bit ECC"
         if not isinstance(detail, int) or isinstance(detail, bool):
             detail = "?"
-        self.events.append((index if isinstance(index, int) else "?", kind, detail))
+        self._delivered = True
+        # replaced: to the successor, every one (an event that came after it registered is in its own
+        # set too: twice, one cycle; one from before is in this set alone)
+        (self._successor or self).events.append((index if isinstance(index, int) else "?", kind, detail))
 
     def _poke(self):
-        try:
-            os.write(self._write, b"x")
-        except OSError:  # the pipe is full: the loop has a wake-up pending anyway
-            pass
+        with self._lock:
+            if self._fds_closed:
+                return
+            try:
+                os.write(self._write, b"x")
+            except OSError:  # the pipe is full: the loop has a wake-up pending anyway
+                pass
+
+    def hand_over(self, successor):
+        """Replaced by ``successor`` (started, so registered): what this one kept, and any event its
+        thread still takes, goes to it; this one stops without waiting."""
+        self._successor = successor
+        kept, self.events = self.events, []
+        if kept:
+            successor.events[:0] = kept
+            successor._poke()
+        self.close(wait=False)
 
     def drain(self):
         """The events since the last call, one line each."""
@@ -438,22 +480,45 @@ class NvmlEventWatcher(object):
             except Exception:
                 pass
 
-    def close(self):
-        """Stop: the thread ends within its wait (``wait_ms``); the set is freed once it has (never
-        under a thread still waiting in it)."""
+    def _close_fds(self):
+        if not self._fds_closed:
+            self._fds_closed = True
+            for fd in (self._read, self._write):
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+
+    @property
+    def waiting(self):
+        """A thread still in its last wait (replaced or closed without waiting)."""
+        thread = self._last_thread
+        return thread is not None and thread.is_alive()
+
+    def finish(self):
+        """Wait (at most the wait plus 1 s) for a thread left in its last wait: it lets go then."""
+        thread = self._last_thread
+        if thread is not None:
+            thread.join(self.wait_ms / 1000.0 + 1.0)
+
+    def close(self, wait=True):
+        """Stop: with ``wait``, the thread's end is waited for at most its wait plus 1 s (the agent's
+        stop). The set, the NVML reference and the pipe are let go once the thread has ended, never
+        under a thread still in a wait: a thread still waiting (no ``wait``, or a wait that hangs past
+        its timeout) lets them go itself when its wait returns."""
         self._stop = True
-        if self._thread is not None:
-            self._thread.join(self.wait_ms / 1000.0 + 1.0)
-            if self._thread.is_alive():  # a wait longer than its timeout: the thread lets go when it returns
-                self._abandoned = True
-            else:
-                self._free()
+        thread = self._thread
+        if thread is not None:
+            self._last_thread = thread
+        if thread is not None and wait:
+            thread.join(self.wait_ms / 1000.0 + 1.0)
+        with self._lock:
             self._thread = None
-        for fd in (self._read, self._write):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+            if thread is not None and not self._ended:
+                self._abandoned = True
+                return
+            self._free()
+            self._close_fds()
 
 
 def load_binding():
@@ -473,6 +538,7 @@ class EventSources(object):
         self.state_dir = state_dir
         self.min_gap = settings.get("min_gap", DEFAULT_MIN_GAP)
         self.watchers = []
+        self.retired = []  # replaced NVML watchers whose thread may still sit in a wait
         self.status = {}
         self.stored = None  # (seq, boot id) in kmsg-seq.json
         self.boot_id = read_boot_id(BOOT_ID if boot_id_path is None else boot_id_path)
@@ -505,39 +571,45 @@ class EventSources(object):
             self.nvml = None
             self.status["nvml"] = "off (events.nvml), %s" % polling
 
-    def _start_nvml(self, known_error=None, retry=False):
+    def _start_nvml(self):
         try:
-            self.nvml = NvmlEventWatcher(self._binding, known_error=known_error).start()
+            self.nvml = NvmlEventWatcher(self._binding).start()
             self.watchers.append(self.nvml)
             self.status["nvml"] = self.nvml.status()
         except Exception as exc:  # no library, an old binding, no GPU
-            self.nvml = None
-            if not retry:
-                self._binding = None  # not tried again: polling
+            self.nvml = self._binding = None  # not tried again: polling
             self.status["nvml"] = "unavailable: %s, %s" % (exc, self.polling)
 
     def refresh(self):
-        """After a full cycle: a new NVML watcher when the last one ended (an error of its wait,
-        said in ``status``) or left a GPU unregistered (a GPU lost at its start is registered once
-        it answers again), tried again after each full cycle while it fails. A running watcher with
-        every GPU registered is left alone (its events are never interrupted by a cycle)."""
-        watcher = self.nvml
-        if self._binding is None or (watcher is not None and watcher.healthy):
+        """After a full cycle: a new NVML watcher when the last one ended (an error of its wait)
+        or left a GPU unregistered (a GPU lost at its start is registered once it answers again),
+        tried after each full cycle while that lasts. The new one is registered before the old one
+        stops (``hand_over``): no moment without a registered set. A new one that cannot start
+        leaves a running old one in place; a healthy one is left alone (its events are never
+        interrupted by a cycle)."""
+        old = self.nvml
+        if self._binding is None or (old is not None and old.healthy):
             return
-        known, kept = None, []
-        if watcher is not None:
-            known, kept = watcher.error, watcher.events  # events that came during the cycle: handed on
-            watcher.events = []
-            watcher.close()
-            self.watchers.remove(watcher)
-            self.nvml = None
-        self._start_nvml(known_error=known, retry=True)
-        if self.nvml is not None and kept:
-            self.nvml.events[:0] = kept
-            self.nvml._poke()
-        if self.nvml is None and known:
-            self.status["nvml"] = "unavailable: %s (restarted after: %s), %s" % (
-                self.status["nvml"][len("unavailable: "):].rsplit(", polling", 1)[0], known, self.polling)
+        known = old.error if old is not None else None
+        try:
+            new = NvmlEventWatcher(self._binding, known_error=known).start()
+        except Exception as exc:
+            if old is not None and old.running:
+                return  # the old one still watches the GPUs it registered
+            if old is not None:
+                self.watchers.remove(old)
+                old.close()
+                self.nvml = None
+            self.status["nvml"] = "unavailable: %s%s, %s" % (
+                exc, " (after: %s)" % known if known else "", self.polling)
+            return
+        if old is not None:
+            self.watchers.remove(old)
+            self.retired = [w for w in self.retired if w.waiting] + ([old] if old.running else [])
+            old.hand_over(new)
+        self.nvml = new
+        self.watchers.append(new)
+        self.status["nvml"] = new.status()
 
     def fds(self):
         return [watcher.fileno() for watcher in self.watchers]
@@ -588,6 +660,11 @@ class EventSources(object):
         return None
 
     def close(self):
+        """Every watcher stopped; replaced NVML watchers still in a wait are waited for (bounded),
+        so the agent's stop lets NVML go."""
         for watcher in self.watchers:
             watcher.close()
         self.watchers = []
+        for watcher in self.retired:
+            watcher.finish()
+        self.retired = []
