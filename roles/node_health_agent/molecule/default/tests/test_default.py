@@ -94,11 +94,13 @@ def test_daemon_cycles_advance_and_a_fault_is_published_by_the_next_cycle(host):
         faulty = wait_for("the fault published", lambda: unhealthy(host), 25)
     finally:
         scenario(host, "h100-healthy.json")
-    # the cycle running at the switch may have read the healthy scenario; the next one may not
-    assert 1 <= faulty["cycle"] - before["cycle"] <= 2 and faulty["agent"]["failing"][0]["id"] == "gpu.count"
-    # cycles on the 10 s schedule, in the same process (resident, not restarted)
+    # the cycle running at the switch may have read the healthy scenario; the next periodic one may
+    # not; a targeted cycle of the fast probe (its NVML query every 0.5 s) may come between them and
+    # counts as a cycle too
+    assert 1 <= faulty["cycle"] - before["cycle"] <= 3 and faulty["agent"]["failing"][0]["id"] == "gpu.count"
+    # by the second periodic slot at the latest, in the same process (resident, not restarted)
     elapsed = faulty["generated_at"] - before["generated_at"]
-    assert abs(elapsed - 10 * (faulty["cycle"] - before["cycle"])) <= 2, elapsed
+    assert 0 < elapsed <= 2 * 10 + 2, elapsed
     assert show(host, SERVICE, "MainPID")["MainPID"] == pid
     # systemd's status is the last cycle's: this one, or a later one (the fast probe sees the GPU
     # missing from NVML once it holds NVML again after the cycle and runs a targeted cycle)
