@@ -594,3 +594,29 @@ def test_held_files_are_bounded_and_let_go_after_a_discovery(tmp_path, tree):
     assert sorted(probe.files.held) == sorted(p for row in probe.port_paths for p in row[2:])
     probe.close()
     assert probe.files.held == {}
+
+
+def test_a_root_link_re_pointed_at_a_copy_is_read_from_the_copy_by_the_next_full_probe(tmp_path):
+    """The lab's port fault (roles/lab_sim, fault.yml): the agent's root is a link, re-pointed at a
+    writable copy of the tree, then the copy's port files are rewritten. The held descriptors stay on
+    the old tree (its files are neither removed nor renamed): the full probe looks at the root once
+    and reads every file by path again (found by `make lab`: the port reached health.json only after
+    three periodic cycles, 25 s)."""
+    first, copy = tmp_path / "fixture", tmp_path / "copy"
+    shutil.copytree(os.path.join(NODES, "dgx-h100"), str(first), symlinks=True)
+    shutil.copytree(str(first), str(copy), symlinks=True)
+    root = tmp_path / "root"
+    root.symlink_to(first)
+    probe = sig.FastProbe(str(root), binding=None, repeat=2)
+    try:
+        assert probe.poll() == []  # the baseline, read through the held descriptors
+        new = tmp_path / "root.new"
+        new.symlink_to(copy)
+        os.rename(str(new), str(root))  # re-pointed, as ansible.builtin.file state=link force=true does
+        (copy / "sys" / "class" / "infiniband" / "mlx5_0" / "ports" / "1" / "state").write_text("1: DOWN\n")
+        assert probe.poll(quick=True) == []  # the quick probe does not look at the root (counted, not signalled)
+        assert probe.poll() == [] and probe.pending() == ["port mlx5_0/1"]  # seen: counted, read again
+        held = probe.files.held
+        assert held and all(os.path.realpath(path).startswith(str(copy)) for path in held)
+    finally:
+        probe.close()

@@ -9,7 +9,9 @@ The probe keeps the files it reads open and reads them again with ``pread`` at o
 cgroup files are the same kernfs seq files): a file removed (device gone, cgroup removed when the
 unit stops) fails that read (ENODEV) and is opened again by path. Under a root other than ``/`` (a
 lab's fixture tree of regular files, rewritten by a rename as Ansible's ``copy`` does) the path's
-inode is compared first (``HeldFiles``).
+descriptor's link count is looked at first, and the root itself once per full probe
+(``HeldFiles.check_root``: a root that is a link re-pointed at another tree, as a lab does to
+write a fault into a copy, leaves every held descriptor on the old tree).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -32,13 +34,36 @@ class HeldFiles(object):
     ``check_inode`` (a root other than ``/``: regular files): the held descriptor's link count is
     looked at first (``fstat``, no path walk): 0 when the file was removed or replaced by a rename
     (Ansible's ``copy``), whose new content the old descriptor does not see: opened again by path.
-    ``present(directory)``: whether a directory is there (held the same way under ``check_inode``)."""
+    ``present(directory)``: whether a directory is there (held the same way under ``check_inode``).
+    ``root`` (with ``check_inode``): ``check_root()`` lets every descriptor go when the root's path
+    now leads to another directory (one ``stat``)."""
 
-    def __init__(self, check_inode, limit=MAX_HELD_FILES):
+    def __init__(self, check_inode, limit=MAX_HELD_FILES, root=None):
         self.check_inode = check_inode
         self.limit = limit
         self.held = {}  # path -> fd
         self.dirs = {}  # path -> fd of a directory (check_inode only)
+        self.root = root if check_inode else None
+        self.root_id = self._root_id()
+
+    def _root_id(self):
+        if self.root is None:
+            return None
+        try:
+            info = os.stat(self.root)
+        except OSError:
+            return None
+        return (info.st_dev, info.st_ino)
+
+    def check_root(self):
+        """Every descriptor let go (opened again by path at the next read) when the root's path
+        leads to another directory than before (a link re-pointed: a lab's fault in a copy)."""
+        if self.root is None:
+            return
+        now = self._root_id()
+        if now != self.root_id:
+            self.root_id = now
+            self.close()
 
     def read(self, path, size=256, directory=None, recheck=True):
         """``directory``: ``path``'s directory, held (``present``): ``path`` is opened in it, not

@@ -342,7 +342,7 @@ class FastProbe(object):
         self.credits = {}  # key -> measurements of a confirmed reading, for the next targeted cycle
         self.confirms = 0  # confirmation readings taken
         self.quicks = 0  # quick probes taken
-        self.files = HeldFiles(check_inode=os.path.realpath(root) != "/")
+        self.files = HeldFiles(check_inode=os.path.realpath(root) != "/", root=root)
         self.config_read = set()  # PCI functions whose config space was read (its vendor id) once
         self.runs = 0
         self.cpu = 0.0  # CPU seconds spent probing (health.json agent.events.probe_us)
@@ -485,6 +485,7 @@ class FastProbe(object):
         seen = {}
         read = self.files.read if not quick else self._quick_read
         if not quick:
+            self.files.check_root()  # a lab root re-pointed at another tree: every file by path again
             for key, address, scope in self.pci_items:
                 if keys is None or key in keys:
                     value, bad = self._pci(address)
