@@ -411,9 +411,13 @@ class NvmlEventWatcher(object):
                     self._close_fds()
 
     def _keep(self, data):
-        """An event kept (any event wakes a cycle: its fields only name it, read as given)."""
-        if len(self.events) >= self.max_kept:
-            self.dropped += 1
+        """An event kept (any event wakes a cycle: its fields only name it, read as given). Replaced:
+        kept by the successor, under its bound (an event that came after it registered is in its own
+        set too: twice, one cycle; one from before is in this set alone)."""
+        target = self._successor or self
+        self._delivered = True
+        if len(target.events) >= target.max_kept:
+            target.dropped += 1
             return
         try:
             index = int(self.nvml.nvmlDeviceGetIndex(data.device))
@@ -424,10 +428,7 @@ class NvmlEventWatcher(object):
             kind = "double-bit ECC"
         if not isinstance(detail, int) or isinstance(detail, bool):
             detail = "?"
-        self._delivered = True
-        # replaced: to the successor, every one (an event that came after it registered is in its own
-        # set too: twice, one cycle; one from before is in this set alone)
-        (self._successor or self).events.append((index if isinstance(index, int) else "?", kind, detail))
+        target.events.append((index if isinstance(index, int) else "?", kind, detail))
 
     def _poke(self):
         with self._lock:
