@@ -1039,3 +1039,46 @@ def test_the_same_error_after_a_recovery_wakes_the_loop_again(tmp_path, short_wa
     finally:
         fake.nvmlEventSetWait_v2 = real
         sources.close()
+
+
+def test_a_refresh_while_the_failed_thread_is_still_ending_replaces_it(tmp_path, short_waits, monkeypatch):
+    """The thread sets its error and wakes the loop before it ends (it frees its set and NVML in
+    between). A refresh in that window replaced nothing ('running', so 'healthy'), the next event
+    reached no set: CI of ba56912 failed test_the_same_error_after_a_recovery_wakes_the_loop_again
+    on it. An error of the wait makes the watcher unhealthy at once."""
+    fake = fake_with("h100-healthy")
+    ending, release = threading.Event(), threading.Event()
+    real_free = agent_events.NvmlEventWatcher._free
+
+    def slow_free(self):
+        if self.error is not None and threading.current_thread() is self._thread:
+            ending.set()
+            release.wait(GUARD)
+        real_free(self)
+
+    monkeypatch.setattr(agent_events.NvmlEventWatcher, "_free", slow_free)
+    sources = sources_for(fake, tmp_path)
+    real = fake.nvmlEventSetWait_v2
+    failing = {"on": True}
+
+    def wait(event_set, timeout_ms):
+        if failing["on"]:
+            fake._raise("GPU_IS_LOST")
+        return real(event_set, timeout_ms)
+
+    old = sources.nvml
+    try:
+        fake.nvmlEventSetWait_v2 = wait
+        assert "NVML events: GPU is lost" in drained(sources)
+        assert ending.wait(GUARD) and old.running  # the failed thread has not ended yet
+        assert not old.healthy
+        failing["on"] = False
+        sources.refresh()
+        assert sources.nvml is not old
+        release.set()
+        fake.inject_event(2, 79)
+        assert drained(sources) == ["NVML critical XID event: GPU 2, Xid 79"]
+    finally:
+        release.set()
+        fake.nvmlEventSetWait_v2 = real
+        sources.close()

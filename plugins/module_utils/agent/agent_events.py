@@ -320,8 +320,9 @@ class NvmlEventWatcher(object):
 
     @property
     def healthy(self):
-        """Running, with every GPU registered."""
-        return self.running and not self.problems
+        """Running, with every GPU registered, and no error of the wait (the thread sets ``error``
+        and wakes the loop before it ends: a refresh meanwhile still replaces it)."""
+        return self.running and not self.problems and self.error is None
 
     def _mask(self, handle):
         """(the event type mask this GPU supports of EVENT_TYPES, their names)."""
