@@ -1082,3 +1082,37 @@ def test_a_refresh_while_the_failed_thread_is_still_ending_replaces_it(tmp_path,
         release.set()
         fake.nvmlEventSetWait_v2 = real
         sources.close()
+
+
+def test_an_event_the_old_thread_is_still_taking_at_the_hand_over_reaches_the_loop(tmp_path, short_waits):
+    """GPU 4 left out: the full cycle's refresh replaces the watcher while its thread is still taking
+    an event from its own set (one NVML recorded before the new set registered: in the old set alone).
+    The thread chose where the event goes (itself: no successor yet) before the hand-over moved its
+    list to the successor, and appended it after: to a list nobody drains, the event was lost. Held at
+    that point (in nvmlDeviceGetIndex) with an Event."""
+    fake = fake_with("h100-healthy", {4: {"errors": {"nvmlDeviceRegisterEvents": "GPU_IS_LOST"}}})
+    taking, release = threading.Event(), threading.Event()
+    real_index = fake.nvmlDeviceGetIndex
+    sources = sources_for(fake, tmp_path)
+    old = sources.nvml
+
+    def index(handle):
+        if threading.current_thread() is old._thread and not release.is_set():
+            taking.set()
+            release.wait(GUARD)
+        return real_index(handle)
+
+    fake.nvmlDeviceGetIndex = index
+    try:
+        assert fake.inject_event(0, 48) == 1  # the old set alone is registered
+        assert taking.wait(GUARD)  # the old thread took it from its set and is placing it
+        sources.refresh()  # GPU 4 still left out: replaced, the new set registered, the old one handed over
+        assert sources.nvml is not old
+        release.set()
+        lines = drained(sources)
+    finally:
+        release.set()
+        fake.nvmlDeviceGetIndex = real_index
+        sources.close()
+    assert lines == ["NVML critical XID event: GPU 0, Xid 48"]
+    assert fake._STATE["initialised"] == 0

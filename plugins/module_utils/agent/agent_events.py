@@ -68,6 +68,10 @@ WAIT_MS = 1000
 # unless it delivered an event or ran this long first (a GPU lost again after a recovery): one
 # default interval
 KNOWN_ERROR_HOLD = 60.0
+# Every NVML watcher's ``events``, ``dropped`` and ``_successor``: a thread placing an event chooses its
+# watcher (itself, or the successor it was handed over to) and appends under it, so a hand-over or a
+# drain that takes the list meanwhile never leaves the event in a list nobody reads.
+_EVENTS_LOCK = threading.Lock()
 
 
 def relevant(message):
@@ -284,7 +288,7 @@ class NvmlEventWatcher(object):
         self.nvml = binding
         self.wait_ms = wait_ms
         self.max_kept = max_kept
-        self.events = []  # (gpu index, type name, data), guarded by the GIL's list.append/pop atomicity
+        self.events = []  # (gpu index, type name, data), under _EVENTS_LOCK
         self.dropped = 0
         self.registered = 0
         self.problems = []  # GPUs whose registration failed ("GPU 3: Not Supported")
@@ -393,7 +397,8 @@ class NvmlEventWatcher(object):
                     news = self.error != self.known_error or self._delivered or \
                         time.monotonic() - self._started >= KNOWN_ERROR_HOLD
                     if news:  # the same error right after a replacement: no new wake-up (no storm)
-                        self.events.append((None, "error", self.error))  # wakes the loop: the cycle looks
+                        with _EVENTS_LOCK:
+                            self.events.append((None, "error", self.error))  # wakes the loop: the cycle looks
                         self._poke()
                     break
                 self._keep(data)
@@ -414,12 +419,9 @@ class NvmlEventWatcher(object):
     def _keep(self, data):
         """An event kept (any event wakes a cycle: its fields only name it, read as given). Replaced:
         kept by the successor, under its bound (an event that came after it registered is in its own
-        set too: twice, one cycle; one from before is in this set alone)."""
-        target = self._successor or self
+        set too: twice, one cycle; one from before is in this set alone). Where it goes is chosen
+        when it is placed (_EVENTS_LOCK): a hand-over meanwhile sends it to the successor."""
         self._delivered = True
-        if len(target.events) >= target.max_kept:
-            target.dropped += 1
-            return
         try:
             index = int(self.nvml.nvmlDeviceGetIndex(data.device))
         except Exception:
@@ -429,7 +431,13 @@ class NvmlEventWatcher(object):
             kind = "double-bit ECC"
         if not isinstance(detail, int) or isinstance(detail, bool):
             detail = "?"
-        target.events.append((index if isinstance(index, int) else "?", kind, detail))
+        event = (index if isinstance(index, int) else "?", kind, detail)
+        with _EVENTS_LOCK:
+            target = self._successor or self
+            if len(target.events) >= target.max_kept:
+                target.dropped += 1
+            else:
+                target.events.append(event)
 
     def _poke(self):
         with self._lock:
@@ -443,10 +451,11 @@ class NvmlEventWatcher(object):
     def hand_over(self, successor):
         """Replaced by ``successor`` (started, so registered): what this one kept, and any event its
         thread still takes, goes to it; this one stops without waiting."""
-        self._successor = successor
-        kept, self.events = self.events, []
-        if kept:
+        with _EVENTS_LOCK:
+            self._successor = successor
+            kept, self.events = self.events, []
             successor.events[:0] = kept
+        if kept:
             successor._poke()
         self.close(wait=False)
 
@@ -457,7 +466,8 @@ class NvmlEventWatcher(object):
                 pass
         except OSError:
             pass
-        taken, self.events = self.events, []
+        with _EVENTS_LOCK:
+            taken, self.events = self.events, []
         lines = []
         for index, kind, data in taken:
             if kind == "error":
