@@ -537,6 +537,9 @@ def test_a_gpu_registered_after_a_periodic_full_cycle_in_the_loop(tmp_path, shor
         cycles.append(time.monotonic())
         if len(cycles) == 1:
             fake._STATE["devices"][4].pop("errors")  # GPU 4 answers again
+            # cycle 2 has to come from something: an event on GPU 0 after this cycle read the events
+            # (a timer started before the loop fired first on a loaded machine: this cycle took it)
+            threading.Timer(0.3, fake.inject_event, (0, 79)).start()
         elif len(cycles) == 2:
             assert fake.inject_event(4, 79) == 1
         return "cycle %d" % len(cycles)
@@ -544,9 +547,8 @@ def test_a_gpu_registered_after_a_periodic_full_cycle_in_the_loop(tmp_path, shor
     loop = agent_daemon.Loop(run_cycle, 60, waiter, notify=lambda message: None, log=lambda line: None, events=sources)
     try:
         assert sources.nvml.registered == 7
-        # cycle 1 (periodic, at start) -> replaced with 8 registered; cycle 2 has to come from something:
-        # drive it by an event on GPU 0, then cycle 3 from GPU 4's event
-        threading.Timer(0.3, fake.inject_event, (0, 79)).start()
+        # cycle 1 (periodic, at start) -> replaced with 8 registered; cycle 2 from the event on GPU 0,
+        # then cycle 3 from GPU 4's event
         hung = run_loop(loop, waiter, 3)
         assert not hung and len(cycles) == 3
         assert sources.nvml.registered == 8
