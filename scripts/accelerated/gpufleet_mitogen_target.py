@@ -14,7 +14,9 @@ works on AnsiballZ's zip, which Mitogen does not use. So the compiled code of ea
 node, as Python keeps ``__pycache__``: one marshal file per (Python bytecode version, file name, source)
 under ``$XDG_CACHE_HOME/gpufleet/mitogen-code/<cache tag>`` (default ``~/.cache``), directory mode 0700,
 used only when it belongs to the user the module runs as and nobody else can write to it. The key is a
-SHA-256 of the source and its name, so a changed file gets a new entry. Nothing is written with
+SHA-256 of the source and its name, so a changed file gets a new entry. An entry is the SHA-256 of its
+marshal data, then that data: only an entry whose digest matches is unmarshalled (a damaged entry could
+otherwise ask marshal for a list of 2**31 items, i.e. gigabytes, or raise MemoryError). Nothing is written with
 ``PYTHONDONTWRITEBYTECODE``; any problem (no home, a read-only or foreign directory, an unreadable entry)
 compiles from source as Mitogen does: the cache can make a run faster, never fail it or change what runs.
 Only what is imported after the first module run starts goes through it (Mitogen's own modules and
@@ -74,6 +76,21 @@ def _private_dir(directory):
     return directory if private(directory) else None
 
 
+def entry_bytes(code):
+    """What an entry holds: the SHA-256 of the marshal data of ``code``, then that data."""
+    data = marshal.dumps(code)
+    return hashlib.sha256(data).digest() + data
+
+
+def read_entry(entry):
+    """The object of an entry written by :func:`entry_bytes`; ValueError when its digest does not match
+    (damaged, truncated, or not an entry): such bytes never reach marshal."""
+    digest, data = entry[:32], entry[32:]
+    if len(digest) != 32 or hashlib.sha256(data).digest() != digest:
+        raise ValueError("damaged cache entry")
+    return marshal.loads(data)
+
+
 def compile_cached(source, filename, directory=None):
     """``compile(source, filename, 'exec', 0, True)``, read from the node's cache when an entry for this
     source and name is there, else compiled and stored."""
@@ -86,7 +103,7 @@ def compile_cached(source, filename, directory=None):
     path = os.path.join(directory, entry_key(source, filename))
     try:
         with open(path, "rb") as handle:
-            code = marshal.loads(handle.read())
+            code = read_entry(handle.read())
         if type(code).__name__ == "code" and code.co_filename == filename:
             return code
     except (OSError, ValueError, EOFError, TypeError):
@@ -96,7 +113,7 @@ def compile_cached(source, filename, directory=None):
         fd, staging = tempfile.mkstemp(prefix=".new-", dir=directory)
         try:
             with os.fdopen(fd, "wb") as handle:
-                handle.write(marshal.dumps(code))
+                handle.write(entry_bytes(code))
             os.rename(staging, path)  # atomic: a reader sees a whole entry or none
         except OSError:
             os.unlink(staging)

@@ -7,6 +7,7 @@ sweep is measured by bench/fleet_validate.py (docs/performance.md), not here."""
 import importlib.util
 import marshal
 import os
+import subprocess
 import sys
 import types
 
@@ -85,11 +86,58 @@ def test_whatever_the_entry_holds_what_runs_is_the_source(target, tmp_path_facto
     assert same_code(code, compile(SOURCE, "master:/x/a.py", "exec", 0, True))
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.one_of(st.none(), st.integers(), st.text(max_size=50), st.binary(max_size=50),
+                 st.lists(st.integers(), max_size=10), st.tuples(st.text(max_size=5), st.floats())))
+def test_a_whole_entry_of_something_else_than_code_is_compiled_over(target, tmp_path_factory, value):
+    """An entry whose digest matches (as the module writes them) but that holds no code is not run."""
+    directory = str(tmp_path_factory.mktemp("code"))
+    with open(os.path.join(directory, target.entry_key(SOURCE, "master:/x/a.py")), "wb") as handle:
+        handle.write(target.entry_bytes(value))
+    assert run(target.compile_cached(SOURCE, "master:/x/a.py", directory)) == ([0, 2, 4], 42)
+
+
 def test_an_entry_with_code_of_another_file_is_not_used(target, tmp_path):
     directory = str(tmp_path)
-    with open(os.path.join(directory, target.entry_key(SOURCE, "master:/x/a.py")), "wb") as handle:
-        handle.write(marshal.dumps(compile("VALUE = 1\ndef double(x):\n    return 0\n", "master:/x/other.py", "exec")))
+    other = compile("VALUE = 1\ndef double(x):\n    return 0\n", "master:/x/other.py", "exec")
+    for entry in (marshal.dumps(other), target.entry_bytes(other)):  # without and with the digest
+        with open(os.path.join(directory, target.entry_key(SOURCE, "master:/x/a.py")), "wb") as handle:
+            handle.write(entry)
+        assert run(target.compile_cached(SOURCE, "master:/x/a.py", directory)) == ([0, 2, 4], 42)
+
+
+def test_a_damaged_entry_is_compiled_over_and_replaced(target, tmp_path):
+    directory = str(tmp_path)
+    target.compile_cached(SOURCE, "master:/x/a.py", directory)
+    path = os.path.join(directory, target.entry_key(SOURCE, "master:/x/a.py"))
+    with open(path, "rb") as handle:
+        whole = handle.read()
+    damaged = whole[:40] + bytes([whole[40] ^ 0x01]) + whole[41:]  # one bit of the marshal data
+    with open(path, "wb") as handle:
+        handle.write(damaged)
     assert run(target.compile_cached(SOURCE, "master:/x/a.py", directory)) == ([0, 2, 4], 42)
+    with open(path, "rb") as handle:
+        assert handle.read() == whole
+
+
+def test_an_entry_that_asks_for_gigabytes_is_compiled_over_without_them(target, tmp_path):
+    """Five bytes that marshal reads as a list of 2**31 - 1 items (16 GiB of pointers): the module runs
+    the source under a 1 GiB address-space limit, where unmarshalling them raises MemoryError."""
+    directory = tmp_path / "code"
+    directory.mkdir(mode=0o700)
+    (directory / target.entry_key(SOURCE, "master:/x/a.py")).write_bytes(b"[\xff\xff\xff\x7f")
+    script = (
+        "import importlib.util, resource, sys\n"
+        "spec = importlib.util.spec_from_file_location('t', sys.argv[1])\n"
+        "t = importlib.util.module_from_spec(spec); spec.loader.exec_module(t)\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))\n"
+        "ns = {}; exec(t.compile_cached(sys.argv[3], 'master:/x/a.py', sys.argv[2]), ns)\n"
+        "print(ns['VALUE'], ns['double'](21))\n")
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # the cache is used
+    proc = subprocess.run([sys.executable, "-c", script, TARGET, str(directory), SOURCE],
+                          env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0 and proc.stdout == "[0, 2, 4] 42\n", proc.stderr[-2000:]
 
 
 def test_a_directory_others_can_write_to_is_not_used(target, tmp_path):
