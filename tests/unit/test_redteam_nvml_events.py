@@ -1130,3 +1130,37 @@ def test_an_event_the_old_thread_is_still_taking_at_the_hand_over_reaches_the_lo
         sources.close()
     assert lines == ["NVML critical XID event: GPU 0, Xid 48"]
     assert fake._STATE["initialised"] == 0
+
+
+def test_an_event_the_old_thread_takes_after_two_replacements_reaches_the_loop(tmp_path, short_waits):
+    """Two full cycles replace the watcher twice (GPU 4 left out) while the first one's thread is still
+    placing an event only its own set recorded: the event goes to the newest watcher (the one the loop
+    drains), not to the one in between, which was itself handed over."""
+    fake = fake_with("h100-healthy", {4: {"errors": {"nvmlDeviceRegisterEvents": "GPU_IS_LOST"}}})
+    taking, release = threading.Event(), threading.Event()
+    real_index = fake.nvmlDeviceGetIndex
+    sources = sources_for(fake, tmp_path)
+    old = sources.nvml
+
+    def index(handle):
+        if threading.current_thread() is old._thread and not release.is_set():
+            taking.set()
+            release.wait(GUARD)
+        return real_index(handle)
+
+    fake.nvmlDeviceGetIndex = index
+    try:
+        assert fake.inject_event(0, 31) == 1  # the old set alone is registered
+        assert taking.wait(GUARD)
+        sources.refresh()
+        between = sources.nvml
+        sources.refresh()
+        assert sources.nvml is not between and between is not old
+        release.set()
+        lines = drained(sources)
+    finally:
+        release.set()
+        fake.nvmlDeviceGetIndex = real_index
+        sources.close()
+    assert lines == ["NVML critical XID event: GPU 0, Xid 31"]
+    assert fake._STATE["initialised"] == 0

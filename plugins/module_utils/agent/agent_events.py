@@ -69,8 +69,9 @@ WAIT_MS = 1000
 # default interval
 KNOWN_ERROR_HOLD = 60.0
 # Every NVML watcher's ``events``, ``dropped`` and ``_successor``: a thread placing an event chooses its
-# watcher (itself, or the successor it was handed over to) and appends under it, so a hand-over or a
-# drain that takes the list meanwhile never leaves the event in a list nobody reads.
+# watcher (itself, or the newest of the successors it was handed over to, through any number of
+# replacements) and appends under it, so a hand-over or a drain that takes the list meanwhile never
+# leaves the event in a list nobody reads.
 _EVENTS_LOCK = threading.Lock()
 
 
@@ -407,7 +408,7 @@ class NvmlEventWatcher(object):
                         self._keep(nvml.nvmlEventSetWait_v2(self._set, 0))
                     except Exception:  # TIMEOUT: nothing more queued (an error: the next wait says it)
                         break
-                (self._successor or self)._poke()
+                self._newest()._poke()
         finally:
             with self._lock:
                 self._ended = True
@@ -418,7 +419,7 @@ class NvmlEventWatcher(object):
 
     def _keep(self, data):
         """An event kept (any event wakes a cycle: its fields only name it, read as given). Replaced:
-        kept by the successor, under its bound (an event that came after it registered is in its own
+        kept by the newest successor, under its bound (an event that came after it registered is in its own
         set too: twice, one cycle; one from before is in this set alone). Where it goes is chosen
         when it is placed (_EVENTS_LOCK): a hand-over meanwhile sends it to the successor."""
         self._delivered = True
@@ -433,11 +434,18 @@ class NvmlEventWatcher(object):
             detail = "?"
         event = (index if isinstance(index, int) else "?", kind, detail)
         with _EVENTS_LOCK:
-            target = self._successor or self
+            target = self._newest()
             if len(target.events) >= target.max_kept:
                 target.dropped += 1
             else:
                 target.events.append(event)
+
+    def _newest(self):
+        """This watcher, or the newest one it was replaced by (its successor's successor ...)."""
+        newest = self
+        while newest._successor is not None:
+            newest = newest._successor
+        return newest
 
     def _poke(self):
         with self._lock:
