@@ -76,3 +76,28 @@ def test_pages_a_restart_and_a_token_that_keeps_expiring(tmp_path):
         assert (check["id"], check["status"]) == ("agent.condition", "fail"), hosts[name]
         assert "the Node list could not be read" in check["message"] and "page 2 (after 2 Node(s))" in check["message"]
         assert "410 Gone, reason Expired" in check["message"]
+
+
+def test_a_limit_without_the_controller_is_a_problem_of_the_check_play_not_a_task_of_its_own(tmp_path):
+    """The Kubernetes source reads the API from localhost: a --limit that leaves it out is refused before anything
+    is read, listed with the inventory's problems by the check play's own tasks (a task of its own in that play
+    was one more pass of ansible-core's strategy over every host of localhost:all: about 0.3 s of the
+    controller's CPU at 10,000 hosts)."""
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(json.dumps({"all": {"children": {"gpu_nodes": {"hosts": dict((n, {}) for n in NAMES)}}}}))
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), GPUFLEET_REPORT_DIR=str(tmp_path / "r"))
+    extra = json.dumps({"gpufleet_status_source": "kubernetes", "gpufleet_status_kube_server": "http://127.0.0.1:9"})
+    proc = subprocess.run([ANSIBLE_PLAYBOOK, "-i", str(inventory), os.path.join(REPO, "playbooks", "fleet_status.yml"),
+                           "-e", extra, "--limit", "node-a"], check=False, env=env, cwd=REPO, capture_output=True,
+                          text=True, timeout=300)
+    out = " ".join(proc.stdout.replace("\\'", "'").split())  # the yaml result format escapes ' in msg
+    assert proc.returncode != 0, proc.stdout
+    assert "fleet_status.yml: the inventory has 1 problem(s)." in out, proc.stdout
+    assert ("gpufleet_status_source=kubernetes reads the Node conditions from the controller (localhost), which --limit "
+            "node-a leaves out: add it, e.g. --limit 'node-a,localhost'. Nothing was read.") in out, proc.stdout
+    check = proc.stdout.split("PLAY [Check the inventory before reading the agents' results]", 1)[1].split("PLAY [", 1)[0]
+    assert [line.split("]", 1)[0] for line in check.split("TASK [")[1:]] == [
+        "Select the hosts this run touches (the playbook's host pattern, narrowed by --limit)",
+        "Check the inventory (groups, checksums, gpufleet_* variables, compatibility matrix)",
+        "Stop with every problem of the inventory"]
+    assert "PLAY [Fleet status from the Kubernetes API" not in proc.stdout

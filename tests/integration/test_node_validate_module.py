@@ -289,15 +289,14 @@ def test_validate_yml_on_this_machine_prints_a_readiness_result(tmp_path):
                           env=environment(tmp_path), capture_output=True, text=True, timeout=300, check=False)
     out = proc.stdout
     assert proc.returncode == 0, out[-3000:] + proc.stderr[-3000:]
-    # the inventory check (5 tasks, playbooks/tasks/check-inventory.yml: the hosts --limit leaves, the
-    # phases and roles --tags leave, problems, stop, and the mark that this run has checked so that the
-    # playbooks it imports skip the check), validation, agent.health (skip: no agent belongs here), the
+    # the inventory check (4 tasks, playbooks/tasks/check-inventory.yml: the hosts --limit leaves, the
+    # phases and roles --tags leave with the problems, stop, and the mark that this run has checked so that
+    # the playbooks it imports skip the check), validation, agent.health (skip: no agent belongs here), the
     # pick of failing nodes (skipped: healthy), the report notice (skipped: callback on)
-    assert out.count("TASK [") == 9 and "ok: [localhost]" in out
+    assert out.count("TASK [") == 8 and "ok: [localhost]" in out
     check = out.split("PLAY [Check the inventory before validating]", 1)[1].split("PLAY [", 1)[0]
     assert [line.split("]", 1)[0] for line in check.split("TASK [")[1:]] == [
         "Select the hosts this run touches (the playbook's host pattern, narrowed by --limit)",
-        "Select the phases and roles that --tags and --skip-tags leave to run",
         "Check the inventory (groups, checksums, gpufleet_* variables, compatibility matrix)",
         "Stop with every problem of the inventory",
         "Remember that this run has checked the inventory (playbooks it imports skip the check)"]
