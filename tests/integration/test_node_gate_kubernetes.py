@@ -248,6 +248,18 @@ def test_cordon_sets_unschedulable_and_is_idempotent(run):
     assert "unschedulable" not in api.node("gpu-cordon")["spec"]  # omitempty, as the real server stores it
 
 
+def test_a_write_action_reads_the_node_once_and_its_status_is_the_node_it_wrote(run):
+    """node_gate_status after a guarded write (cordon, release) is the Node the write returned: the Node
+    is read once per action, by the write itself, not read again after it."""
+    methods = [r["method"] for r in run.api.recorded(path_contains="/api/v1/nodes/gpu-cordon")]
+    # cordon: read, patch; cordon again: read, nothing to send; release: read, patch
+    assert methods == ["GET", "PATCH", "GET", "GET", "PATCH"], methods
+    sent = patches(run.api, "gpu-cordon")
+    # the status after the cordon is the Node at the resourceVersion the next write read and carried
+    assert run.status("gpu-cordon", 0)["resource_version"] == sent[1]["body"]["metadata"]["resourceVersion"]
+    assert run.status("gpu-cordon", 1)["resource_version"] == sent[1]["body"]["metadata"]["resourceVersion"]
+
+
 def test_no_gate_action_patches_without_a_resource_version(run):
     unguarded = [(r["path"], r["body"]) for r in run.api.recorded("PATCH", "/api/v1/nodes/")
                  if not (r["body"] or {}).get("metadata", {}).get("resourceVersion")]
