@@ -296,7 +296,44 @@ def _big_int_text(value):
 def json_safe(value):
     """A copy of ``value`` that strict JSON can carry: str keys and texts that encode to UTF-8,
     ints within +-2**63 (larger ones as decimal strings, hexadecimal past 4300 digits), no NaN or infinity (returned as the
-    strings ``nan``, ``inf``, ``-inf``), tuples and sets as lists, anything else as its str."""
+    strings ``nan``, ``inf``, ``-inf``), tuples and sets as lists, anything else as its str.
+
+    The exact types a result is made of (str, dict, list, int, float) are taken first, by ``type``;
+    every other value (None, bool, bytes, subclasses, tuples, sets, objects) by the rule below, as
+    before: the same copy, made in about half the time (every module's exit walks its whole result)."""
+    kind = type(value)
+    if kind is str:
+        try:
+            value.encode("utf-8")
+            return value
+        except UnicodeEncodeError:
+            return safe_text(value)
+    if kind is dict:
+        return {_safe_key(k): json_safe(v) for k, v in value.items()}
+    if value is None or kind is bool:
+        return value
+    if kind is list:
+        return [json_safe(item) for item in value]
+    if kind is int:
+        return value if -INT_LIMIT <= value < INT_LIMIT else _big_int_text(value)
+    if kind is float:
+        return value if math.isfinite(value) else repr(value)
+    return _json_safe_other(value)
+
+
+def _safe_key(key):
+    """A dict key as json_safe writes it."""
+    if type(key) is str:
+        try:
+            key.encode("utf-8")
+            return key
+        except UnicodeEncodeError:
+            return safe_text(key)
+    return safe_text(key) if isinstance(key, (str, bytes)) else safe_text(str(json_safe(key)))
+
+
+def _json_safe_other(value):
+    """json_safe of any value (the rule in full)."""
     if value is None or isinstance(value, bool):
         return value
     if isinstance(value, int):
