@@ -93,8 +93,8 @@ _JSON_NULL, _JSON_TRUE, _JSON_FALSE = "null", "true", "false"
 def _strict_scalar(value):
     """JSON text of a json_safe'd scalar, None for a container (dict, list, tuple, set)."""
     kind = type(value)
-    if kind is str:
-        return _string_json(safe_text(value))
+    if kind is str:  # ASCII text always encodes to UTF-8 (isascii: no copy, unlike safe_text's encode)
+        return _string_json(value if value.isascii() else safe_text(value))
     if value is None:
         return _JSON_NULL
     if value is True:
@@ -120,8 +120,8 @@ def _emit_strict(value, out, newline):
     if text_of is not None:
         out.append(text_of)
         return
-    if isinstance(value, (set, frozenset)) or (
-            isinstance(value, dict) and not all(type(key) is str and safe_text(key) is key for key in value)):
+    if isinstance(value, (set, frozenset)) or (isinstance(value, dict) and not all(
+            type(key) is str and (key.isascii() or safe_text(key) is key) for key in value)):
         value = json_safe(value)
     inner = newline + "  "
     if isinstance(value, dict):

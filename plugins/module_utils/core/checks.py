@@ -303,6 +303,8 @@ def json_safe(value):
     before: the same copy, made in about half the time (every module's exit walks its whole result)."""
     kind = type(value)
     if kind is str:
+        if value.isascii():  # always encodes to UTF-8; no copy made to find out
+            return value
         try:
             value.encode("utf-8")
             return value
@@ -324,6 +326,8 @@ def json_safe(value):
 def _safe_key(key):
     """A dict key as json_safe writes it."""
     if type(key) is str:
+        if key.isascii():
+            return key
         try:
             key.encode("utf-8")
             return key
