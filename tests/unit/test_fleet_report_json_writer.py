@@ -91,12 +91,12 @@ def test_an_already_safe_document_is_not_copied(monkeypatch):
 
 
 def test_too_deep_fails_as_before():
+    """A nesting deeper than the recursion limit fails as the json module's path did (RecursionError)."""
     value = []
     for _ in range(100000):
         value = [value]
     with pytest.raises(RecursionError):
         fleet_report.to_json(value)
-    assert math.isfinite(1.0)
 
 
 def test_junit_writes_no_detail_for_a_passing_check(monkeypatch):
