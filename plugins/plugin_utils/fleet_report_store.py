@@ -52,7 +52,8 @@ except ImportError:  # pragma: no cover - not on the controllers Ansible support
 
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.fleet_report import (
     FAIL, SCHEMA_VERSION, SYNTHETIC_IDS, UNREACHABLE_ID, host_entry, host_status, normalise_check, rank_hosts, text,
-    to_json, totals_of)
+    totals_of)
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils.report_json import to_json
 from ansible_collections.gpufleet.cluster.plugins.module_utils.core import records, state_files
 
 RUNS = "runs"

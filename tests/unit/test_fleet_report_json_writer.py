@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-"""fleet_report's JSON writer (plugin_utils/fleet_report.strict_indented, used by to_json) writes the
+"""fleet_report's JSON writer (plugin_utils/report_json.strict_indented, used by to_json) writes the
 report byte for byte as ``json.dumps(json_safe(document), indent=2, allow_nan=False)`` did, in one pass
 (issue 45 item 4: the indenting json encoder is pure Python; docs/performance.md)."""
 
@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.core.checks import json_safe
-from ansible_collections.gpufleet.cluster.plugins.plugin_utils import fleet_report
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils import fleet_report, report_json
 
 
 def reference(value):
@@ -52,8 +52,8 @@ def test_writer_is_the_json_module_byte_for_byte(value):
     """Any value (NaN, infinities, ints past 2**63 and past 4300 digits, bytes, lone surrogates,
     sets, tuples, keys that are not text or that json_safe merges into one) is written exactly as the
     json module wrote json_safe's copy of it."""
-    assert fleet_report.strict_indented(value) == reference(value)
-    assert fleet_report.to_json(value) == reference(value) + "\n"
+    assert report_json.strict_indented(value) == reference(value)
+    assert report_json.to_json(value) == reference(value) + "\n"
 
 
 def test_a_report_document_is_written_as_before():
@@ -73,7 +73,7 @@ def test_a_report_document_is_written_as_before():
     report.end_play()
     report.finish([])
     document = report.as_dict("2026-11-29T20:00:00Z", run={"id": "20261129T200000Z-validate"})
-    written = fleet_report.to_json(document)
+    written = report_json.to_json(document)
     assert written == reference(document) + "\n"
     parsed = json.loads(written, parse_constant=pytest.fail)
     assert parsed["hosts"]["n1"]["checks"][1]["observed"] == "nan"
@@ -83,10 +83,10 @@ def test_an_already_safe_document_is_not_copied(monkeypatch):
     """The writer applies json_safe's rule while writing: a document that is already JSON-safe
     (the report's own) is never copied by json_safe first (the copy was half the writer's time)."""
     calls = []
-    original = fleet_report.json_safe
-    monkeypatch.setattr(fleet_report, "json_safe", lambda value: calls.append(value) or original(value))
+    original = report_json.json_safe
+    monkeypatch.setattr(report_json, "json_safe", lambda value: calls.append(value) or original(value))
     document = {"hosts": {"n1": {"checks": [{"id": "a", "observed": 1.5, "x": [1, None, True]}]}}, "m": {}}
-    assert fleet_report.to_json(document) == reference(document) + "\n"
+    assert report_json.to_json(document) == reference(document) + "\n"
     assert not [value for value in calls if isinstance(value, (dict, list, tuple, set, frozenset))], calls
 
 
@@ -96,13 +96,13 @@ def test_too_deep_fails_as_before():
     for _ in range(100000):
         value = [value]
     with pytest.raises(RecursionError):
-        fleet_report.to_json(value)
+        report_json.to_json(value)
 
 
 def test_junit_writes_no_detail_for_a_passing_check(monkeypatch):
     """JUnit: the detail text (observed and expected for people) is made only for the checks whose
     element carries it (fail, warn), not for every passing check; the XML is unchanged."""
-    document = json.loads(fleet_report.to_json(_document()))
+    document = json.loads(report_json.to_json(_document()))
     before = fleet_report.junit_xml(document)
     made = []
     original = fleet_report.check_detail
