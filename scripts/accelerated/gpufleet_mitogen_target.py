@@ -14,9 +14,12 @@ works on AnsiballZ's zip, which Mitogen does not use. So the compiled code of ea
 node, as Python keeps ``__pycache__``: one marshal file per (Python bytecode version, file name, source)
 under ``$XDG_CACHE_HOME/gpufleet/mitogen-code/<cache tag>`` (default ``~/.cache``), directory mode 0700,
 used only when it belongs to the user the module runs as and nobody else can write to it. The key is a
-SHA-256 of the source and its name, so a changed file gets a new entry. An entry is the SHA-256 of its
-marshal data, then that data: only an entry whose digest matches is unmarshalled (a damaged entry could
-otherwise ask marshal for a list of 2**31 items, i.e. gigabytes, or raise MemoryError). Nothing is written with
+SHA-256 of the source and its name, so a changed file gets a new entry. An entry is the SHA-256 of its key
+and its marshal data, then that data: only an entry whose digest matches is unmarshalled (an entry copied or
+linked under another key does not match; a damaged entry could otherwise ask marshal for a list of 2**31
+items, i.e. gigabytes, or raise MemoryError). Entries are regular files of at most ENTRY_LIMIT bytes, opened
+without following links relative to the directory the privacy check looked at (a FIFO, a device, a link or
+a directory swapped after the check is never read). Nothing is written with
 ``PYTHONDONTWRITEBYTECODE``; any problem (no home, a read-only or foreign directory, an unreadable entry)
 compiles from source as Mitogen does: the cache can make a run faster, never fail it or change what runs.
 Only what is imported after the first module run starts goes through it (Mitogen's own modules and
@@ -29,11 +32,12 @@ import marshal
 import os
 import stat
 import sys
-import tempfile
 
 import ansible_mitogen.runner
 import ansible_mitogen.target
 import mitogen.core
+
+ENTRY_LIMIT = 64 << 20  # bytes: far above any module's code (node_validate's module_utils: about 1 MB compiled)
 
 
 def cache_dir(environ=None):
@@ -47,14 +51,19 @@ def cache_dir(environ=None):
     return os.path.join(base, "gpufleet", "mitogen-code", sys.implementation.cache_tag or "none")
 
 
+def _private_stat(info):
+    """True when ``info`` (an lstat or fstat) is a directory of this user that nobody else can write to."""
+    return (stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid()
+            and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH))
+
+
 def private(path):
     """True when ``path`` is a directory (not a link) of this user that nobody else can write to."""
     try:
         info = os.lstat(path)
     except OSError:
         return False
-    return (stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid()
-            and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH))
+    return _private_stat(info)
 
 
 def entry_key(source, filename):
@@ -67,28 +76,90 @@ def entry_key(source, filename):
     return digest.hexdigest()[:40]
 
 
-def _private_dir(directory):
-    """``directory``, made (0700) when missing, if it is private; else None."""
+def _private_dir_fd(directory):
+    """A descriptor of ``directory`` (made 0700 when missing) if it is private, else None. The check is made
+    on the directory the descriptor holds (opened without following a link, then fstat), and entries are
+    opened, written and renamed relative to it: a directory swapped for a link after the check is never
+    used."""
     try:
         os.makedirs(directory, mode=0o700, exist_ok=True)
     except OSError:
         return None
-    return directory if private(directory) else None
+    if not private(directory):
+        return None
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        if _private_stat(os.fstat(fd)):
+            return fd
+    except OSError:
+        pass
+    os.close(fd)
+    return None
 
 
-def entry_bytes(code):
-    """What an entry holds: the SHA-256 of the marshal data of ``code``, then that data."""
+def entry_bytes(code, key):
+    """What the entry ``key`` holds: the SHA-256 of the key and the marshal data of ``code``, then that data
+    (the digest names the key: an entry copied or linked under another key does not match there)."""
     data = marshal.dumps(code)
-    return hashlib.sha256(data).digest() + data
+    return _digest(key, data) + data
 
 
-def read_entry(entry):
-    """The object of an entry written by :func:`entry_bytes`; ValueError when its digest does not match
-    (damaged, truncated, or not an entry): such bytes never reach marshal."""
+def _digest(key, data):
+    digest = hashlib.sha256(key.encode("ascii") + b"\0")
+    digest.update(data)
+    return digest.digest()
+
+
+def read_entry(entry, key):
+    """The object of the entry ``key`` written by :func:`entry_bytes`; ValueError when its digest does not
+    match (damaged, truncated, another key's, or not an entry): such bytes never reach marshal."""
     digest, data = entry[:32], entry[32:]
-    if len(digest) != 32 or hashlib.sha256(data).digest() != digest:
+    if len(digest) != 32 or _digest(key, data) != digest:
         raise ValueError("damaged cache entry")
     return marshal.loads(data)
+
+
+def _read_regular(name, dir_fd):
+    """The bytes of the regular file ``name`` in ``dir_fd``, at most ENTRY_LIMIT; ValueError for anything
+    else (a link is not followed, a FIFO or device is not read: no hang, no endless read)."""
+    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > ENTRY_LIMIT:
+            raise ValueError("not a cache entry")
+        chunks, left = [], info.st_size + 1  # one byte more: a file that grew is refused below
+        while left > 0:
+            chunk = os.read(fd, left)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        data = b"".join(chunks)
+        if len(data) > info.st_size:
+            raise ValueError("cache entry changed while read")
+        return data
+    finally:
+        os.close(fd)
+
+
+def _store(name, entry, dir_fd):
+    """Write ``entry`` as ``name`` in ``dir_fd``: a new file (never through a link), renamed into place
+    (atomic: a reader sees a whole entry or none)."""
+    staging = ".new-%s" % os.urandom(8).hex()
+    fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=dir_fd)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(entry)
+        os.rename(staging, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except OSError:
+        try:
+            os.unlink(staging, dir_fd=dir_fd)
+        except OSError:
+            pass
+        raise
 
 
 def compile_cached(source, filename, directory=None):
@@ -97,30 +168,25 @@ def compile_cached(source, filename, directory=None):
     if sys.dont_write_bytecode:
         return compile(source, filename, "exec", 0, True)
     directory = cache_dir() if directory is None else directory
-    directory = _private_dir(directory) if directory else None
-    if directory is None:
+    dir_fd = _private_dir_fd(directory) if directory else None
+    if dir_fd is None:
         return compile(source, filename, "exec", 0, True)
-    path = os.path.join(directory, entry_key(source, filename))
     try:
-        with open(path, "rb") as handle:
-            code = read_entry(handle.read())
-        if type(code).__name__ == "code" and code.co_filename == filename:
-            return code
-    except (OSError, ValueError, EOFError, TypeError):
-        pass
-    code = compile(source, filename, "exec", 0, True)
-    try:
-        fd, staging = tempfile.mkstemp(prefix=".new-", dir=directory)
+        key = entry_key(source, filename)
         try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(entry_bytes(code))
-            os.rename(staging, path)  # atomic: a reader sees a whole entry or none
+            code = read_entry(_read_regular(key, dir_fd), key)
+            if type(code).__name__ == "code" and code.co_filename == filename:
+                return code
+        except (OSError, ValueError, EOFError, TypeError, MemoryError):
+            pass
+        code = compile(source, filename, "exec", 0, True)
+        try:
+            _store(key, entry_bytes(code, key), dir_fd)
         except OSError:
-            os.unlink(staging)
-            raise
-    except OSError:
-        pass
-    return code
+            pass
+        return code
+    finally:
+        os.close(dir_fd)
 
 
 def _exec_module(self, module):

@@ -92,16 +92,18 @@ def test_whatever_the_entry_holds_what_runs_is_the_source(target, tmp_path_facto
 def test_a_whole_entry_of_something_else_than_code_is_compiled_over(target, tmp_path_factory, value):
     """An entry whose digest matches (as the module writes them) but that holds no code is not run."""
     directory = str(tmp_path_factory.mktemp("code"))
-    with open(os.path.join(directory, target.entry_key(SOURCE, "master:/x/a.py")), "wb") as handle:
-        handle.write(target.entry_bytes(value))
+    key = target.entry_key(SOURCE, "master:/x/a.py")
+    with open(os.path.join(directory, key), "wb") as handle:
+        handle.write(target.entry_bytes(value, key))
     assert run(target.compile_cached(SOURCE, "master:/x/a.py", directory)) == ([0, 2, 4], 42)
 
 
 def test_an_entry_with_code_of_another_file_is_not_used(target, tmp_path):
     directory = str(tmp_path)
     other = compile("VALUE = 1\ndef double(x):\n    return 0\n", "master:/x/other.py", "exec")
-    for entry in (marshal.dumps(other), target.entry_bytes(other)):  # without and with the digest
-        with open(os.path.join(directory, target.entry_key(SOURCE, "master:/x/a.py")), "wb") as handle:
+    key = target.entry_key(SOURCE, "master:/x/a.py")
+    for entry in (marshal.dumps(other), target.entry_bytes(other, key)):  # without and with the digest
+        with open(os.path.join(directory, key), "wb") as handle:
             handle.write(entry)
         assert run(target.compile_cached(SOURCE, "master:/x/a.py", directory)) == ([0, 2, 4], 42)
 

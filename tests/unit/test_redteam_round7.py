@@ -425,5 +425,90 @@ def test_an_entry_of_another_file_name_is_not_run(target, tmp_path):
     directory = str(tmp_path)
     other = compile("VALUE = [9]\ndef double(x):\n    return -1\n", "master:/x/b.py", "exec", 0, True)
     with open(entry(target, directory), "wb") as handle:
-        handle.write(target.entry_bytes(other))
+        handle.write(target.entry_bytes(other, os.path.basename(entry(target, directory))))
+    assert runs(target.compile_cached(SOURCE, NAME, directory)) == ([0, 2, 4], 42)
+
+
+# --- found by this round (F5-F7), fixed in scripts/accelerated/gpufleet_mitogen_target.py ----------------
+# The docstrings below say what failed before the fix.
+OTHER = "VALUE = ['other code']\ndef double(x):\n    return -1\n"
+
+
+@needs_mitogen
+def test_a_valid_entry_of_another_source_under_this_key_is_not_run(target, tmp_path):
+    """An entry copied / renamed / symlinked under another key (e.g. a hand-made copy of the directory, an
+    old entry moved over a new one): its digest matches its data, its code's file name matches, so the old
+    source's code runs for the new source. Test docstring of test_accelerated_code_cache.py: 'What runs must
+    be what compiling the source gives, whatever is in the cache directory'; the module docstring: 'the
+    cache can make a run faster, never ... change what runs'. The digest covers the data, not the key."""
+    directory = str(tmp_path)
+    target.compile_cached(OTHER, NAME, directory)
+    with open(entry(target, directory, OTHER), "rb") as handle:
+        other_entry = handle.read()
+    with open(entry(target, directory), "wb") as handle:
+        handle.write(other_entry)
+    assert runs(target.compile_cached(SOURCE, NAME, directory)) == ([0, 2, 4], 42)
+
+
+@needs_mitogen
+def test_an_entry_linked_to_another_entry_is_not_followed(target, tmp_path):
+    directory = str(tmp_path)
+    target.compile_cached(OTHER, NAME, directory)
+    os.symlink(entry(target, directory, OTHER), entry(target, directory))
+    assert runs(target.compile_cached(SOURCE, NAME, directory)) == ([0, 2, 4], 42)
+
+
+DRIVE = (
+    "import importlib.util, os, resource, sys\n"
+    "sys.dont_write_bytecode = False\n"
+    "spec = importlib.util.spec_from_file_location('t', sys.argv[1])\n"
+    "t = importlib.util.module_from_spec(spec); spec.loader.exec_module(t)\n"
+    "resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))\n"
+    "d, kind = sys.argv[2], sys.argv[3]\n"
+    "path = os.path.join(d, t.entry_key(sys.argv[4], 'master:/x/a.py'))\n"
+    "os.mkfifo(path) if kind == 'fifo' else os.symlink(kind, path)\n"
+    "ns = {}; exec(t.compile_cached(sys.argv[4], 'master:/x/a.py', d), ns)\n"
+    "print(ns['VALUE'], ns['double'](21))\n")
+
+
+@needs_mitogen
+@pytest.mark.parametrize("kind", ["fifo", "/dev/zero", "/dev/urandom"])
+def test_an_entry_that_is_a_fifo_or_an_endless_device_is_not_read(kind, tmp_path):
+    """A FIFO (or a symlink to /dev/zero, /dev/urandom) in place of an entry: the module reads it forever
+    (the 60 s here is a hang guard), instead of 'any problem (... an unreadable entry) compiles from source'."""
+    directory = str(tmp_path)
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    try:
+        proc = subprocess.run([sys.executable, "-c", DRIVE, TARGET, directory, kind, SOURCE], env=env,
+                              capture_output=True, text=True, timeout=60, check=False)
+    except subprocess.TimeoutExpired:
+        pytest.fail("%s entry: the module run hangs (no answer in 60 s)" % kind)
+    assert proc.returncode == 0 and proc.stdout == "[0, 2, 4] 42\n", proc.stderr[-2000:]
+
+
+@needs_mitogen
+def test_a_directory_swapped_for_a_link_after_the_privacy_check_is_not_used(target, tmp_path, monkeypatch):
+    """The 'private' check (a directory, not a link, of this user, nobody else can write) is made on the path,
+    then entries are read by path: a directory swapped for a symlink to a world-writable one right after the
+    check (a writable parent directory, e.g. XDG_CACHE_HOME under a shared place) serves its code."""
+    import shutil
+
+    directory = str(tmp_path / "code")
+    os.mkdir(directory, 0o700)
+    evil = str(tmp_path / "evil")
+    os.mkdir(evil)
+    os.chmod(evil, 0o777)
+    with open(entry(target, evil), "wb") as handle:
+        handle.write(target.entry_bytes(compile(OTHER, NAME, "exec", 0, True), os.path.basename(entry(target, evil))))
+    original = target.private
+
+    def racing(path):
+        answer = original(path)
+        if answer and os.path.realpath(path) == os.path.realpath(directory):
+            shutil.rmtree(directory)
+            os.symlink(evil, directory)
+        return answer
+
+    monkeypatch.setattr(target, "private", racing)
     assert runs(target.compile_cached(SOURCE, NAME, directory)) == ([0, 2, 4], 42)
