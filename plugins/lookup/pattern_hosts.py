@@ -13,8 +13,8 @@ short_description: The inventory hosts of a host pattern, as ansible.builtin.inv
 description:
   - The hosts of the inventory that the host pattern matches, before C(--limit), as
     C(ansible.builtin.inventory_hostnames) answers.
-  - "A pattern that is a plain group name (letters, digits, underscores) of the inventory and the name of
-    no host is answered with the group's members from the variable C(groups) (its hosts and those of its
+  - "A pattern that is a plain group name (letters, digits, underscores) of a group of the inventory with
+    hosts, and the name of no host, is answered with the group's members from the variable C(groups) (its hosts and those of its
     children, what C(inventory_hostnames) answers for it); any other pattern (several groups, C(&), C(!),
     wildcards, a regular expression, a host's name) is handed to C(inventory_hostnames), which builds a
     temporary inventory of every host of C(groups) for it."
@@ -54,7 +54,12 @@ def group_members(pattern, groups):
         return None
     if pattern not in groups or pattern in (groups.get("all") or ()):
         return None
-    return [str(host) for host in groups[pattern]]
+    members = groups[pattern]
+    # An empty group is Ansible's to answer (a pattern that matches nothing and names localhost is the
+    # implicit localhost), as is a list not as the inventory builds it (a name not a str)
+    if not members or not isinstance(members, list) or not all(isinstance(host, str) for host in members):
+        return None
+    return list(dict.fromkeys(members))  # each host once, in the group's order, as inventory_hostnames
 
 
 class LookupModule(LookupBase):
