@@ -23,7 +23,12 @@ def to_json(document):
     """Strict JSON text (no NaN/Infinity literals) of a report document: byte for byte
     ``json.dumps(json_safe(document), indent=2, allow_nan=False) + "\\n"``, written by
     :func:`strict_indented` (one pass, the C string encoder); the json module's path where that
-    pass gives up (a nesting deeper than the recursion limit), which then fails as it did."""
+    pass gives up (a nesting deeper than the recursion limit), which then fails as it did. The one
+    pass uses fewer stack frames a level than the json module: a document nested a little less deep
+    than the recursion limit is written where the json module raised RecursionError (red-team round
+    7, F4). Not the same text (round 7, F3): an int subclass of 2**63 or more whose str() is text that
+    does not encode to UTF-8, used as a dict key or in a set (json_safe leaves that text as it is, and
+    its second application here escapes it)."""
     try:
         return strict_indented(document) + "\n"
     except RecursionError:
