@@ -82,7 +82,9 @@ def _emit_strict(value, out, newline):
         out.append(text_of)
         return
     if isinstance(value, (set, frozenset)) or (isinstance(value, dict) and not all(
-            type(key) is str and (key.isascii() or safe_text(key) is key) for key in value)):
+            # the exact type on purpose: a str subclass key takes json_safe's own rule
+            type(key) is str and (key.isascii() or safe_text(key) is key)  # pylint: disable=unidiomatic-typecheck
+            for key in value)):
         value = json_safe(value)
     inner = newline + "  "
     if isinstance(value, dict):

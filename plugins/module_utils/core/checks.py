@@ -325,7 +325,8 @@ def json_safe(value):
 
 def _safe_key(key):
     """A dict key as json_safe writes it."""
-    if type(key) is str:
+    # the exact type on purpose: a str subclass (an Enum's value, a tagged string) takes the general rule
+    if type(key) is str:  # pylint: disable=unidiomatic-typecheck
         if key.isascii():
             return key
         try:
