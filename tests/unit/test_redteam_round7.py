@@ -11,7 +11,6 @@
 Failing attacks live in /work/notes/redteam-round7-failing.py (not committed)."""
 
 import enum
-import importlib.util
 import json
 import os
 import random
@@ -313,8 +312,12 @@ def test_where_the_reference_writes_a_deep_nesting_ours_writes_the_same():
 # 3. accelerated compile cache (driven as tests/unit/test_accelerated_code_cache.py drives it)
 # ---------------------------------------------------------------------------------------------------------
 
-TARGET = os.path.join(REPO, "scripts", "accelerated", "gpufleet_mitogen_target.py")
-SOURCE = "VALUE = [n * 2 for n in range(3)]\n\ndef double(x):\n    return 2 * x\n"
+# the module under test, its fixtures and the source it compiles: test_accelerated_code_cache's (one place)
+import test_accelerated_code_cache as _cache  # noqa: E402
+
+SOURCE, TARGET, runs = _cache.SOURCE, _cache.TARGET, _cache.run
+target, writes_bytecode = _cache.target, _cache.writes_bytecode  # fixtures (writes_bytecode autouse)
+
 NAME = "master:/x/a.py"
 
 try:
@@ -323,25 +326,6 @@ try:
 except ImportError:  # pragma: no cover
     HAVE_MITOGEN = False
 needs_mitogen = pytest.mark.skipif(not HAVE_MITOGEN, reason="mitogen is not installed")
-
-
-@pytest.fixture(scope="module")
-def target():
-    spec = importlib.util.spec_from_file_location("gpufleet_mitogen_target_redteam7", TARGET)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture(autouse=True)
-def writes_bytecode(monkeypatch):
-    monkeypatch.setattr(sys, "dont_write_bytecode", False)
-
-
-def runs(code):
-    namespace = {}
-    exec(code, namespace)  # pylint: disable=exec-used
-    return namespace["VALUE"], namespace["double"](21)
 
 
 def entry(target, directory, source=SOURCE, name=NAME):
