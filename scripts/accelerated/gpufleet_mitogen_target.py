@@ -40,6 +40,10 @@ import mitogen.core
 ENTRY_LIMIT = 64 << 20  # bytes: far above any module's code (node_validate's module_utils: about 1 MB compiled)
 
 
+# cache_dir and private repeat module_cache.cache_root / private (same XDG rule, same privacy test) on
+# purpose: this file runs on the node before the collection's module_utils can be imported there (they come
+# from the controller through the very importer this file patches, see install()), and it is not part of
+# the collection (scripts/), so it must not depend on the collection package being importable.
 def cache_dir(environ=None):
     """The directory of this interpreter's entries, or None without a home directory."""
     environ = os.environ if environ is None else environ
