@@ -222,6 +222,9 @@ from ansible_collections.gpufleet.cluster.plugins.plugin_utils.fleet_report_stor
 DEFAULTS = {"dir": "./reports", "html": True, "junit": True, "summary": True, "summary_limit": 40,
             "keep_runs": 20, "merge": True, "contracts_url": None, "job": None}
 MAX_KEEP_RUNS = 100000
+# Validation actions whose result is made on the controller (an action plugin, no module): read through
+# CallbackTaskResult.result, which makes its values native (see _result_data).
+CONTROLLER_VALIDATION_ACTIONS = ("fleet_conditions",)
 AWX_JOB_VARIABLE = "awx_workflow_job_id"  # awx/main/models/unified_jobs.py awx_meta_vars(): shared by the slices
 
 
@@ -307,6 +310,24 @@ def _delegate(result, task):
     return str(value) if isinstance(value, str) and value and "{{" not in value else None
 
 
+def _result_data(result, task):
+    """The data of a task result the report reads. ansible-core (2.19) hands each callback its own copy of
+    a result (``CallbackTaskResult``: a deep copy, internal keys stripped), and its ``result`` property makes
+    a second copy of the whole of it on first use (``transform_to_native_types``): 2 ms of the controller's
+    main process for a DGX node's 35 kB node_validate result, per host and sweep (docs/performance.md). A
+    validation module's result is JSON its module printed (never a template), the report normalises every
+    check of it (``normalise_check``) and writes every value through its strict JSON writer, so the
+    callback's copy of such a result is read as it is. Any other result (fleet_conditions: made on the
+    controller), or a result object without that copy, is read through ``result`` as before."""
+    action = getattr(task, "action", None) if task is not None else None
+    if is_validation_action(action) and str(action).rsplit(".", 1)[-1] not in CONTROLLER_VALIDATION_ACTIONS:
+        data = getattr(result, "_return_data", None)  # this callback's own copy (task_result.py)
+        if isinstance(data, dict):
+            return data
+    data = getattr(result, "result", None)
+    return data if isinstance(data, dict) else result._result
+
+
 class CallbackModule(CallbackBase):
     """Aggregate callback writing the gpufleet fleet report (logic in plugin_utils/fleet_report)."""
 
@@ -340,10 +361,8 @@ class CallbackModule(CallbackBase):
 
     def _record(self, result, outcome):
         host = (getattr(result, "host", None) or result._host).get_name()
-        data = getattr(result, "result", None)
-        if not isinstance(data, dict):
-            data = result._result
         task = self._task_of(result)
+        data = _result_data(result, task)
         try:
             task_name = result.task_name
         except AttributeError:
