@@ -29,7 +29,6 @@ import math
 import os
 import re
 
-import yaml
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.gpu import burnin
 from ansible_collections.gpufleet.cluster.plugins.module_utils.remediation.remediation import PolicyError
@@ -433,7 +432,7 @@ def role_specs(root=None):
             if not os.path.isfile(path):
                 continue
             with open(path) as handle:
-                data = yaml.safe_load(handle) or {}
+                data = compatibility.safe_load(handle) or {}
             options = {}
             for entry in (data.get("argument_specs") or {}).values():
                 for name, spec in ((entry or {}).get("options") or {}).items():
