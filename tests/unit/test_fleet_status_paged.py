@@ -406,3 +406,22 @@ def test_the_kubernetes_task_reads_the_inventory_only_when_the_check_play_left_n
     out = subprocess.run([sys.executable, "-c", HOSTS_EXPRESSION, os.path.join(repo, "playbooks", "fleet_status.yml")],
                          capture_output=True, text=True, check=True, cwd=repo)
     assert json.loads(out.stdout.strip().splitlines()[-1]) == [[["b"], 0], [["a", "b"], 1]]
+
+
+def test_a_page_is_read_in_chunks_of_a_mebibyte(api, tmp_path, monkeypatch):
+    # a 15 MB page in 64 KiB reads was 240 reads (docs/performance.md, issue 45 item 3); the bound in bytes
+    # is still checked after every chunk
+    import http.client
+    asked = []
+    read1 = http.client.HTTPResponse.read1
+
+    def counting(self, n=-1):
+        asked.append(n)
+        return read1(self, n)
+
+    monkeypatch.setattr(http.client.HTTPResponse, "read1", counting)
+    fleet(api, 60, realistic=True)
+    conditions, _figures = read_conditions(client(api, tmp_path), TYPE, limit=500)
+    assert len(conditions) == 60
+    assert asked and set(asked) == {1024 * 1024}
+    assert len(asked) < 20  # about 1.8 MB: 28 reads or more in chunks of 64 KiB (read1 answers what has arrived)
