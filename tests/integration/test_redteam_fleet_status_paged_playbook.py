@@ -88,10 +88,13 @@ def test_key_value_max_age(tmp_path):
         client = KubeClient(api.url, token_file=str(tmp_path / "publisher-token"), allow_plain_http=True)
         for name in ("node-a", "node-b", "node-c"):
             api.add_node(name)
+        # node-a is fresh while the run takes less than the max age to reach the read (60 s left node-a one
+        # minute for ansible-playbook's start and the check play on a loaded CI machine; 300 s: five);
+        # node-b/c are stale at 300 s and would be fresh at the default 600 s: the -e value decides
         KubePublisher(client, "node-a").publish(True, [])
-        KubePublisher(client, "node-b", clock=lambda: time.time() - 120).publish(True, [])  # 2 min old
-        KubePublisher(client, "node-c", clock=lambda: time.time() - 120).publish(True, [])
-        proc, hosts = run_kv(api, tmp_path, "max-age", "gpufleet_status_max_age=60", "gpufleet_status_kube_page_size=1")
+        KubePublisher(client, "node-b", clock=lambda: time.time() - 450).publish(True, [])  # 7.5 min old
+        KubePublisher(client, "node-c", clock=lambda: time.time() - 450).publish(True, [])
+        proc, hosts = run_kv(api, tmp_path, "max-age", "gpufleet_status_max_age=300", "gpufleet_status_kube_page_size=1")
     assert hosts is not None, proc.stdout[-3000:]
     assert hosts["node-a"]["healthy"] and not hosts["node-b"]["healthy"] and not hosts["node-c"]["healthy"], hosts
     assert "stale" in hosts["node-b"]["checks"][0]["message"]
