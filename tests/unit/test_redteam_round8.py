@@ -616,3 +616,43 @@ def test_a_page_of_ten_thousand_nodes(tmp_path):
         assert len(whole["items"]) == 10000
         conditions, figures = read_conditions(kube, "GpufleetHealthy", limit=5000)
     assert len(conditions) == 10000 and figures["pages"] == 2
+
+
+def test_ctrl_c_while_the_report_is_written_still_unfreezes(tmp_path, monkeypatch):
+    """e6ea1e7: "gc.unfreeze() after the report (also on an error)": an interrupt is an error too."""
+    callback, _display = make_callback(dir=str(tmp_path))
+    callback.v2_playbook_on_start(FakePlaybook())
+    callback.v2_runner_on_ok(_ok("n1"))
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(callback, "_write_report", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        callback.v2_playbook_on_stats(None)
+    assert gc.get_freeze_count() == 0
+
+
+JSONISH = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(min_value=-(2 ** 80), max_value=2 ** 80),
+              st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=12)),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=6), inner, max_size=3)),
+    max_leaves=12)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(observed=JSONISH, message=st.text(max_size=30), status=st.sampled_from(["pass", "warn", "fail", "skip", "FAIL", ""]),
+       facts=JSONISH, action=st.sampled_from([V, "gpufleet.cluster.gpu_health", "gpufleet.cluster.rdma_bandwidth",
+                                              "gpufleet.cluster.record_checks", "gpufleet.cluster.rdma_validate"]))
+def test_any_module_shaped_result_gives_the_same_report_both_ways(tmp_path_factory, observed, message, status, facts,
+                                                                   action):
+    """What a module's JSON can carry (module results are decoded JSON): the same report both ways."""
+    tmp_path = tmp_path_factory.mktemp("hyp")
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        def events():
+            return [("ok", "n1", {"checks": [chk("gpu.count", "node", status, message, observed=copy.deepcopy(observed),
+                                                 expected=copy.deepcopy(observed))],
+                                  "ansible_facts": {"nvidia": copy.deepcopy(facts)}, "gpus": copy.deepcopy(facts)},
+                     action, "v", False)]
+        direct, native = _both(tmp_path, monkeypatch, events)
+    assert _same(direct, native)
