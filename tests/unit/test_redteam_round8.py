@@ -635,3 +635,29 @@ def test_any_module_shaped_result_gives_the_same_report_both_ways(tmp_path_facto
                      action, "v", False)]
         direct, native = _both(tmp_path, monkeypatch, events)
     assert _same(direct, native)
+
+
+@pytest.mark.parametrize("case", sorted(ODD_CASES))
+def test_the_callback_never_changes_the_result_it_is_handed(tmp_path, case):
+    """ansible-core hands a no_log task's loop items to every callback without copying them
+    (task_result.py as_callback_task_result: censored results keep ``loop_res`` as is), so reading the
+    callback's own copy instead of ``result.result`` must leave that data as it was."""
+    events = ODD_CASES[case]()
+    before = copy.deepcopy([event[2] for event in events])  # floats kept by identity: NaN == NaN in containers
+    callback, _display = make_callback(dir=str(tmp_path))
+    for event in events:
+        _dispatch(callback, event)
+    callback.v2_playbook_on_stats(None)
+    assert [event[2] for event in events] == before
+
+
+def test_checks_needing_normalisation_are_not_normalised_in_place(tmp_path):
+    data = {"checks": [{"id": "gpu.count", "target": "node", "status": "FAIL"},
+                       {"id": "gpu.ecc", "target": 3, "status": "pass", "message": None, "observed": float("nan")},
+                       {"id": "", "status": "weird"}, "not a check", None]}
+    before = copy.deepcopy(data)
+    callback, _display = make_callback(dir=str(tmp_path))
+    callback.v2_runner_on_ok(_make("n1", data, V, "v"))
+    callback.v2_runner_item_on_ok(_make("n2", {"checks": data["checks"], "item": 1}, V, "v"))
+    callback.v2_playbook_on_stats(None)
+    assert data == before
