@@ -661,3 +661,21 @@ def test_checks_needing_normalisation_are_not_normalised_in_place(tmp_path):
     callback.v2_runner_item_on_ok(_make("n2", {"checks": data["checks"], "item": 1}, V, "v"))
     callback.v2_playbook_on_stats(None)
     assert data == before
+
+
+@pytest.mark.parametrize("size,limit", [(MIB + 1, MIB), (3 * MIB, MIB + 5)])
+def test_a_custom_decoder_never_sees_an_answer_over_max_bytes(tmp_path, size, limit):
+    seen = []
+
+    def decode(data):
+        seen.append(len(data))
+        return json.loads(data)
+
+    body = body_of(size)
+    with RawServer([head(len(body)), body]) as server:
+        with pytest.raises(KubeError):
+            server.client(tmp_path).request("GET", "/api/v1/nodes", max_bytes=limit, decode=decode)
+    assert not seen
+    with RawServer([head(len(body)), body]) as server:
+        assert server.client(tmp_path).request("GET", "/api/v1/nodes", max_bytes=size, decode=decode)["kind"] == "NodeList"
+    assert seen == [size]
