@@ -182,3 +182,44 @@ def test_the_module_refuses_a_fifo_in_the_files_place_without_waiting(tmp_path):
     with pytest.raises(ModuleFailure, match="option path: %s cannot be read as a file: not a regular file" % path):
         state_files.state_file_work(FakeModule(path=str(path), content="x\n"))
     assert os.path.exists(str(path)) and not os.path.isfile(str(path))
+
+
+def test_a_record_written_between_the_read_and_the_set_aside_is_left_in_place(tmp_path):
+    """Two agents on one state dir (test_redteam_agent, _race_on_damaged_files): one reads the damaged
+    kmsg-seq.json; before it sets it aside the other has set it aside and written its new record. The
+    rename by name moved that new record aside as damaged (held here between the read and the rename
+    with Events). The file set aside is the one read, or none."""
+    import threading
+
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.core.records import RecordError
+
+    path = str(tmp_path / "kmsg-seq.json")
+    with open(path, "w") as out:
+        out.write("{damaged")
+    read, written = threading.Event(), threading.Event()
+
+    def parse(raw, record):
+        read.set()
+        assert written.wait(30)
+        raise RecordError(record, "not JSON")
+
+    box = {}
+    reader = threading.Thread(target=lambda: box.update(answer=state_files.read_record(path, parse)))
+    reader.start()
+    assert read.wait(30)
+    state_files.atomic_write(path, '{"seq": 2, "boot_id": "b"}')  # the other agent's new record
+    written.set()
+    reader.join(30)
+    value, problem = box["answer"]
+    assert value is None and "kmsg-seq.json" in problem and "left in place" in problem, problem
+    with open(path) as handle:
+        assert handle.read() == '{"seq": 2, "boot_id": "b"}'
+    assert sorted(os.listdir(str(tmp_path))) == ["kmsg-seq.json"]
+    # the damaged file read, still in place when its reader sets it aside: set aside as before
+    with open(path, "w") as out:
+        out.write("{damaged")
+    value, problem = state_files.read_record(path, lambda raw, record: (_ for _ in ()).throw(RecordError(record, "x")))
+    aside = [name for name in os.listdir(str(tmp_path)) if name.startswith("kmsg-seq.json.damaged-")]
+    assert value is None and len(aside) == 1 and "set aside as" in problem and not os.path.exists(path), problem
+    with open(str(tmp_path / aside[0])) as handle:
+        assert handle.read() == "{damaged"

@@ -60,10 +60,16 @@ def atomic_write(path, text, mode=0o644, owner=None, group=None):
         raise
 
 
-def set_aside(path, reason, now=None):
+REPLACED = "replaced by a newer file meanwhile, which is left in place"
+
+
+def set_aside(path, reason, now=None, read=None):
     """Rename a damaged file to ``<path>.damaged-<UTC time>`` (kept for a post-mortem: one set
     aside before in the same second is not replaced, ``.1``, ``.2``... follow); when even the
-    rename fails, remove it. Returns (new path or None, reason)."""
+    rename fails, remove it. Returns (new path or None, reason). ``read``: (st_dev, st_ino) of
+    the file found damaged; when the renamed file is another (a writer replaced the damaged one
+    between the read and the rename: another agent's new record), it is put back, never set
+    aside, and None is returned."""
     now = time.time() if now is None else now
     try:
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
@@ -83,7 +89,39 @@ def set_aside(path, reason, now=None):
         except OSError:
             pass
         reason = "%s; could not be renamed (%s), removed" % (reason, exc.strerror or exc)
+        return target, reason
+    if read is not None and _identity(target) not in (None, read):
+        _put_back(target, path)
+        return None, "%s; %s" % (reason, REPLACED)
     return target, reason
+
+
+def _identity(path):
+    try:
+        found = os.lstat(path)
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
+
+
+def _put_back(moved, path):
+    """``moved`` back to ``path``, never over a file written there since (os.link fails then: the
+    moved one is older than it and goes)."""
+    try:
+        os.link(moved, path)
+    except FileExistsError:
+        pass
+    except OSError:  # no hard links here: a rename, while nothing is in the way
+        if not os.path.lexists(path):
+            try:
+                os.rename(moved, path)
+                return
+            except OSError:
+                pass
+    try:
+        os.unlink(moved)
+    except OSError:
+        pass
 
 
 def read_bytes(path, max_bytes=None, follow_links=True):
@@ -147,6 +185,8 @@ def read_record(path, parse, now=None, max_bytes=None, aside=True):
         return None, _aside_problem(path, reason, now, aside)
     try:
         with handle:
+            opened = os.fstat(handle.fileno())
+            read = (opened.st_dev, opened.st_ino)  # the file set aside is this one, never a newer one
             raw = handle.read() if max_bytes is None else handle.read(max_bytes + 1)
     except OSError as exc:
         return None, _aside_problem(path, "unreadable: %s" % (exc.strerror or exc), now, aside)
@@ -156,13 +196,15 @@ def read_record(path, parse, now=None, max_bytes=None, aside=True):
         return parse(raw, path), None
     except RecordError as exc:
         return None, _aside_problem(path, exc.reason if exc.field is None else "%s: %s" % (exc.field, exc.reason),
-                                    now, aside)
+                                    now, aside, read)
 
 
-def _aside_problem(path, reason, now, aside=True):
+def _aside_problem(path, reason, now, aside=True, read=None):
     if not aside:
         return "%s is damaged (%s): left in place" % (path, reason)
-    target, reason = set_aside(path, reason, now)
+    target, reason = set_aside(path, reason, now, read)
+    if target is None and reason.endswith(REPLACED):
+        return "%s was damaged (%s)" % (path, reason)
     return "%s is damaged (%s): set aside%s" % (path, reason, " as " + target if target else "")
 
 
