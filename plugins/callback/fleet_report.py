@@ -319,7 +319,9 @@ def _result_data(result, task):
     validation module's result is JSON its module printed (never a template), the report normalises every
     check of it (``normalise_check``) and writes every value through its strict JSON writer, so the
     callback's copy of such a result is read as it is. Any other result (fleet_conditions: made on the
-    controller), or a result object without that copy, is read through ``result`` as before."""
+    controller), or a result object without that copy, is read through ``result`` as before: a module's JSON
+    carries no controller object such as a vaulted value (EncryptedString), which ``result`` would redact
+    (red team round 8, F2: only a result made on the controller could hold one)."""
     action = getattr(task, "action", None) if task is not None else None
     if is_validation_action(action) and str(action).rsplit(".", 1)[-1] not in CONTROLLER_VALIDATION_ACTIONS:
         data = getattr(result, "_return_data", None)  # this callback's own copy (task_result.py)
@@ -341,6 +343,7 @@ class CallbackModule(CallbackBase):
         super(CallbackModule, self).__init__(display=display)
         self.report = FleetReport()
         self.written = []
+        self._froze = False  # gc.freeze() made by this callback (v2_playbook_on_start)
         self.started_at = _utc_now()
         self.inventory = None
         self.awx_job = None
@@ -391,7 +394,11 @@ class CallbackModule(CallbackBase):
         # each one in a forked worker also copied its pages; objects made later are collected as before,
         # refcounting frees frozen ones as ever. 0.25-0.3 s of the main process's CPU at 10,000 hosts
         # (docs/performance.md, "Fleet status from the Kubernetes API"); set back in v2_playbook_on_stats.
-        gc.freeze()
+        # A process that froze objects itself before the run (a program driving ansible-core's API) is
+        # left as it is: gc.unfreeze() cannot give back only what this callback froze.
+        if not getattr(self, "_froze", False) and gc.get_freeze_count() == 0:
+            gc.freeze()
+            self._froze = True
         self.started_at = _utc_now()
         name = os.path.basename(getattr(playbook, "_file_name", None) or "")
         self.report.playbook = name if name and not name.startswith("__adhoc") else None
@@ -476,7 +483,9 @@ class CallbackModule(CallbackBase):
             with gc_paused():
                 self._write_report()
         finally:
-            gc.unfreeze()
+            if getattr(self, "_froze", False):
+                self._froze = False
+                gc.unfreeze()
 
     def _write_report(self):
         self.report.end_play()

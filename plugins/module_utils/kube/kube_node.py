@@ -159,6 +159,11 @@ class KubeClient(object):
                 if size > max_bytes:
                     raise KubeError("API server %s: answer larger than %d bytes" % (self.server, max_bytes))
                 chunks.append(chunk)
+            declared = answer.getheader("Content-Length")
+            if (declared is not None and not getattr(answer, "chunked", False) and declared.strip().isdigit()
+                    and int(declared) != size):  # http.client ends a read early without an error when cut off
+                raise KubeError("API server %s: incomplete answer to %s %s (%d of the %s bytes its Content-Length "
+                                "declares)" % (self.server, method, path, size, declared.strip()))
             status, location = answer.status, answer.getheader("Location")
             retry_after = answer.getheader("Retry-After")
         except KubeError:
