@@ -396,7 +396,7 @@ class CallbackModule(CallbackBase):
         # (docs/performance.md, "Fleet status from the Kubernetes API"); set back in v2_playbook_on_stats.
         # A process that froze objects itself before the run (a program driving ansible-core's API) is
         # left as it is: gc.unfreeze() cannot give back only what this callback froze.
-        if not getattr(self, "_froze", False) and gc.get_freeze_count() == 0:
+        if not self._froze and gc.get_freeze_count() == 0:
             gc.freeze()
             self._froze = True
         self.started_at = _utc_now()
@@ -483,7 +483,7 @@ class CallbackModule(CallbackBase):
             with gc_paused():
                 self._write_report()
         finally:
-            if getattr(self, "_froze", False):
+            if self._froze:
                 self._froze = False
                 gc.unfreeze()
 

@@ -181,13 +181,7 @@ def _same(one, other):
 @pytest.mark.parametrize("case", sorted(ODD_CASES))
 def test_odd_results_give_the_same_report_as_through_result(tmp_path, monkeypatch, case):
     """f4acaf7: "Same report check by check and fact by fact" whatever a result holds."""
-    try:
-        direct, native = _both(tmp_path, monkeypatch, ODD_CASES[case])
-    except Exception as exc:  # pylint: disable=broad-except
-        # result.result itself refuses some Python values (ansible-core's own contract); then nothing to compare
-        if "AnsibleVariableTypeError" in type(exc).__name__:
-            pytest.skip("result.result refuses it: %s" % exc)
-        raise
+    direct, native = _both(tmp_path, monkeypatch, ODD_CASES[case])
     assert _same(direct[0], native[0]), case
     assert _same(direct[1], native[1]), case
     assert _same(direct[2], native[2]), case
