@@ -34,10 +34,12 @@ accelerated sweep of 50 hosts: ≈ 2 ms per host, docs/performance.md).
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import sys
 
 import ansible.collections.list
+import ansible.module_utils.common.json
 import ansible.utils.unsafe_proxy
 import ansible_mitogen.affinity
 import ansible_mitogen.loaders
@@ -134,6 +136,24 @@ ansible_mitogen.process._setup_responder = setup_responder
 # host's interpreter) calls the target side module's run_module, which runs Mitogen's own.
 ansible_mitogen.target.run_module = _target.run_module
 
+# The fifth fix: a worker's first module result decode (Mitogen's _postprocess_response, ansible-core's
+# _parse_returned_data with the module-to-controller 'legacy' profile) imports the profile's module (it looks
+# it up with importlib.util.find_spec first) and reads the MODULE_STRICT_UTF8_RESPONSE setting into an
+# lru_cache: ≈ 1.3 ms of CPU, paid again in every worker (a fork per task and host that exits after it), ping
+# as much as node_validate, since the controller process itself never decodes a module result. Done once
+# here, in the controller before the workers are forked, each worker inherits the imported module and the
+# cached setting: the same decoder class and the same setting value (a process-wide setting, env or ini,
+# read once per process by ansible-core itself), so every decode is the same.
+MODULE_RESULT_PROFILE = "legacy"  # ansible_mitogen/mixins.py _postprocess_response, ansible-core >= 2.19
+
+
+def warm_module_decoder(common_json=ansible.module_utils.common.json, profile=MODULE_RESULT_PROFILE):
+    """Load the module result decoder, and what its first decode reads, in this process; returns it."""
+    decoder = common_json.get_module_decoder(profile, common_json.Direction.MODULE_TO_CONTROLLER)
+    json.loads("{}", cls=decoder)  # its object_hook reads (and caches) the strict UTF-8 setting
+    return decoder
+
+
 Base = ansible_mitogen.loaders.strategy_loader.get("linear", class_only=True)
 
 
@@ -141,3 +161,4 @@ class StrategyModule(ansible_mitogen.strategy.StrategyMixin, Base):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         collection_dirs()  # before any worker is forked
+        warm_module_decoder()
