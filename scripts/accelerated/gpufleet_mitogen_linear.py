@@ -43,6 +43,7 @@ import ansible.module_utils.common.json
 import ansible.utils.unsafe_proxy
 import ansible_mitogen.affinity
 import ansible_mitogen.loaders
+import ansible_mitogen.mixins
 import ansible_mitogen.planner
 import ansible_mitogen.process
 import ansible_mitogen.strategy
@@ -89,7 +90,13 @@ _PLAIN = frozenset((str, int, float, bool, type(None)))
 
 
 def plain_wrap_var(value, _wrap_var=ansible.utils.unsafe_proxy.wrap_var):
-    """ansible-core's ``wrap_var(value)``, with plain dicts, lists and untagged scalars copied here."""
+    """ansible-core's ``wrap_var(value)``, with plain dicts, lists and untagged scalars copied here; the
+    module result this worker has just decoded (see :func:`postprocess_response`) is returned as it is when it
+    is a plain tree."""
+    if _DECODED and value is _DECODED[0]:
+        del _DECODED[:]
+        if plain_tree(value):
+            return value
     kind = type(value)
     if kind is dict:
         return {plain_wrap_var(key): plain_wrap_var(item) for key, item in value.items()}
@@ -100,7 +107,59 @@ def plain_wrap_var(value, _wrap_var=ansible.utils.unsafe_proxy.wrap_var):
     return _wrap_var(value)
 
 
+def plain_tree(value):
+    """True when ``value`` is made only of dicts, lists and untagged ``_PLAIN`` scalars (keys included), and
+    no container is in it twice: then ``wrap_var(value)`` is a copy equal to it node by node, in type and in
+    trust, sharing nothing with it."""
+    kind = type(value)
+    if kind is not dict and kind is not list:
+        return kind in _PLAIN
+    seen = set()
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            return False
+        seen.add(id(node))
+        if type(node) is dict:
+            for key in node:
+                if type(key) not in _PLAIN:
+                    return False
+            items = node.values()
+        else:
+            items = node
+        for item in items:
+            kind = type(item)
+            if kind is dict or kind is list:
+                stack.append(item)
+            elif kind not in _PLAIN:
+                return False
+    return True
+
+
 ansible.utils.unsafe_proxy.wrap_var = plain_wrap_var
+
+# The sixth fix: the copy wrap_var makes of a module result is not needed for the one Mitogen's
+# _execute_module wraps (ansible_mitogen/mixins.py: ``wrap_var(task_result)``, the dict its
+# _postprocess_response has just decoded from the module's JSON, ansible-core's module decoder, and added a
+# few keys to). Nothing else holds that dict, so when it is a plain tree (plain_tree: what the decoder makes of
+# a module's JSON unless the module sent an ansible-core tagged value) wrap_var's copy would be equal to it
+# node by node and the original is dropped right after: it is returned as it is, as ansible-core's own
+# _execute_module returns the decoded result without any wrap_var. Measured: the copy was ≈ 0.35-0.7 ms of
+# CPU a host for node_validate's ≈ 35 kB result (docs/performance.md, "Sweep cost, round 6"). Any other
+# value, a result that is not a plain tree, or another call of wrap_var, is copied as before.
+_DECODED = []  # the result the last _postprocess_response returned, until wrap_var is called with it
+_POSTPROCESS_RESPONSE = ansible_mitogen.mixins.ActionModuleMixin._postprocess_response
+
+
+def postprocess_response(self, result):
+    """Mitogen's ``_postprocess_response`` (the module's JSON decoded), its result noted for plain_wrap_var."""
+    data = _POSTPROCESS_RESPONSE(self, result)
+    _DECODED[:] = [data]
+    return data
+
+
+ansible_mitogen.mixins.ActionModuleMixin._postprocess_response = postprocess_response
 
 # The fourth fix: Mitogen serves a collection's module_utils to each node's interpreter as source and compiles
 # them there, once per node and sweep (≈ 30-40 ms of CPU for node_validate's). gpufleet_mitogen_target.py

@@ -11,6 +11,7 @@ import sys
 import textwrap
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 try:
     import ansible_mitogen  # noqa: F401  pylint: disable=unused-import
@@ -69,3 +70,130 @@ def test_the_warmed_decoder_is_the_one_mitogen_decodes_with():
         print(json.dumps([same, json.loads(text, cls=decoder) == json.loads(text)]))
         """)
     assert json.loads(out) == [True, True]
+
+
+# -- the module result Mitogen wraps: not copied when it is a plain tree ------------------------------------
+
+@pytest.fixture(scope="module")
+def shim():
+    import importlib.util  # pylint: disable=import-outside-toplevel
+
+    import ansible.utils.unsafe_proxy  # pylint: disable=import-outside-toplevel
+    import ansible_mitogen.mixins  # pylint: disable=import-outside-toplevel
+    import ansible_mitogen.process  # pylint: disable=import-outside-toplevel
+    import ansible_mitogen.target  # pylint: disable=import-outside-toplevel
+    from ansible_mitogen import affinity  # pylint: disable=import-outside-toplevel
+
+    saved = (affinity.policy, ansible.utils.unsafe_proxy.wrap_var, ansible_mitogen.process._setup_responder,
+             ansible_mitogen.target.run_module, ansible_mitogen.mixins.ActionModuleMixin._postprocess_response)
+    saved_target = sys.modules.get("gpufleet_mitogen_target")
+    spec = importlib.util.spec_from_file_location("gpufleet_mitogen_linear_worker_test", SHIM)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        (affinity.policy, ansible.utils.unsafe_proxy.wrap_var, ansible_mitogen.process._setup_responder,
+         ansible_mitogen.target.run_module, ansible_mitogen.mixins.ActionModuleMixin._postprocess_response) = saved
+        if saved_target is None:
+            sys.modules.pop("gpufleet_mitogen_target", None)
+
+
+def _tagged(text):
+    from ansible._internal._datatag._tags import TrustedAsTemplate  # pylint: disable=import-outside-toplevel
+
+    return TrustedAsTemplate().tag(text)
+
+
+def shape(value):
+    """value with the type and trust of every node, to compare two results node by node."""
+    from ansible._internal._datatag._tags import TrustedAsTemplate  # pylint: disable=import-outside-toplevel
+
+    if isinstance(value, dict):
+        return ("dict", type(value), sorted((repr(shape(k)), shape(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return ("seq", type(value), [shape(item) for item in value])
+    if isinstance(value, set):
+        return ("set", type(value), sorted(repr(shape(item)) for item in value))
+    return ("scalar", type(value), value, TrustedAsTemplate.is_tagged_on(value))
+
+
+def core_wrap_var(shim, value):
+    import ansible.utils.unsafe_proxy  # pylint: disable=import-outside-toplevel
+
+    core = shim.plain_wrap_var.__defaults__[0]  # ansible-core's, as the shim found it
+    ansible.utils.unsafe_proxy.wrap_var = core  # its recursion looks the name up in its module
+    try:
+        return core(value)
+    finally:
+        ansible.utils.unsafe_proxy.wrap_var = shim.plain_wrap_var
+
+
+JSON = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=8)),
+                    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=6), inner,
+                                                                                         max_size=4)),
+                    max_leaves=30)
+ODD = st.one_of(st.text(max_size=6).map(_tagged), st.binary(max_size=4), st.tuples(st.integers()),
+                st.frozensets(st.integers(), max_size=2).map(set))
+
+
+def decoded(shim, value):
+    """``value`` as Mitogen's _postprocess_response hands it on: just decoded, noted for plain_wrap_var."""
+    shim._DECODED[:] = [value]  # pylint: disable=protected-access
+    return value
+
+
+@settings(max_examples=200, deadline=None)
+@given(JSON)
+def test_a_decoded_plain_result_is_handed_on_as_wrap_var_would_make_it(shim, value):
+    value = json.loads(json.dumps(value))  # a module result: what the JSON decoder makes
+    expected = shape(core_wrap_var(shim, value))
+    assert shape(shim.plain_wrap_var(decoded(shim, value))) == expected
+    assert shim._DECODED == []  # pylint: disable=protected-access
+
+
+@settings(max_examples=200, deadline=None)
+@given(JSON, ODD, st.data())
+def test_a_decoded_result_with_anything_else_in_it_is_copied_as_before(shim, value, odd, data):
+    """A tagged string, bytes, a tuple or a set anywhere (a module may send ansible-core tagged values): the
+    node-by-node copy, the same values as ansible-core's wrap_var."""
+    result = {"checks": [value], "odd": odd} if data.draw(st.booleans()) else [{"k": [odd]}, value]
+    expected = shape(core_wrap_var(shim, result))
+    wrapped = shim.plain_wrap_var(decoded(shim, result))
+    assert wrapped is not result and shape(wrapped) == expected
+
+
+def test_only_the_decoded_result_is_handed_on_uncopied(shim):
+    result = {"checks": [{"id": "gpu.nvml", "status": "pass", "observed": 8}], "healthy": True, "nvml": None}
+    assert shim.plain_wrap_var(decoded(shim, result)) is result  # fails before: wrap_var always copied
+    again = shim.plain_wrap_var(result)  # another call of wrap_var with it: a copy, as ansible-core's
+    assert again == result and again is not result and again["checks"] is not result["checks"]
+    other = {"a": [1]}
+    decoded(shim, result)
+    copy = shim.plain_wrap_var(other)  # a value that is not the decoded result
+    assert copy == other and copy is not other
+
+
+def test_a_container_in_the_result_twice_is_copied_apart(shim):
+    """wrap_var copies each occurrence: the two places must not stay one list."""
+    shared = ["x"]
+    result = {"a": shared, "b": shared}
+    wrapped = shim.plain_wrap_var(decoded(shim, result))
+    assert wrapped == result and wrapped["a"] is not wrapped["b"]
+
+
+def test_mitogen_decodes_through_the_shim(shim):
+    """Mitogen's _execute_module calls _postprocess_response (the module's JSON decoded by ansible-core's
+    decoder), then wrap_var on what it returned: that result is noted, and handed on as it is."""
+    import ansible_mitogen.mixins  # pylint: disable=import-outside-toplevel
+    from ansible.plugins.action import ActionBase  # pylint: disable=import-outside-toplevel
+
+    assert ansible_mitogen.mixins.ActionModuleMixin._postprocess_response is shim.postprocess_response
+    probe_class = type("Probe", (ansible_mitogen.mixins.ActionModuleMixin, ActionBase),
+                       {"run": lambda self, tmp=None, task_vars=None: {}})
+    probe = object.__new__(probe_class)  # _parse_returned_data reads nothing of an action on good JSON
+    text = '{"changed": false, "checks": [{"id": "rdma.port", "status": "warn", "observed": ["DOWN"]}]}'
+    data = probe._postprocess_response({"stdout": text, "stderr": "", "rc": 0})  # pylint: disable=protected-access
+    assert data["checks"] == [{"id": "rdma.port", "status": "warn", "observed": ["DOWN"]}]
+    assert shim._DECODED == [data]  # pylint: disable=protected-access
+    assert shim.plain_wrap_var(data) is data and shape(data) == shape(core_wrap_var(shim, data))
