@@ -213,6 +213,32 @@ def warm_module_decoder(common_json=ansible.module_utils.common.json, profile=MO
     return decoder
 
 
+# The seventh fix: before forking each worker, Mitogen's _queue_task loads the task's action plugin and the
+# play's connection plugin (``play_context.connection``) in the controller, so that the workers inherit them
+# loaded. A host whose ``ansible_connection`` is set in the inventory (``local`` in the lab and the bench, a
+# group of hosts on another transport) uses another plugin, which every worker then loaded again (Mitogen's
+# mitogen_local: ≈ 0.5 ms of CPU a host). It is loaded here once, the same way (Mitogen's wrapped loader, class
+# only); a value that is a template is left to the worker, which templates it, and any error to the worker,
+# which reports it for its host as before.
+_PRELOADED_CONNECTIONS = set()
+
+
+def preload_connection(name, loader=None):
+    """Load the connection plugin ``name`` (an inventory's ``ansible_connection``) in this process, once per
+    name; returns whether it was tried now."""
+    if not isinstance(name, str) or not name or "{" in name:
+        return False
+    name = str(name)  # the inventory's tags (origin) dropped: the plugin's name
+    if name in _PRELOADED_CONNECTIONS:
+        return False
+    _PRELOADED_CONNECTIONS.add(name)
+    try:
+        (loader or ansible_mitogen.loaders.connection_loader).get(name=name, class_only=True)
+    except Exception:  # pylint: disable=broad-exception-caught  # the worker loads it again and reports it
+        pass
+    return True
+
+
 Base = ansible_mitogen.loaders.strategy_loader.get("linear", class_only=True)
 
 
@@ -221,3 +247,7 @@ class StrategyModule(ansible_mitogen.strategy.StrategyMixin, Base):
         super().__init__(*args, **kwargs)
         collection_dirs()  # before any worker is forked
         warm_module_decoder()
+
+    def _queue_task(self, host, task, task_vars, play_context):
+        preload_connection(task_vars.get("ansible_connection"))
+        return super()._queue_task(host, task, task_vars, play_context)

@@ -197,3 +197,53 @@ def test_mitogen_decodes_through_the_shim(shim):
     assert data["checks"] == [{"id": "rdma.port", "status": "warn", "observed": ["DOWN"]}]
     assert shim._DECODED == [data]  # pylint: disable=protected-access
     assert shim.plain_wrap_var(data) is data and shape(data) == shape(core_wrap_var(shim, data))
+
+
+# -- the connection plugin an inventory names, loaded before the workers fork --------------------------------
+
+class RecordingLoader:
+    def __init__(self, fail=False):
+        self.calls, self.fail = [], fail
+
+    def get(self, **kwargs):
+        self.calls.append(kwargs)
+        if self.fail:
+            raise RuntimeError("a broken plugin")
+        return object
+
+
+def test_the_inventory_connection_is_loaded_once_per_name(shim, monkeypatch):
+    monkeypatch.setattr(shim, "_PRELOADED_CONNECTIONS", set())
+    loader = RecordingLoader()
+    assert shim.preload_connection(_tagged("local"), loader) is True  # an inventory value carries tags
+    assert shim.preload_connection("local", loader) is False
+    assert shim.preload_connection("ssh", loader) is True
+    assert loader.calls == [{"name": "local", "class_only": True}, {"name": "ssh", "class_only": True}]
+    assert all(type(call["name"]) is str for call in loader.calls)  # pylint: disable=unidiomatic-typecheck
+
+
+@pytest.mark.parametrize("value", [None, "", "{{ my_connection }}", 3, ["local"]])
+def test_what_is_not_a_plain_name_is_left_to_the_worker(shim, monkeypatch, value):
+    monkeypatch.setattr(shim, "_PRELOADED_CONNECTIONS", set())
+    loader = RecordingLoader()
+    assert shim.preload_connection(value, loader) is False and loader.calls == []
+
+
+def test_a_plugin_that_fails_to_load_is_left_to_the_worker(shim, monkeypatch):
+    """No error in the controller: the worker loads it again and reports the error for its host."""
+    monkeypatch.setattr(shim, "_PRELOADED_CONNECTIONS", set())
+    loader = RecordingLoader(fail=True)
+    assert shim.preload_connection("broken", loader) is True and len(loader.calls) == 1
+
+
+def test_the_strategy_loads_each_hosts_connection_before_queueing_its_task(shim, monkeypatch):
+    import ansible_mitogen.strategy  # pylint: disable=import-outside-toplevel
+
+    seen = []
+    monkeypatch.setattr(shim, "preload_connection", seen.append)
+    monkeypatch.setattr(ansible_mitogen.strategy.StrategyMixin, "_queue_task",
+                        lambda self, host, task, task_vars, play_context: seen.append(("queued", host)))
+    strategy = object.__new__(shim.StrategyModule)
+    strategy._queue_task("node0001", "task", {"ansible_connection": "local"}, "play context")  # pylint: disable=protected-access
+    strategy._queue_task("node0002", "task", {}, "play context")  # pylint: disable=protected-access
+    assert seen == ["local", ("queued", "node0001"), None, ("queued", "node0002")]
