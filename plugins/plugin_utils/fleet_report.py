@@ -33,11 +33,11 @@ import json
 import math
 import os
 import re
-import xml.etree.ElementTree as ET
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.core.checks import (
     FAIL, PASS, SEVERITIES, SKIP, STATUSES, WARN, is_healthy, json_safe, severity, summarize, worst)
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.report_json import to_json
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils.report_xml import attribute_escaper, closed
 
 UNREACHABLE_ID = "host.unreachable"
 VALIDATION_ID = "host.validation"
@@ -428,12 +428,9 @@ def check_times(entry):
     per_task = {}
     for check in entry["checks"]:
         per_task[check.get("task")] = per_task.get(check.get("task"), 0) + 1
-    times = {}
-    for check in entry["checks"]:
-        seconds = durations.get(check.get("task"))
-        if isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
-            times[(check["id"], check["target"])] = seconds / per_task[check.get("task")]
-    return times
+    share = {task: durations[task] / count for task, count in per_task.items()
+             if isinstance(durations.get(task), (int, float)) and not isinstance(durations.get(task), bool)}
+    return {(c["id"], c["target"]): share[c.get("task")] for c in entry["checks"] if c.get("task") in share}
 
 
 def junit_xml(document, name=None):
@@ -443,52 +440,65 @@ def junit_xml(document, name=None):
     with ``warning: `` (JUnit parsers know passed, failed, error and skipped only; GitLab reads the
     element's text and no properties, see docs/reports.md) and the property ``gpufleet.status=warn``.
     ``time`` of a testsuite is the host's measured validation time, of a testcase its task's
-    duration shared by that task's checks; absent when not measured."""
+    duration shared by that task's checks; absent when not measured.
+
+    Written as text: ElementTree's serialisation of the same elements, byte for byte (report_xml)."""
     ranked = list(document["hosts"].items())
     totals = document["totals"]
     stamp = document["generated_at"]
     if name is None:
         name = "gpufleet fleet picture" if document.get("scope") == "fleet" else "gpufleet run %s" % (
             (document.get("run") or {}).get("id") or stamp)
-    suites = ET.Element("testsuites", {
-        "name": xml_text(name), "tests": str(sum(len(e["checks"]) for _n, e in ranked)),
-        "failures": str(totals[FAIL]), "skipped": str(totals[SKIP] + totals[WARN]), "errors": "0"})
-    total_time, timed = 0.0, False
+    attr = attribute_escaper()
+    head = '<testsuites name="%s" tests="%s" failures="%s" skipped="%s" errors="0"' % (
+        attr(xml_text(name)), attr(str(sum(len(e["checks"]) for _n, e in ranked))), attr(str(totals[FAIL])),
+        attr(str(totals[SKIP] + totals[WARN])))
+    warn_property = '<properties><property name="gpufleet.status" value="%s" /></properties>' % attr(WARN)
+    body, total_time, timed, names = [], 0.0, False, {}
     for host, entry in ranked:
         checks, summary = entry["checks"], entry["summary"]
-        attributes = {"name": xml_text(host), "tests": str(len(checks)), "failures": str(summary[FAIL]),
-                      "skipped": str(summary[SKIP] + summary[WARN]), "errors": "0",
-                      "timestamp": entry.get("last_seen") or stamp}
+        host_name = attr(xml_text(host))
+        suite = '<testsuite name="%s" tests="%s" failures="%s" skipped="%s" errors="0" timestamp="%s"' % (
+            host_name, attr(str(len(checks))), attr(str(summary[FAIL])), attr(str(summary[SKIP] + summary[WARN])),
+            attr(entry.get("last_seen") or stamp))
         durations = clean_durations(entry.get("durations"))
         if durations:
-            attributes["time"] = _seconds(sum(durations.values()))
+            suite += ' time="%s"' % _seconds(sum(durations.values()))
             total_time += sum(durations.values())
             timed = True
-        suite = ET.SubElement(suites, "testsuite", attributes)
+        body.append(suite + (">" if checks else " />"))
         times = check_times(dict(entry, durations=durations))
         for check in checks:
-            case = ET.SubElement(suite, "testcase", {
-                "classname": xml_text(host), "name": xml_text("%s[%s]" % (check["id"], check["target"]))})
-            if (check["id"], check["target"]) in times:
-                case.set("time", _seconds(times[(check["id"], check["target"])]))
+            key = (check["id"], check["target"])
+            case_name = "%s[%s]" % key
+            case = names.get(case_name)
+            if case is None:
+                case = names[case_name] = attr(xml_text(case_name))
+            case = '<testcase classname="%s" name="%s"' % (host_name, case)
+            if key in times:
+                case += ' time="%.3f"' % times[key]  # _seconds
             # the detail (observed and expected, written for people) only where it is written: a
             # passing check has none, and writing it for every check was half of this function's time
             if check["status"] == FAIL:
-                failure = ET.SubElement(case, "failure", {"message": xml_text(check["message"]),
-                                                          "type": xml_text(check["id"])})
-                failure.text = xml_text(check_detail(check))
+                body.append('%s><failure message="%s" type="%s"%s</testcase>' % (
+                    case, attr(xml_text(check["message"])), attr(xml_text(check["id"])),
+                    closed("failure", xml_text(check_detail(check)))))
             elif check["status"] == SKIP:
                 # the reason as the element's text too: GitLab reads the content, not the attribute
-                skipped = ET.SubElement(case, "skipped", {"message": xml_text(check["message"])})
-                skipped.text = xml_text(check["message"])
+                body.append('%s><skipped message="%s"%s</testcase>' % (
+                    case, attr(xml_text(check["message"])), closed("skipped", xml_text(check["message"]))))
             elif check["status"] == WARN:
-                properties = ET.SubElement(case, "properties")
-                ET.SubElement(properties, "property", {"name": "gpufleet.status", "value": WARN})
-                skipped = ET.SubElement(case, "skipped", {"message": xml_text("warning: " + check["message"])})
-                skipped.text = xml_text("warning: " + check_detail(check))
+                body.append('%s>%s<skipped message="%s"%s</testcase>' % (
+                    case, warn_property, attr(xml_text("warning: " + check["message"])),
+                    closed("skipped", xml_text("warning: " + check_detail(check)))))
+            else:
+                body.append(case + " />")
+        if checks:
+            body.append("</testsuite>")
     if timed:
-        suites.set("time", _seconds(total_time))
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+        head += ' time="%s"' % _seconds(total_time)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n%s%s\n' % (
+        head, ">%s</testsuites>" % "".join(body) if body else " />")
 
 
 def run_summary_line(fleet):

@@ -131,8 +131,23 @@ def _run_time(run_id):
     return stamp
 
 
+def _group_of():
+    """check_group of a check id, once per distinct id (a fleet's hosts share their ids)."""
+    seen = {}
+
+    def group(check_id):
+        if type(check_id) is not str:  # pylint: disable=unidiomatic-typecheck  # a subclass: its own equality
+            return check_group(check_id)
+        found = seen.get(check_id)
+        if found is None:
+            found = seen[check_id] = check_group(check_id)
+        return found
+    return group
+
+
 def _rows(document, runs):
     hosts = list(document["hosts"].items())
+    check_group = _group_of()  # pylint: disable=redefined-outer-name  # the same function, memoised
     groups = sorted(set(check_group(c["id"]) for _h, entry in hosts for c in entry["checks"]),
                     key=lambda g: (check_family(g), g))
     run_ids = [r["id"] for r in runs]

@@ -14,6 +14,11 @@ import json
 import math
 from json.encoder import encode_basestring_ascii as _string_json
 
+try:
+    from json.encoder import c_make_encoder
+except ImportError:  # pragma: no cover - CPython has the C encoder
+    c_make_encoder = None
+
 from ansible_collections.gpufleet.cluster.plugins.module_utils.core.checks import INT_LIMIT, json_safe, safe_text
 
 
@@ -44,7 +49,7 @@ def strict_indented(value):
     str, or text that does not encode to UTF-8), and a set, are converted by json_safe itself first:
     two keys that become one keep json_safe's order and value."""
     out = []
-    _emit_strict(value, out, "\n")
+    _emit_strict(value, out, "\n", {})
     return "".join(out)
 
 
@@ -76,7 +81,9 @@ def _strict_scalar(value):
     return float.__repr__(safe)  # json_safe leaves only finite floats
 
 
-def _emit_strict(value, out, newline):
+def _emit_strict(value, out, newline, keys_of):
+    """Append the text of a value to ``out`` at the indentation ``newline``. ``keys_of``: per
+    indentation, the text before each exact-str key's value (``,\\n  "key": ``), made once a call."""
     text_of = _strict_scalar(value)
     if text_of is not None:
         out.append(text_of)
@@ -86,34 +93,91 @@ def _emit_strict(value, out, newline):
             type(key) is str and (key.isascii() or safe_text(key) is key)  # pylint: disable=unidiomatic-typecheck
             for key in value)):
         value = json_safe(value)
+    if not value:
+        out.append("{}" if isinstance(value, dict) else "[]")
+        return
     inner = newline + "  "
+    start = len(out)
     if isinstance(value, dict):
-        if not value:
-            out.append("{}")
-            return
-        separator = "{" + inner
+        keys = keys_of.get(inner)
+        if keys is None:
+            keys = keys_of[inner] = {}
         for key, item in value.items():
-            out.append(separator)
-            out.append(_string_json(key))
-            out.append(": ")
+            key_text = keys.get(key) if type(key) is str else None  # pylint: disable=unidiomatic-typecheck
+            if key_text is None:  # a str subclass key (json_safe leaves it): its own equality, not cached
+                key_text = "," + inner + _string_json(key) + ": "
+                if type(key) is str:  # pylint: disable=unidiomatic-typecheck
+                    keys[key] = key_text
+            out.append(key_text)
+            if type(item) is str and item.isascii():  # pylint: disable=unidiomatic-typecheck  # most values
+                out.append(_string_json(item))
+                continue
             text_of = _strict_scalar(item)
             if text_of is not None:
                 out.append(text_of)
             else:
-                _emit_strict(item, out, inner)
-            separator = "," + inner
+                _emit_strict(item, out, inner, keys_of)
+        out[start] = "{" + out[start][1:]
         out.append(newline + "}")
         return
-    if not value:
-        out.append("[]")
-        return
-    separator = "[" + inner
+    separator = "," + inner
+    run = []  # flat dicts in a row (a host's checks), written by the C encoder in one call
     for item in value:
+        if type(item) is dict and c_make_encoder is not None and _flat(item):  # pylint: disable=unidiomatic-typecheck
+            run.append(item)
+            continue
+        if run:
+            _emit_flat_dicts(run, out, inner)
+            run = []
         out.append(separator)
         text_of = _strict_scalar(item)
         if text_of is not None:
             out.append(text_of)
         else:
-            _emit_strict(item, out, inner)
-        separator = "," + inner
+            _emit_strict(item, out, inner, keys_of)
+    if run:
+        _emit_flat_dicts(run, out, inner)
+    out[start] = "[" + inner
     out.append(newline + "]")
+
+
+def _flat(mapping):
+    """Whether a dict is one the C encoder writes as json_safe and the json module would: not
+    empty, its keys exact str that encode to UTF-8, its values scalars json_safe leaves as they are
+    (exact str that encodes to UTF-8, bool, None, exact int within INT_LIMIT, exact finite float)."""
+    if not mapping:
+        return False
+    for key, item in mapping.items():
+        if type(key) is not str or not key.isascii() and safe_text(key) is not key:  # pylint: disable=unidiomatic-typecheck
+            return False
+        kind = type(item)
+        if kind is str:
+            if not item.isascii() and safe_text(item) is not item:
+                return False
+        elif kind is int:
+            if not -INT_LIMIT <= item < INT_LIMIT:
+                return False
+        elif kind is float:
+            if not math.isfinite(item):
+                return False
+        elif item is not None and kind is not bool:
+            return False
+    return True
+
+
+_ENCODERS = {}  # the separator of a flat dict's items (",\n" and its indent) -> a C encoder using it
+
+
+def _emit_flat_dicts(run, out, inner):
+    """Append ``,<inner>`` and the text of list items ``run`` (dicts, each :func:`_flat`) at the
+    indentation ``inner``: the C encoder's text of the run (one call, no indent: the items'
+    separator given as ``",\n" + indent``), its only ``}, {`` between two items (a raw newline is
+    never in its strings) made into the indented text. Byte for byte what :func:`_emit_strict`
+    writes of each item (same literals, same string encoder), in a fraction of the time."""
+    items = "," + inner + "  "
+    encoder = _ENCODERS.get(items)
+    if encoder is None:
+        encoder = _ENCODERS[items] = c_make_encoder(None, None, _string_json, None, ": ", items, False, False, True)
+    text = "".join(encoder(run, 0))  # [{"id": "a",\n    "status": "pass"},\n    {"id": ...}]
+    out.append("," + inner)
+    out.append("{" + items[1:] + text[2:-2].replace("}" + items + "{", inner + "}," + inner + "{" + items[1:]) + inner + "}")
