@@ -30,6 +30,7 @@ __metaclass__ = type
 import os
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from markupsafe import Markup, escape
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.core.checks import (
     CHECK_SEVERITY, FAIL, PASS, SEVERITIES, SKIP, WARN, group_checks, summarize, worst)
@@ -44,6 +45,7 @@ TEMPLATE = "fleet_report.html.j2"
 BELOW_MINIMUM = ((0.9, "lo1", "90-100 % of min"), (0.75, "lo2", "75-90 %"), (0.5, "lo3", "50-75 %"),
                  (float("-inf"), "lo4", "< 50 %"))
 _SYMBOL = {FAIL: "\u2717", WARN: "!", PASS: "\u2713", SKIP: "\u2013"}
+_ESCAPED = dict((text, str(escape(text))) for text in list(_SYMBOL) + list(_SYMBOL.values()))  # none needs any
 
 _ENV = {}
 
@@ -151,24 +153,30 @@ def _rows(document, runs):
     groups = sorted(set(check_group(c["id"]) for _h, entry in hosts for c in entry["checks"]),
                     key=lambda g: (check_family(g), g))
     run_ids = [r["id"] for r in runs]
+    family_of, counted = dict((group, check_family(group)) for group in groups), {}
     current = (document.get("run") or {}).get("id")
     rows = []
     for index, (host, entry) in enumerate(hosts):
         checks, summary = entry["checks"], entry["summary"]
-        by_group = {}
+        counts_of = {}  # group -> summarize() of its checks, in one pass over the host's checks
         for check in checks:
-            by_group.setdefault(check_group(check["id"]), []).append(check)
+            counts = counts_of.get(check_group(check["id"]))
+            if counts is None:
+                counts = counts_of[check_group(check["id"])] = summarize(())
+            counts[check["status"]] += 1
         cells = []
         for group in groups:
-            members = by_group.get(group)
-            if not members:
+            counts = counts_of.get(group)
+            if counts is None:
                 cells.append(None)
                 continue
-            status = worst(c["status"] for c in members)
-            counts = summarize(members)
-            title = "%s on %s: %s" % (group, host, ", ".join(
-                "%d %s" % (counts[s], s) for s in (FAIL, WARN, PASS, SKIP) if counts[s]))
-            cells.append({"status": status, "title": title, "symbol": _SYMBOL[status], "family": check_family(group)})
+            key = (counts[FAIL], counts[WARN], counts[PASS], counts[SKIP])
+            if key not in counted:  # the worst status and the counts' text, once per distinct counts
+                status = worst(s for s in (FAIL, WARN, PASS, SKIP) if counts[s])
+                counted[key] = (status, ", ".join("%d %s" % (counts[s], s) for s in (FAIL, WARN, PASS, SKIP) if counts[s]))
+            status, tally = counted[key]
+            cells.append({"status": status, "title": "%s on %s: %s" % (group, host, tally), "symbol": _SYMBOL[status],
+                          "family": family_of[group]})
         status = entry.get("status") or worst(c["status"] for c in checks)
         level = entry.get("severity")
         history = dict((h.get("run"), h.get("status")) for h in entry.get("history") or [] if isinstance(h, dict))
@@ -247,6 +255,21 @@ def _heatmap(matrix):
             "below_minimum": BELOW_MINIMUM, "compact": len(hosts) > 24}
 
 
+def _cells_html(row):
+    """The grid cells of a host row, the text the template's loop wrote (every value escaped as
+    its autoescape does, markupsafe.escape): one join per row instead of a template loop per cell
+    (25 groups x 200 hosts: a fifth of the page's time)."""
+    parts = []
+    for cell, first in zip(row["cells"], row["firsts"]):
+        if cell:
+            parts.append('<td class="c s-%s%s" title="%s">%s</td>' % (
+                _ESCAPED.get(cell["status"]) or escape(cell["status"]), " fam-first" if cell["first"] else "",
+                escape(cell["title"]), _ESCAPED.get(cell["symbol"]) or escape(cell["symbol"])))
+        else:
+            parts.append('<td class="c none%s"></td>' % (" fam-first" if first else ""))
+    return Markup("".join(parts))
+
+
 def render(document, contracts=None, open_limit=25):
     """The self-contained page (inline CSS and script) of a report document. ``contracts``: the
     address of docs/contracts.md check ids link to; None (the default): no link, the id is plain
@@ -266,6 +289,7 @@ def render(document, contracts=None, open_limit=25):
             if cell is not None:
                 cell["first"] = group in firsts
         row["firsts"] = [group in firsts for group in groups]
+        row["cells_html"] = _cells_html(row)
     return environment().get_template(TEMPLATE).render(
         scope=scope, run=run, runs=runs, generated_at=document["generated_at"], playbook=document.get("playbook"),
         totals=document["totals"], groups=groups, families=families, rows=rows, problems=problems, contracts=contracts,

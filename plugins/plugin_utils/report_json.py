@@ -121,14 +121,14 @@ def _emit_strict(value, out, newline, keys_of):
         out.append(newline + "}")
         return
     separator = "," + inner
-    run = []  # flat dicts in a row (a host's checks), written by the C encoder in one call
+    run, nested = [], []  # flat dicts in a row (a host's checks), written by the C encoder in one call
     for item in value:
-        if type(item) is dict and c_make_encoder is not None and _flat(item):  # pylint: disable=unidiomatic-typecheck
+        if type(item) is dict and c_make_encoder is not None and _flat(item, nested):  # pylint: disable=unidiomatic-typecheck
             run.append(item)
             continue
         if run:
-            _emit_flat_dicts(run, out, inner)
-            run = []
+            _emit_flat_dicts(run, nested, out, inner)
+            run, nested = [], []
         out.append(separator)
         text_of = _strict_scalar(item)
         if text_of is not None:
@@ -136,20 +136,24 @@ def _emit_strict(value, out, newline, keys_of):
         else:
             _emit_strict(item, out, inner, keys_of)
     if run:
-        _emit_flat_dicts(run, out, inner)
+        _emit_flat_dicts(run, nested, out, inner)
     out[start] = "[" + inner
     out.append(newline + "]")
 
 
-def _flat(mapping):
-    """Whether a dict is one the C encoder writes as json_safe and the json module would: not
-    empty, its keys exact str that encode to UTF-8, its values scalars json_safe leaves as they are
-    (exact str that encodes to UTF-8, bool, None, exact int within INT_LIMIT, exact finite float)."""
-    if not mapping:
-        return False
-    for key, item in mapping.items():
+def _safe_keys(mapping):
+    """Whether every key is an exact str that encodes to UTF-8 (json_safe leaves it as it is)."""
+    for key in mapping:
         if type(key) is not str or not key.isascii() and safe_text(key) is not key:  # pylint: disable=unidiomatic-typecheck
             return False
+    return True
+
+
+def _plain(values):
+    """Whether every value is a scalar json_safe leaves as it is and the C encoder writes as the json
+    module does: exact str that encodes to UTF-8, bool, None, exact int within INT_LIMIT, exact
+    finite float."""
+    for item in values:
         kind = type(item)
         if kind is str:
             if not item.isascii() and safe_text(item) is not item:
@@ -165,19 +169,75 @@ def _flat(mapping):
     return True
 
 
+def _flat(mapping, nested):
+    """Whether the C encoder writes a dict as json_safe and the json module would: not empty, its
+    keys :func:`_safe_keys`, its values :func:`_plain` scalars or containers of them (an observed
+    dict or list: exact dict or list types, one level); each such container that is not empty is
+    appended to ``nested`` as (key, value), in order (nothing appended when the dict is not flat)."""
+    if not mapping or not _safe_keys(mapping):
+        return False
+    size = len(nested)
+    for key, item in mapping.items():
+        kind = type(item)
+        if kind is str:
+            if not item.isascii() and safe_text(item) is not item:
+                break
+        elif kind is int:
+            if not -INT_LIMIT <= item < INT_LIMIT:
+                break
+        elif kind is float:
+            if not math.isfinite(item):
+                break
+        elif kind is dict:
+            if not _safe_keys(item) or not _plain(item.values()):
+                break
+            if item:
+                nested.append((key, item))
+        elif kind is list:
+            if not _plain(item):
+                break
+            if item:
+                nested.append((key, item))
+        elif item is not None and kind is not bool:
+            break
+    else:
+        return True
+    del nested[size:]
+    return False
+
+
 _ENCODERS = {}  # the separator of a flat dict's items (",\n" and its indent) -> a C encoder using it
 
 
-def _emit_flat_dicts(run, out, inner):
-    """Append ``,<inner>`` and the text of list items ``run`` (dicts, each :func:`_flat`) at the
-    indentation ``inner``: the C encoder's text of the run (one call, no indent: the items'
-    separator given as ``",\n" + indent``), its only ``}, {`` between two items (a raw newline is
-    never in its strings) made into the indented text. Byte for byte what :func:`_emit_strict`
-    writes of each item (same literals, same string encoder), in a fraction of the time."""
-    items = "," + inner + "  "
+def _encoder(items):
     encoder = _ENCODERS.get(items)
     if encoder is None:
         encoder = _ENCODERS[items] = c_make_encoder(None, None, _string_json, None, ": ", items, False, False, True)
-    text = "".join(encoder(run, 0))  # [{"id": "a",\n    "status": "pass"},\n    {"id": ...}]
+    return encoder
+
+
+def _emit_flat_dicts(run, nested, out, inner):
+    """Append ``,<inner>`` and the text of list items ``run`` (dicts, each :func:`_flat`; ``nested``
+    their containers) at the indentation ``inner``: the C encoder's text of the run in one call (no
+    indent: the items' separator given as ``",\\n" + indent``), then made into the indented text:
+    each nested container (found after its key, in order: a key's quotes are never in a string's
+    text, where the encoder escapes them) replaced by its own text one level deeper, and the only
+    ``}, {`` between two items (a raw newline is never in the encoder's strings) split over lines.
+    Byte for byte what :func:`_emit_strict` writes of each item (same literals, same string
+    encoder), in a fraction of the time."""
+    items = "," + inner + "  "
+    text = "".join(_encoder(items)(run, 0))  # [{"id": "a",\n    "status": "pass"},\n    {"id": ...}]
+    if nested:
+        deeper, pieces, at = _encoder(items + "  "), [], 0
+        for key, container in nested:
+            found = "%s: %s" % (_string_json(key), "".join(_encoder(items)(container, 0)))
+            where = text.index(found, at)
+            body = "".join(deeper(container, 0))
+            pieces.append(text[at:where])
+            pieces.append("%s: %s%s%s%s%s" % (_string_json(key), body[0], items[1:] + "  ", body[1:-1], items[1:],
+                                              body[-1]))
+            at = where + len(found)
+        pieces.append(text[at:])
+        text = "".join(pieces)
     out.append("," + inner)
     out.append("{" + items[1:] + text[2:-2].replace("}" + items + "{", inner + "}," + inner + "{" + items[1:]) + inner + "}")
