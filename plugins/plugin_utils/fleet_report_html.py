@@ -150,20 +150,24 @@ def _group_of():
 def _rows(document, runs):
     hosts = list(document["hosts"].items())
     check_group = _group_of()  # pylint: disable=redefined-outer-name  # the same function, memoised
-    groups = sorted(set(check_group(c["id"]) for _h, entry in hosts for c in entry["checks"]),
-                    key=lambda g: (check_family(g), g))
+    counts_by_host, seen = [], set()
+    for _host, entry in hosts:  # per host: group -> summarize() of its checks, one pass over them
+        counts_of = {}
+        for check in entry["checks"]:
+            group = check_group(check["id"])
+            counts = counts_of.get(group)
+            if counts is None:
+                counts = counts_of[group] = summarize(())
+            counts[check["status"]] += 1
+        counts_by_host.append(counts_of)
+        seen.update(counts_of)
+    groups = sorted(seen, key=lambda g: (check_family(g), g))
     run_ids = [r["id"] for r in runs]
     family_of, counted = dict((group, check_family(group)) for group in groups), {}
     current = (document.get("run") or {}).get("id")
     rows = []
     for index, (host, entry) in enumerate(hosts):
-        checks, summary = entry["checks"], entry["summary"]
-        counts_of = {}  # group -> summarize() of its checks, in one pass over the host's checks
-        for check in checks:
-            counts = counts_of.get(check_group(check["id"]))
-            if counts is None:
-                counts = counts_of[check_group(check["id"])] = summarize(())
-            counts[check["status"]] += 1
+        checks, summary, counts_of = entry["checks"], entry["summary"], counts_by_host[index]
         cells = []
         for group in groups:
             counts = counts_of.get(group)
