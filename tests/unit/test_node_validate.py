@@ -128,13 +128,14 @@ def test_readiness_names_the_first_failure_and_counts_the_rest():
 # -- one reader, one NVML initialisation, no commands ---------------------------------------
 def test_each_file_read_once_nvml_initialised_once_no_command(monkeypatch):
     opened = {}
-    real_open = sysfs.open_regular  # every sysfs read goes through it (regular files only)
+    real_read = sysfs._read_found  # every sysfs read of a file found goes through it (open_regular too)
 
-    def counting_open(path, max_bytes):
-        opened[path] = opened.get(path, 0) + 1
-        return real_open(path, max_bytes)
+    def counting_read(path, found, *args, **kwargs):
+        if not isinstance(found, OSError):
+            opened[path] = opened.get(path, 0) + 1
+        return real_read(path, found, *args, **kwargs)
 
-    monkeypatch.setattr(sysfs, "open_regular", counting_open)
+    monkeypatch.setattr(sysfs, "_read_found", counting_read)
     fake = fake_with("h100-healthy")
     inits = []
     original = fake.nvmlInitWithFlags

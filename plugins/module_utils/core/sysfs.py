@@ -86,17 +86,35 @@ def open_regular(path, max_bytes):
 
     Never blocks on a FIFO or device: non-regular files are not opened for reading."""
     try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            return ReadFailure("not a regular file")
+        found = os.stat(path)
     except OSError as exc:
-        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
-            return ReadFailure("absent", absent=True)
-        return ReadFailure(_os_error("stat", exc))
+        found = exc
     except ValueError as exc:
         return ReadFailure("invalid path (%s)" % exc, absent=True)
+    return _read_found(path, found, max_bytes, 0)
+
+
+def _read_found(path, found, max_bytes, flags, again=False):
+    """``open_regular`` once ``path`` was looked up: ``found`` is its stat result, or the OSError
+    of the look-up. ``flags`` are added to the open's (O_NOFOLLOW when ``found`` is the lstat of
+    the file the path resolves to, made while resolving it). ``again``: when the open finds no
+    such file (ENOENT, ENOTDIR, ELOOP: the path itself does not lead where its resolution did, as
+    with ``missing/../file``, or more than 40 links on the way), the path is looked up with stat,
+    and a failure of that is the answer, as when it is looked up first."""
+    if isinstance(found, OSError):
+        if found.errno in (errno.ENOENT, errno.ENOTDIR):
+            return ReadFailure("absent", absent=True)
+        return ReadFailure(_os_error("stat", found))
+    if not stat.S_ISREG(found.st_mode):
+        return ReadFailure("not a regular file")
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | flags)
     except OSError as exc:
+        if again and exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+            try:
+                os.stat(path)
+            except OSError as failed:
+                return _read_found(path, failed, max_bytes, flags)
         if exc.errno == errno.ENOENT:
             return ReadFailure("vanished between lookup and open (ENOENT)")
         return ReadFailure(_os_error("open", exc))
@@ -156,11 +174,15 @@ class SysfsReader(object):
     def __init__(self, root="/"):
         self.root = root  # normalised once by the caller (framework.given_root)
         self._root_real = os.path.realpath(self.root)
+        self._whole = self._root_real == os.sep  # root /: every path is inside, none is resolved to read
+        self._root_below = self._root_real + os.sep
         self._cache = {}
         self._problems = {}  # rel -> why a present file gave no value (see problem())
         self._dir_cache = {}
         self._raw = {}  # escaped name shown to callers -> name on disk
         self._real = {}  # path -> its realpath (a run reads many files of one directory)
+        self._found = {}  # resolved path -> its lstat result or OSError (made once, while resolving)
+        self._gave_up = set()  # paths left to os.path.realpath (a loop)
 
     def path(self, rel):
         """Absolute path of ``rel`` (e.g. ``sys/module/mlx5_core``) below root."""
@@ -171,25 +193,34 @@ class SysfsReader(object):
 
     def _inside(self, full):
         """Whether ``full`` resolves inside root (always true for root ``/``)."""
-        if self._root_real == os.sep:
+        if self._whole:
             return True
         try:
             real = self._realpath(full)
         except (OSError, ValueError):
             return False
-        return real == self._root_real or real.startswith(self._root_real + os.sep)
+        return real == self._root_real or real.startswith(self._root_below)
 
     def _realpath(self, full):
         """os.path.realpath(full), each path resolved once per reader: realpath(parent/name) is
         realpath(parent)/name unless name is a symlink (then its target is resolved from
-        realpath(parent), the directory holding it) or a dot entry. A cycle reads hundreds of files
-        below a few dozen directories: one lstat per new path component, instead of one per
-        component of every path as os.path.realpath does. An absolute link target, or more than
-        40 links in a row (a loop), is left to os.path.realpath."""
+        realpath(parent), the directory holding it, or from / when absolute) or a dot entry. A
+        cycle reads hundreds of files below a few dozen directories: one lstat per new path
+        component, instead of one per component of every path as os.path.realpath does. More than
+        40 links in a row (a loop) is left to os.path.realpath."""
         try:
             return self._resolve(full, 0)
-        except _LinkLoop:  # not cached: a link resolved through the loop is not where the loop ends
+        except (_LinkLoop, RecursionError):  # not cached: a link resolved through the loop is not where it ends
+            self._gave_up.add(full)
             return os.path.realpath(full)
+
+    def _lstat(self, real):
+        try:
+            found = os.lstat(real)
+        except OSError as exc:
+            found = exc
+        self._found[real] = found
+        return found
 
     def _resolve(self, full, links):
         real = self._real.get(full)
@@ -204,20 +235,36 @@ class SysfsReader(object):
             real = os.path.dirname(self._resolve(parent, links))
         else:
             real = os.path.join(self._resolve(parent, links), name)
-            try:
-                is_link = stat.S_ISLNK(os.lstat(real).st_mode)
-            except OSError:  # missing: kept as it is, as os.path.realpath does
-                is_link = False
-            if is_link:
+            found = self._found.get(real)
+            if found is None:
+                found = self._lstat(real)
+            # missing (an OSError): kept as it is, as os.path.realpath does
+            if not isinstance(found, OSError) and stat.S_ISLNK(found.st_mode):
                 if links >= 40:
                     raise _LinkLoop(full)
-                target = os.readlink(real)
-                if os.path.isabs(target):
-                    real = os.path.realpath(real)
-                else:
-                    real = self._resolve(os.path.join(os.path.dirname(real), target), links + 1)
+                # an absolute target joins to itself: resolved from /, as the kernel does
+                real = self._resolve(os.path.join(os.path.dirname(real), os.readlink(real)), links + 1)
         self._real[full] = real
         return real
+
+    def _read_inside(self, full):
+        """open_regular(full) below a root other than /: nothing outside root is read. The lstat
+        made while resolving ``full`` serves as open_regular's stat when it found a file that is
+        a regular file (the same directory entry ``full`` names; opened with O_NOFOLLOW, so a link
+        put there since is not followed); in every other case (missing, an error, a loop) the
+        path itself is looked up as before, so the answer and its reason are the same. Only a
+        regular file is opened at once: the open finds out whether the path itself leads there
+        (``missing/../file`` resolves lexically, the kernel finds no such file)."""
+        try:
+            real = self._realpath(full)
+        except (OSError, ValueError):
+            return ReadFailure("outside root", absent=True)
+        if real != self._root_real and not real.startswith(self._root_below):
+            return ReadFailure("outside root", absent=True)
+        found = self._found.get(real)
+        if found is None or isinstance(found, OSError) or not stat.S_ISREG(found.st_mode) or full in self._gave_up:
+            return open_regular(full, MAX_READ)
+        return _read_found(full, found, MAX_READ, getattr(os, "O_NOFOLLOW", 0), again=True)
 
     def _display(self, name):
         shown = safe_text(name)
@@ -246,7 +293,7 @@ class SysfsReader(object):
             return self._cache[rel]
         value = None
         full = self.path(rel)
-        raw = open_regular(full, MAX_READ) if self._inside(full) else ReadFailure("outside root", absent=True)
+        raw = open_regular(full, MAX_READ) if self._whole else self._read_inside(full)
         if isinstance(raw, bytes):
             text = raw.decode("utf-8", "replace").strip().strip("\x00").strip()
             if not text:
@@ -314,7 +361,7 @@ class SysfsReader(object):
         try:
             if not os.path.exists(full) or not self._inside(full):
                 return None
-            return self._display(os.path.basename(os.path.realpath(full))) or None
+            return self._display(os.path.basename(self._realpath(full))) or None
         except (OSError, ValueError):
             return None
 
@@ -326,7 +373,7 @@ class SysfsReader(object):
         try:
             if not os.path.exists(full) or not self._inside(full):
                 return None
-            relative = os.path.relpath(os.path.realpath(full), self._root_real)
+            relative = os.path.relpath(self._realpath(full), self._root_real)
         except (OSError, ValueError):
             return None
         if relative == os.curdir or relative.startswith(os.pardir):
