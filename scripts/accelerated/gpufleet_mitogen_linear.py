@@ -249,5 +249,5 @@ class StrategyModule(ansible_mitogen.strategy.StrategyMixin, Base):
         warm_module_decoder()
 
     def _queue_task(self, host, task, task_vars, play_context):
-        preload_connection(task_vars.get("ansible_connection"))
+        preload_connection((task_vars or {}).get("ansible_connection"))
         return super()._queue_task(host, task, task_vars, play_context)

@@ -246,4 +246,5 @@ def test_the_strategy_loads_each_hosts_connection_before_queueing_its_task(shim,
     strategy = object.__new__(shim.StrategyModule)
     strategy._queue_task("node0001", "task", {"ansible_connection": "local"}, "play context")  # pylint: disable=protected-access
     strategy._queue_task("node0002", "task", {}, "play context")  # pylint: disable=protected-access
-    assert seen == ["local", ("queued", "node0001"), None, ("queued", "node0002")]
+    strategy._queue_task("node0003", "task", None, "play context")  # pylint: disable=protected-access
+    assert seen == ["local", ("queued", "node0001"), None, ("queued", "node0002"), None, ("queued", "node0003")]
