@@ -164,6 +164,15 @@ def is_index(name):
     return isinstance(name, str) and re.match(r"^[0-9]{1,9}$", name) is not None
 
 
+def _split(path):
+    """os.path.split of a text path, written out (a few thousand calls a run)."""
+    cut = path.rfind("/") + 1
+    parent, name = path[:cut], path[cut:]
+    if parent and parent != "/" * len(parent):
+        parent = parent.rstrip("/")
+    return parent, name
+
+
 class _LinkLoop(Exception):
     """More than 40 symbolic links in a row while resolving a path."""
 
@@ -176,6 +185,7 @@ class SysfsReader(object):
         self._root_real = os.path.realpath(self.root)
         self._whole = self._root_real == os.sep  # root /: every path is inside, none is resolved to read
         self._root_below = self._root_real + os.sep
+        self._root_slash = root if root.endswith("/") else root + "/"
         self._cache = {}
         self._problems = {}  # rel -> why a present file gave no value (see problem())
         self._dir_cache = {}
@@ -189,7 +199,7 @@ class SysfsReader(object):
         rel = rel.lstrip("/")
         if self._raw:
             rel = "/".join(self._raw.get(part, part) for part in rel.split("/"))
-        return os.path.join(self.root, rel)
+        return self._root_slash + rel  # os.path.join(root, rel)
 
     def _inside(self, full):
         """Whether ``full`` resolves inside root (always true for root ``/``)."""
@@ -226,7 +236,7 @@ class SysfsReader(object):
         real = self._real.get(full)
         if real is not None:
             return real
-        parent, name = os.path.split(full)
+        parent, name = _split(full)
         if not parent or parent == full:
             real = os.path.realpath(full)
         elif name in ("", "."):
@@ -234,7 +244,10 @@ class SysfsReader(object):
         elif name == "..":
             real = os.path.dirname(self._resolve(parent, links))
         else:
-            real = os.path.join(self._resolve(parent, links), name)
+            above = self._resolve(parent, links)
+            if not above.endswith("/"):
+                above += "/"
+            real = above + name
             found = self._found.get(real)
             if found is None:
                 found = self._lstat(real)
@@ -242,27 +255,33 @@ class SysfsReader(object):
             if not isinstance(found, OSError) and stat.S_ISLNK(found.st_mode):
                 if links >= 40:
                     raise _LinkLoop(full)
-                # an absolute target joins to itself: resolved from /, as the kernel does
-                real = self._resolve(os.path.join(os.path.dirname(real), os.readlink(real)), links + 1)
+                target = os.readlink(real)
+                # an absolute target is resolved from /, as the kernel does
+                real = self._resolve(target if target.startswith("/") else above + target, links + 1)
         self._real[full] = real
         return real
 
     def _read_inside(self, full):
         """open_regular(full) below a root other than /: nothing outside root is read. The lstat
-        made while resolving ``full`` serves as open_regular's stat when it found a file that is
-        a regular file (the same directory entry ``full`` names; opened with O_NOFOLLOW, so a link
-        put there since is not followed); in every other case (missing, an error, a loop) the
-        path itself is looked up as before, so the answer and its reason are the same. Only a
-        regular file is opened at once: the open finds out whether the path itself leads there
-        (``missing/../file`` resolves lexically, the kernel finds no such file)."""
+        made while resolving ``full`` serves as open_regular's stat when it found that full's last
+        name, in its resolved directory, is a regular file (not a link: the very entry the kernel
+        opens; opened with O_NOFOLLOW, so a link put there since is not followed). In every other
+        case (missing, an error, a link, not a regular file, a loop) the path itself is looked up
+        as before, so the answer and its reason are the same; and when the open finds no such
+        file, the path is looked up too (``missing/../file`` resolves lexically, the kernel finds
+        nothing there)."""
         try:
             real = self._realpath(full)
         except (OSError, ValueError):
             return ReadFailure("outside root", absent=True)
         if real != self._root_real and not real.startswith(self._root_below):
             return ReadFailure("outside root", absent=True)
-        found = self._found.get(real)
-        if found is None or isinstance(found, OSError) or not stat.S_ISREG(found.st_mode) or full in self._gave_up:
+        parent, name = _split(full)
+        above = self._real.get(parent)
+        found = None
+        if above is not None and name not in ("", ".", "..") and full not in self._gave_up:
+            found = self._found.get((above if above.endswith("/") else above + "/") + name)
+        if found is None or isinstance(found, OSError) or not stat.S_ISREG(found.st_mode):
             return open_regular(full, MAX_READ)
         return _read_found(full, found, MAX_READ, getattr(os, "O_NOFOLLOW", 0), again=True)
 
