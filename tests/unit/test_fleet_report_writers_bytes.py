@@ -61,6 +61,8 @@ CHECK = st.one_of(st.dictionaries(STR_KEY, SCALAR, max_size=7),  # flat ones (mo
 @example([{"a": "\udc80"}, {"b": 1}], 1)
 @example([{"a": 2 ** 63}, {"b": float("inf")}, {Text("k"): 1}, {"c": Count(1)}, {"d": Ratio(1.5)}], 2)
 @example([{"m": "},\n      {"}, {}, {"n": "x"}, {"o": True}], 3)
+@example([{"a": "1234567890123456789012", "b": [2 ** 63 - 1]}, {"c": "\U0001f600"}, {"d": "\\ud800"},
+          {"e": {"f": float("nan")}}, {"g": ["\udc80"]}, {"h": -(2 ** 63)}, {"i": -(2 ** 63) - 1}], 2)
 def test_lists_of_flat_dicts_are_written_as_the_json_module_did(checks, depth):
     """A list of check-like dicts (flat ones go through the C encoder in runs; odd keys, str, int and
     float subclasses, NaN, huge ints, lone surrogates, text holding ``},\\n  {``, nested
