@@ -268,3 +268,13 @@ def test_real_name_and_real_parts_do_not_walk_the_path_again(tmp_path, request):
     assert reader.real_name(rel) == expected
     assert reader.real_parts(rel)[-1] == expected
     assert counts["lstat"] == 0, counts
+
+
+# -- mlx5.clean_text: a regular expression instead of a loop over the characters --------------------
+@settings(max_examples=300, deadline=None, database=None)
+@given(value=st.one_of(st.none(), st.text(), st.text(alphabet=st.characters(max_codepoint=40))))
+def test_clean_text_refuses_exactly_undecodable_bytes_and_control_characters_but_tab_and_newline(value):
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.rdma.mlx5 import clean_text
+
+    refused = value is not None and ("\ufffd" in value or any(ord(ch) < 32 and ch not in "\t\n" for ch in value))
+    assert clean_text(value) == (None if refused else value)

@@ -28,6 +28,8 @@ PCI_DEVICES = "sys/bus/pci/devices"
 MLX5_MODULE = "sys/module/mlx5_core"
 OFED_INFO_TIMEOUT = 30
 
+# Control characters other than tab and newline (clean_text).
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f]")
 # ASCII digits only, bounded: a state id or rate never becomes a huge or non-finite number.
 _STATE = re.compile(r"^\s*([0-9]{1,6})\s*:\s*(\S.{0,63}?)\s*$", re.ASCII)
 _RATE = re.compile(r"^\s*([0-9]{1,7}(?:\.[0-9]{1,6})?)\s*Gb/sec"
@@ -97,7 +99,7 @@ def clean_text(value):
     """``value`` unless it holds undecodable bytes or control characters (then None)."""
     if value is None:
         return None
-    if "\ufffd" in value or any(ord(ch) < 32 and ch not in "\t\n" for ch in value):
+    if "\ufffd" in value or _CONTROL.search(value):
         return None
     return value
 
