@@ -37,6 +37,11 @@ FIGURES = {
         r"^module file as a process \(2 procs\) +%s +%s" % (STATS, STATS),
         r"^  elapsed_ms reported +%s" % STATS,
     ],
+    "fork_cost": [
+        r"^one DGX node_validate result: [0-9]+ bytes of JSON, [0-9]+ checks$",
+        r"^ +0 +{0} +{0} +{0} +{0} +1\.00$".format(NUMBER),
+        r"^ +20 +{0} +{0} +{0} +{0} +{0}$".format(NUMBER),
+    ],
     "agent_cycle": [
         r"^  per cycle .*: %s" % STATS,
         r"^  start-up \+ first cycle.*: %s" % STATS,
