@@ -7,9 +7,10 @@
 #
 # Everything else (inventory, ansible.cfg, callbacks, fleet report) is unchanged; only
 # ANSIBLE_STRATEGY_PLUGINS and ANSIBLE_STRATEGY are set for the command. The strategy is Mitogen's
-# mitogen_linear with two fixes (scripts/accelerated/gpufleet_mitogen_linear.py: the installed
-# collections are listed once per run instead of once per task and host; on a controller with fewer
-# than 4 CPUs Mitogen's CPU pinning, which put all but one multiplexer on one CPU, is switched off).
+# mitogen_linear with fixes, each explained where it is made (scripts/accelerated/gpufleet_mitogen_linear.py:
+# e.g. the installed collections are listed once per run instead of once per task and host; on a controller
+# with fewer than 4 CPUs Mitogen's CPU pinning, which put all but one multiplexer on one CPU, is switched off;
+# work every worker repeated after the fork is done once before it; docs/performance.md).
 # Mitogen's own settings apply as documented by Mitogen (MITOGEN_CPU_COUNT: multiplexer processes,
 # default 1; measured on 2 CPUs without the pinning, a second one gave no gain: docs/performance.md).
 set -euo pipefail
