@@ -8,7 +8,7 @@ node_validate's gpu.nvml_binding_path, the scenario file through the task enviro
 times, one after the other in the same run:
 
   (a) floor:          one no-op module task per host (ansible.builtin.ping)
-  (d) accel floor:    (a) in the accelerated mode (scripts/accelerated.sh: Mitogen's mitogen_linear + two fixes)
+  (d) accel floor:    (a) in the accelerated mode (scripts/accelerated.sh: Mitogen's mitogen_linear + our fixes)
   (b) validate:       playbooks/validate.yml (one gpufleet.cluster.node_validate task per host)
   (e) accel validate: (b) in the accelerated mode; its fleet report must equal (b)'s check by
                       check (host, id, target and every field of the check), else the run fails

@@ -1,4 +1,4 @@
-"""Strategy of the accelerated mode (scripts/accelerated.sh): Mitogen's mitogen_linear, plus two fixes.
+"""Strategy of the accelerated mode (scripts/accelerated.sh): Mitogen's mitogen_linear, plus fixes (each explained below).
 
 Not part of the collection (build_ignore: scripts): it needs mitogen, which only the accelerated mode
 installs (requirements.txt pins it).
