@@ -486,7 +486,7 @@ def a_flat_scenario(draw):
     return {"runs": runs, "options": {"summary": False}}
 
 
-@settings(max_examples=90, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=60, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 @given(scenario=a_flat_scenario())
 def test_report_files_of_flat_checks_with_tricky_texts_are_the_old_bytes(sides, scenario):
     """The C-encoder path of report_json (checks of exact str keys and scalar / one-level values): texts that
@@ -575,7 +575,7 @@ def a_previous_picture(draw):
     return json.dumps(picture).encode()
 
 
-@settings(max_examples=60, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=40, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 @given(previous=a_previous_picture(), scenario=a_flat_scenario())
 def test_report_files_merged_into_an_odd_previous_picture_are_the_old_bytes(sides, previous, scenario):
     """The previous fleet picture is data read back (an earlier run, another version, an editor): whatever it
@@ -1123,31 +1123,32 @@ ACC_PLAY = r'''- hosts: all
 '''
 
 
+@pytest.fixture(scope="module")
+def both_modes(tmp_path_factory):
+    """One plain and one accelerated run of the two plays (ACC_PLAY, CONN_PLAY) over one inventory."""
+    tmp_path = tmp_path_factory.mktemp("rt9acc")
+    library = tmp_path / "library"
+    library.mkdir()
+    (library / "rt9_echo.py").write_text(ECHO_MODULE)
+    hosts = ("all:\n  vars:\n    ansible_python_interpreter: %s\n  children:\n    g_local:\n      vars:\n"
+             "        ansible_connection: local\n      hosts:\n        h_group: {}\n    g_host:\n      hosts:\n"
+             "        h_host:\n          ansible_connection: local\n        h_play: {}\n" % sys.executable)
+    hosts += CONN_HOSTS.split("  children:\n", 1)[1]
+    play = ACC_PLAY.replace("- hosts: all", "- hosts: g_local:g_host", 1) + "\n" + \
+        CONN_PLAY.replace("- hosts: all", "- hosts: g_ssh:g_plain", 1)
+    run_both_modes(tmp_path, hosts, play, library=str(library))
+    return tmp_path
+
+
 @needs_mitogen
-def test_registered_results_of_an_accelerated_run_are_the_plain_runs(tmp_path):
+def test_registered_results_of_an_accelerated_run_are_the_plain_runs(both_modes):
     """A module result holding template text ("{{ lookup('pipe', ...) }}": never templated when used later),
     nested and empty containers, ansible_facts and an _ansible_ key; set_fact over the registered variable, a
     loop whose items hold template text, a no_log task; ansible_connection set per group, per host and per
     play. Every registered value (written with to_nice_json) is the same in both modes."""
-    library = tmp_path / "library"
-    library.mkdir()
-    (library / "rt9_echo.py").write_text(ECHO_MODULE)
-    (tmp_path / "play.yml").write_text(ACC_PLAY)
-    (tmp_path / "hosts.yml").write_text(
-        "all:\n  vars:\n    ansible_python_interpreter: %s\n  children:\n    g_local:\n      vars:\n"
-        "        ansible_connection: local\n      hosts:\n        h_group: {}\n    g_host:\n      hosts:\n"
-        "        h_host:\n          ansible_connection: local\n        h_play: {}\n" % sys.executable)
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_LIBRARY=str(library),
-               GPUFLEET_REPORT_DIR=str(tmp_path / "reports"))
-    playbook = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
-    for mode, prefix in (("plain", []), ("acc", ["bash", os.path.join(REPO, "scripts", "accelerated.sh")])):
-        proc = subprocess.run(prefix + [playbook, "-i", str(tmp_path / "hosts.yml"), str(tmp_path / "play.yml"),
-                                        "-e", "mode=%s out_dir=%s" % (mode, tmp_path)],
-                              cwd=REPO, env=env, capture_output=True, text=True, timeout=180, check=False)
-        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     for host in ("h_group", "h_host", "h_play"):
-        plain = (tmp_path / ("out-plain-%s.json" % host)).read_text()
-        accelerated = (tmp_path / ("out-acc-%s.json" % host)).read_text()
+        plain = (both_modes / ("out-plain-%s.json" % host)).read_text()
+        accelerated = (both_modes / ("out-acc-%s.json" % host)).read_text()
         assert plain == accelerated, host
         assert "TEMPLATED" in plain and "\"TEMPLATED" not in plain and " TEMPLATED\"" not in plain
         assert "lookup('pipe', 'echo TEMPLATED')" in plain
@@ -1214,7 +1215,7 @@ def test_report_files_of_checks_whose_texts_are_not_text_are_the_old_bytes(sides
     same_files(sides, scenario)
 
 
-@settings(max_examples=50, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=40, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 @given(checks=st.lists(st.one_of(a_flat_check(), a_flat_check(), a_check()), min_size=1, max_size=12),
        hosts=st.integers(1, 12))
 def test_runs_of_flat_checks_broken_by_odd_ones_are_the_old_bytes(sides, checks, hosts):
@@ -1311,7 +1312,7 @@ CONN_HOSTS = r'''all:
           ansible_connection: "{{ 'lo' ~ 'cal' }}"
         h_nosuch:
           ansible_connection: nosuchconnection
-        h_play: {}
+        h_play2: {}
         h_paramiko:
           ansible_connection: paramiko_ssh
           ansible_host: 127.0.0.1
@@ -1334,7 +1335,11 @@ CONN_PLAY = r'''- hosts: all
       ignore_errors: true
     - name: record
       ansible.builtin.copy:
-        content: "{{ {'p': p | dict2items | rejectattr('key', 'in', ['exception', 'module_stderr', 'module_stdout']) | items2dict, 'p2': p2 | dict2items | rejectattr('key', 'in', ['exception', 'module_stderr', 'module_stdout']) | items2dict} | to_nice_json }}"
+        content: >-
+          {{ {'p': p | dict2items | rejectattr('key', 'in', ['exception', 'module_stderr', 'module_stdout'])
+                     | items2dict,
+              'p2': p2 | dict2items | rejectattr('key', 'in', ['exception', 'module_stderr', 'module_stdout'])
+                     | items2dict} | to_nice_json }}
         dest: "{{ out_dir }}/out-{{ mode }}-{{ inventory_hostname }}.json"
         mode: "0600"
       delegate_to: localhost
@@ -1366,12 +1371,12 @@ def unreachable_text_dropped(text):
 
 
 @needs_mitogen
-def test_connection_set_per_host_group_play_and_task_is_the_plain_runs(tmp_path):
+def test_connection_set_per_host_group_play_and_task_is_the_plain_runs(both_modes):
     """9373245 loads the connection plugin a host's inventory names before the workers fork: which connection a
     host uses must not change (host var over group var over the play's `connection:`, task vars over all; a
     templated name; a plugin that does not exist; an unreachable ssh and paramiko host)."""
-    run_both_modes(tmp_path, CONN_HOSTS % {"python": sys.executable}, CONN_PLAY)
-    hosts = ["h_group_ssh", "h_host_local_over_group", "h_templated", "h_nosuch", "h_play", "h_paramiko"]
+    tmp_path = both_modes
+    hosts = ["h_group_ssh", "h_host_local_over_group", "h_templated", "h_nosuch", "h_play2", "h_paramiko"]
     for host in hosts:
         plain = (tmp_path / ("out-plain-%s.json" % host)).read_text()
         accelerated = (tmp_path / ("out-acc-%s.json" % host)).read_text()
