@@ -1112,9 +1112,37 @@ ACC_PLAY = r'''- hosts: all
       ansible.builtin.debug:
         msg: "{{ nl.secret }} {{ nl.out }}"
       register: d4
+    - name: markers and internal keys
+      rt9_echo:
+        result:
+          marked: {__ansible_unsafe: "{{ tmpl }}"}
+          _ansible_no_log: false
+          _ansible_item_label: "{{ tmpl }}"
+          ansible_facts: {ansible_connection: ssh, rt9_x: "{{ tmpl }}", discovered_interpreter_python: /usr/bin/python3}
+          warnings: ["{{ tmpl }}"]
+          deprecations: []
+      register: m
+      ignore_errors: true
+    - name: used
+      ansible.builtin.debug:
+        msg: >-
+          {{ m.marked | default('none') }} / {{ m.ansible_facts | default('') }} /
+          {{ ansible_facts.rt9_x | default('nofact') }}
+      register: u
+    - name: a module that says no_log
+      rt9_echo:
+        result: {_ansible_no_log: true, secret: hunter2}
+      register: n
+      ignore_errors: true
+    - name: a failed module with template text
+      rt9_echo:
+        result: {failed: true, msg: "{{ tmpl }}", rc: 3}
+      register: f
+      ignore_errors: true
     - name: everything registered, as a fact
       ansible.builtin.set_fact:
-        everything: "{{ {'r': r, 'd': d, 'd2': d2, 'loop_r': loop_r, 'd3': d3, 'nl': nl, 'd4': d4} }}"
+        everything: "{{ {'r': r, 'd': d, 'd2': d2, 'loop_r': loop_r, 'd3': d3, 'nl': nl, 'd4': d4,
+                        'm': m, 'u': u, 'n': n, 'f': f} }}"
     - name: write it
       ansible.builtin.copy:
         content: "{{ everything | to_nice_json }}"
@@ -1143,7 +1171,8 @@ def both_modes(tmp_path_factory):
 @needs_mitogen
 def test_registered_results_of_an_accelerated_run_are_the_plain_runs(both_modes):
     """A module result holding template text ("{{ lookup('pipe', ...) }}": never templated when used later),
-    nested and empty containers, ansible_facts and an _ansible_ key; set_fact over the registered variable, a
+    nested and empty containers, ansible_facts (also ansible_connection), _ansible_ keys (_ansible_no_log,
+    _ansible_item_label), a __ansible_unsafe marker, warnings, a failed result; set_fact over the registered variable, a
     loop whose items hold template text, a no_log task; ansible_connection set per group, per host and per
     play. Every registered value (written with to_nice_json) is the same in both modes."""
     for host in ("h_group", "h_host", "h_play"):
