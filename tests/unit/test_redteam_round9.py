@@ -1412,3 +1412,37 @@ def test_connection_set_per_host_group_play_and_task_is_the_plain_runs(both_mode
         assert unreachable_text_dropped(plain) == unreachable_text_dropped(accelerated), host
     assert json.loads((tmp_path / "out-plain-h_host_local_over_group.json").read_text())["p"]["ping"] == "pong"
     assert json.loads((tmp_path / "out-plain-h_group_ssh.json").read_text())["p"]["unreachable"] is True
+
+
+CLEAN_TEXT_DRIVER = r'''
+import pickle, sys
+sys.path.insert(0, sys.argv[1])
+from ansible_collections.gpufleet.cluster.plugins.module_utils.rdma import mlx5
+assert mlx5.__file__.startswith(sys.argv[1])
+class S(str):
+    pass
+values = [chr(c) for c in range(0x10000)] + [chr(c) for c in range(0x10000, 0x110000, 97)]
+values += ["a" + chr(c) + "b" for c in range(0x3000)] + ["ok\n", "ok\t", "\n", "", "x\r\n", "ok\x00", "\ufffd",
+           "a\ufffdb", "l1\nl2\n", "\udcff", "x" * 70000 + "\x01", "x" * 70000, "\n\n\t", "\x00" * 3]
+values += [S("a\x01"), S("ok"), None]
+out = []
+for value in values:
+    try:
+        got = mlx5.clean_text(value)
+        out.append(("ok", str.__str__(got) if isinstance(got, str) else repr(got), type(got).__name__))
+    except Exception as exc:  # noqa: BLE001
+        out.append(("error", type(exc).__name__))
+sys.stdout.buffer.write(pickle.dumps(out))
+'''
+
+
+def test_mlx5_clean_text_gives_46fbccfs_verdict_for_every_code_point(old_root):
+    """8d8295c (mlx5.clean_text as one regular expression search): 'Same verdicts' as before, every BMP code point (every 97th
+    above) alone and between two letters (the first 0x3000), long texts, str subclasses, None."""
+    answers = []
+    for root in (old_root, COLLECTIONS):
+        proc = subprocess.run([sys.executable, "-c", CLEAN_TEXT_DRIVER, root], capture_output=True, timeout=120,
+                              check=True)
+        answers.append(pickle.loads(proc.stdout))
+    differ = [(n, a, b) for n, (a, b) in enumerate(zip(*answers)) if a != b]
+    assert len(answers[0]) == len(answers[1]) and not differ, differ[:5]
