@@ -585,6 +585,8 @@ def test_report_files_merged_into_an_odd_previous_picture_are_the_old_bytes(side
 
 
 @pytest.mark.parametrize("options", [{"junit": False}, {"html": False}, {"contracts_url": "https://x/c.md"},
+                                     {"contracts_url": "javascript:alert('x')\"<b>&amp;"},
+                                     {"contracts_url": "https://x/c.md#\u00e9 ]]>"}, {"summary_limit": 1},
                                      {"merge": False}, {"keep_runs": 1}])
 def test_report_files_with_other_options_are_the_old_bytes(sides, options):
     checks = [dict(c, target=t) for c in NESTED_KEY_CASES for t in ("node", "gpu0")]
