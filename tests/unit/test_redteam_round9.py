@@ -750,7 +750,7 @@ def sysfs_ask(code_root, request, tmp_path):
             handle.write(SYSFS_DRIVER)
     proc = subprocess.run([sys.executable, driver, code_root, os.path.join(REPO, "tests", "unit"),
                            os.path.join(REPO, "tests")],
-                          input=json.dumps(request), capture_output=True, text=True, timeout=60, check=False)
+                          input=json.dumps(request), capture_output=True, text=True, timeout=20, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout)
 
@@ -1448,3 +1448,25 @@ def test_mlx5_clean_text_gives_46fbccfs_verdict_for_every_code_point(old_root):
         answers.append(pickle.loads(proc.stdout))
     differ = [(n, a, b) for n, (a, b) in enumerate(zip(*answers)) if a != b]
     assert len(answers[0]) == len(answers[1]) and not differ, differ[:5]
+
+
+@pytest.mark.parametrize("swap", ["class link to outside (absolute)", "device dir replaced by a link out"])
+@pytest.mark.parametrize("race", [False, True], ids=["between-reads", "at-open"])
+def test_a_switch_to_an_outside_fifo_does_not_hang_the_run(tmp_path, swap, race):
+    """A directory of the path switched to a link out of root whose entry of the attribute's name is a FIFO
+    (anyone can make one): the read must not wait for a writer (the driver's 60 s timeout would fail this) and
+    must not answer anything read outside."""
+    root, tree, outside = make_tree(str(tmp_path / "t"), False)
+    for name in ("mtu", "speed"):
+        os.unlink(os.path.join(outside, "eth0", name))
+        os.mkfifo(os.path.join(outside, "eth0", name))
+    actions = swaps(tree, outside)[swap]
+    if race:
+        request = {"kind": "ops", "root": root, "ops": [["ask", MTU], ["ask", SPEED]], "race": ["eth0/mtu", "open",
+                                                                                              actions]}
+    else:
+        request = {"kind": "ops", "root": root, "ops": [["ask", ADDR]] + actions + [["ask", MTU], ["ask", SPEED]]}
+    got = sysfs_ask(os.environ.get("RT9_CODE", COLLECTIONS), request, tmp_path)
+    assert SECRET not in json.dumps(got["answers"])
+    for answer in got["answers"][-2:]:  # MTU and SPEED, asked after the switch
+        assert answer["read"] is None, answer
