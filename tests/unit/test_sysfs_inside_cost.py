@@ -84,7 +84,8 @@ class CountingOs(object):
     def open(self, path, flags, *args):
         self.counts["open"] += 1
         fd = os.open(path, flags, *args)
-        self.opened.append(path)  # opened: an open that failed read nothing
+        if not flags & getattr(os, "O_DIRECTORY", 0):  # a directory opened to be listed is not a file read
+            self.opened.append(path)  # opened: an open that failed read nothing
         return fd
 
 

@@ -27,7 +27,9 @@ Field-by-field tolerance (see docs/contracts.md, "Reading sysfs"):
   ``O_NONBLOCK`` open checked again with ``fstat`` so that a swap in between cannot block);
 - at most ``MAX_READ`` bytes of a file are read;
 - below a root other than ``/``, a path whose symlinks resolve outside the root (an
-  absolute link in a mounted image, ``../../..`` past the top) reads as missing;
+  absolute link in a mounted image, ``../../..`` past the top) reads as missing, and so does
+  a file or directory the kernel, asked once it is open (``fd_path``), puts outside root (a
+  directory on the path switched to a link out of root during the run);
 - names (``listdir``, link targets) of any bytes come back as valid UTF-8 text: undecodable
   bytes are shown as ``\\xNN`` escapes, and the reader maps such a name back to the bytes on
   disk when it is used in a later path;
@@ -80,9 +82,11 @@ def _os_error(action, exc):
     return "%s failed: %s (%s)" % (action, name, exc.strerror or exc)
 
 
-def open_regular(path, max_bytes):
+def open_regular(path, max_bytes, opened_inside=None):
     """Bytes (at most ``max_bytes``) of ``path`` if it is a readable regular file, else a
     ReadFailure saying why (absent, not a regular file, the errno of stat/open/read).
+    ``opened_inside``: a function of the open descriptor, false when the file opened is not one
+    that may be read (outside the reader's root); it then reads as absent, unread.
 
     Never blocks on a FIFO or device: non-regular files are not opened for reading."""
     try:
@@ -91,10 +95,22 @@ def open_regular(path, max_bytes):
         found = exc
     except ValueError as exc:
         return ReadFailure("invalid path (%s)" % exc, absent=True)
-    return _read_found(path, found, max_bytes, 0)
+    return _read_found(path, found, max_bytes, 0, opened_inside=opened_inside)
 
 
-def _read_found(path, found, max_bytes, flags, again=False):
+_READ = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+
+
+def fd_path(fd):
+    """The path the kernel has for the open file ``fd`` (``/proc/self/fd``: every link on the way
+    resolved, as it was when the file was opened), or None where that cannot be read (no /proc)."""
+    try:
+        return os.readlink("/proc/self/fd/%d" % fd)
+    except OSError:
+        return None
+
+
+def _read_found(path, found, max_bytes, flags, again=False, opened_inside=None):
     """``open_regular`` once ``path`` was looked up: ``found`` is its stat result, or the OSError
     of the look-up. ``flags`` are added to the open's (O_NOFOLLOW when ``found`` is the lstat of
     the file the path resolves to, made while resolving it). ``again``: when the open finds no
@@ -108,17 +124,19 @@ def _read_found(path, found, max_bytes, flags, again=False):
     if not stat.S_ISREG(found.st_mode):
         return ReadFailure("not a regular file")
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | flags)
+        fd = os.open(path, _READ | flags)
     except OSError as exc:
         if again and exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
             try:
                 os.stat(path)
             except OSError as failed:
-                return _read_found(path, failed, max_bytes, flags)
+                return _read_found(path, failed, max_bytes, flags, opened_inside=opened_inside)
         if exc.errno == errno.ENOENT:
             return ReadFailure("vanished between lookup and open (ENOENT)")
         return ReadFailure(_os_error("open", exc))
     try:
+        if opened_inside is not None and not opened_inside(fd):
+            return ReadFailure("outside root", absent=True)
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return ReadFailure("not a regular file")
         return read_bounded(fd, max_bytes)
@@ -193,6 +211,8 @@ class SysfsReader(object):
         self._real = {}  # path -> its realpath (a run reads many files of one directory)
         self._found = {}  # resolved path -> its lstat result or OSError (made once, while resolving)
         self._gave_up = set()  # paths left to os.path.realpath (a loop)
+        # below a root other than /: each file read or directory listed is asked where it is once open
+        self._verify = not self._whole and os.path.isdir("/proc/self/fd")
 
     def path(self, rel):
         """Absolute path of ``rel`` (e.g. ``sys/module/mlx5_core``) below root."""
@@ -281,9 +301,36 @@ class SysfsReader(object):
         found = None
         if above is not None and name not in ("", ".", "..") and full not in self._gave_up:
             found = self._found.get((above if above.endswith("/") else above + "/") + name)
+        opened_inside = self._opened_inside if self._verify else None
         if found is None or isinstance(found, OSError) or not stat.S_ISREG(found.st_mode):
-            return open_regular(full, MAX_READ)
-        return _read_found(full, found, MAX_READ, getattr(os, "O_NOFOLLOW", 0), again=True)
+            return open_regular(full, MAX_READ, opened_inside)
+        return _read_found(full, found, MAX_READ, getattr(os, "O_NOFOLLOW", 0), again=True,
+                           opened_inside=opened_inside)
+
+    def _opened_inside(self, fd):
+        """Whether the file or directory open as ``fd`` is inside root, asked of the kernel after the
+        open (``fd_path``: one readlink). The resolution above was made before the open and is kept for
+        the run, so a directory on the path switched to a link out of root since then, or between the
+        look-up and the open, would otherwise be followed (red team round 9: F1 a switch between two
+        reads of one run, F2 one right before the open). The lstat made while resolving cannot tell: it
+        walks the same switched path. What is outside root is then not read, but it was opened
+        (O_NONBLOCK; the look-up never lets a FIFO or device be opened, one swapped in since would be).
+        Where /proc/self/fd is not there (``_verify`` false), only the resolution's check applies."""
+        where = fd_path(fd)
+        return where is not None and (where == self._root_real or where.startswith(self._root_below))
+
+    def _names(self, full):
+        """os.listdir(full); below a root other than /, of the directory opened only when it is inside
+        root (``_opened_inside``)."""
+        if self._whole:
+            return os.listdir(full)
+        if not self._verify:
+            return os.listdir(full)
+        fd = os.open(full, _READ | getattr(os, "O_DIRECTORY", 0))
+        try:
+            return os.listdir(fd) if self._opened_inside(fd) else []
+        finally:
+            os.close(fd)
 
     def _display(self, name):
         shown = safe_text(name)
@@ -360,7 +407,7 @@ class SysfsReader(object):
         entries = []
         try:
             if self._inside(full):
-                entries = sorted(self._display(name) for name in os.listdir(full))
+                entries = sorted(self._display(name) for name in self._names(full))
         except (OSError, ValueError):
             entries = []
         self._dir_cache[rel] = entries
