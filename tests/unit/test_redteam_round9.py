@@ -384,9 +384,15 @@ def a_result_data(draw):
     data = {}
     shape = draw(st.integers(0, 9))
     if shape == 0:  # a loop
-        data["results"] = [{"checks": draw(st.lists(a_check(), max_size=3))} for _ in range(draw(st.integers(0, 3)))]
+        data["results"] = [{"checks": draw(st.lists(a_check(), max_size=3)), "item": draw(value),
+                            "ansible_loop_var": "item", "_ansible_item_label": draw(odd_text)}
+                           for _ in range(draw(st.integers(0, 3)))]
         if draw(st.booleans()):
-            data["results"].append({"skipped": True})
+            data["results"].append({"skipped": True, "item": draw(value)})
+        if draw(st.booleans()):
+            data["results"].append({"failed": True, "msg": draw(odd_text), "item": draw(value)})
+        if draw(st.booleans()):
+            data["results"].append({"checks": draw(st.lists(a_check(), max_size=2)), "elapsed_ms": draw(odd_int)})
     elif shape == 1:
         data.update({"msg": draw(odd_text), "exception": draw(odd_text)})
     else:
