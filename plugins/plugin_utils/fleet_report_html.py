@@ -35,6 +35,7 @@ from markupsafe import Markup, escape
 from ansible_collections.gpufleet.cluster.plugins.module_utils.core.checks import (
     CHECK_SEVERITY, FAIL, PASS, SEVERITIES, SKIP, WARN, group_checks, summarize, worst)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.core.validation import is_finite_number
+from ansible_collections.gpufleet.cluster.plugins.plugin_utils.report_xml import once_per_text
 from ansible_collections.gpufleet.cluster.plugins.plugin_utils.fleet_report import (
     check_group, json_safe, problems_first, text, value_detail)
 
@@ -135,16 +136,7 @@ def _run_time(run_id):
 
 def _group_of():
     """check_group of a check id, once per distinct id (a fleet's hosts share their ids)."""
-    seen = {}
-
-    def group(check_id):
-        if type(check_id) is not str:  # pylint: disable=unidiomatic-typecheck  # a subclass: its own equality
-            return check_group(check_id)
-        found = seen.get(check_id)
-        if found is None:
-            found = seen[check_id] = check_group(check_id)
-        return found
-    return group
+    return once_per_text(check_group)
 
 
 def _rows(document, runs):

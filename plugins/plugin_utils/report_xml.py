@@ -14,19 +14,26 @@ __metaclass__ = type
 from xml.etree.ElementTree import _escape_attrib, _escape_cdata
 
 
+def once_per_text(function):
+    """``function`` memoised for exact ``str`` arguments (a report repeats its check ids, targets and
+    statuses on every host); any other argument, a str subclass included (its own equality), is passed
+    to ``function`` each time. Shared by the report writers (fleet_report_html's check groups)."""
+    seen = {}
+
+    def call(value):
+        if type(value) is not str:  # pylint: disable=unidiomatic-typecheck  # a subclass: not cached
+            return function(value)
+        found = seen.get(value)
+        if found is None:
+            found = seen[value] = function(value)
+        return found
+    return call
+
+
 def attribute_escaper():
     """``escape(value)``: an attribute value as ElementTree writes it (its ``_escape_attrib``: the
     same text, the same TypeError for a value that is not text), each distinct str escaped once."""
-    seen = {}
-
-    def escape(value):
-        if type(value) is not str:  # pylint: disable=unidiomatic-typecheck  # a subclass: not cached
-            return _escape_attrib(value)
-        found = seen.get(value)
-        if found is None:
-            found = seen[value] = _escape_attrib(value)
-        return found
-    return escape
+    return once_per_text(_escape_attrib)
 
 
 def closed(tag, content):

@@ -12,6 +12,7 @@ import textwrap
 
 import pytest
 from hypothesis import given, settings, strategies as st
+from test_accelerated_strategy import shape  # one comparison of type and trust, node by node
 
 try:
     import ansible_mitogen  # noqa: F401  pylint: disable=unused-import
@@ -103,19 +104,6 @@ def _tagged(text):
     from ansible._internal._datatag._tags import TrustedAsTemplate  # pylint: disable=import-outside-toplevel
 
     return TrustedAsTemplate().tag(text)
-
-
-def shape(value):
-    """value with the type and trust of every node, to compare two results node by node."""
-    from ansible._internal._datatag._tags import TrustedAsTemplate  # pylint: disable=import-outside-toplevel
-
-    if isinstance(value, dict):
-        return ("dict", type(value), sorted((repr(shape(k)), shape(v)) for k, v in value.items()))
-    if isinstance(value, (list, tuple)):
-        return ("seq", type(value), [shape(item) for item in value])
-    if isinstance(value, set):
-        return ("set", type(value), sorted(repr(shape(item)) for item in value))
-    return ("scalar", type(value), value, TrustedAsTemplate.is_tagged_on(value))
 
 
 def core_wrap_var(shim, value):
