@@ -269,9 +269,15 @@ class Side(object):
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=workdir)
 
     def ask(self, scenario):
+        self.send(scenario)
+        return self.receive()
+
+    def send(self, scenario):
         blob = pickle.dumps(scenario)
         self.proc.stdin.write(struct.pack(">Q", len(blob)) + blob)
         self.proc.stdin.flush()
+
+    def receive(self):
         head = self.proc.stdout.read(8)
         assert len(head) == 8, "driver died"
         return pickle.loads(self.proc.stdout.read(struct.unpack(">Q", head)[0]))
@@ -307,7 +313,9 @@ def sides(tmp_path_factory, old_root):
 
 
 def same_files(sides, scenario):
-    old, new = (side.ask(scenario) for side in sides)
+    for side in sides:  # both render at once
+        side.send(scenario)
+    old, new = (side.receive() for side in sides)
     assert "crash" not in old and "crash" not in new, (old.get("crash"), new.get("crash"))
     assert old["exceptions"] == new["exceptions"]
     assert old["errors"] == new["errors"]
