@@ -706,6 +706,13 @@ class RacingOs(object):
         self._maybe("stat", path)
         return os.stat(path, *args, **kwargs)
 
+    def readlink(self, path, *args, **kwargs):
+        if self.when == "readlink-fd" and isinstance(path, str) and path.startswith("/proc/self/fd/"):
+            self._maybe("readlink-fd", self.trigger)
+        else:
+            self._maybe("readlink", path)
+        return os.readlink(path, *args, **kwargs)
+
     def lstat(self, path, *args, **kwargs):
         self._maybe("lstat", path)
         return os.lstat(path, *args, **kwargs)
@@ -1484,3 +1491,50 @@ def test_a_switch_to_an_outside_fifo_does_not_hang_the_run(tmp_path, swap, race)
     assert SECRET not in json.dumps(got["answers"])
     for answer in got["answers"][-2:]:  # MTU and SPEED, asked after the switch
         assert answer["read"] is None, answer
+
+
+@pytest.mark.parametrize("action", ["remove", "replace", "fifo", "dir"])
+def test_a_file_changed_after_its_open_is_read_as_opened(tmp_path, action):
+    """7b01c9d asks the kernel for the opened file's path (/proc/self/fd): the file unlinked ('... (deleted)'),
+    replaced, or swapped for a FIFO or a directory right before that readlink is still the file opened: its
+    value, never an outside or absent answer."""
+    root, tree, _outside = make_tree(str(tmp_path / "t"), False)
+    mtu = os.path.join(tree, "sys", "devices", "pci0", "eth0", "mtu")
+    actions = {"remove": [["remove", mtu]], "replace": [["remove", mtu], ["file", mtu, "777\n"]],
+               "fifo": [["fifo", mtu]], "dir": [["dir", mtu]]}[action]
+    request = {"kind": "ops", "root": root, "ops": [["ask", MTU]], "race": ["x", "readlink-fd", actions]}
+    got = sysfs_ask(COLLECTIONS, request, tmp_path)
+    assert got["answers"][0]["read"] == "1500", got
+
+
+def test_odd_root_names_and_a_root_deeper_than_path_max_answer_as_46fbccf(tmp_path, old_root):
+    """Roots named 'r (deleted)' (what /proc/self/fd shows for an unlinked file), with a newline, a backslash,
+    spaces, an undecodable byte, 200 characters; a root whose path is longer than PATH_MAX (4096)."""
+    rels = [ADDR, MTU, "sys/class/net", "sys/class/net/eth0", "sys/devices/pci0/eth0/speed", "../outside/f"]
+    trees = []
+    for number, name in enumerate(["r (deleted)", "r\nx", "r\\x", " r ", os.fsdecode(b"r\xff"), "r" * 200]):
+        base = str(tmp_path / ("b%d" % number))
+        os.makedirs(base)
+        _root, tree, _outside = make_tree(base, False)
+        os.rename(tree, os.path.join(base, name))
+        trees.append([os.path.join(base, name), rels])
+    deep = str(tmp_path / "deep")
+    os.makedirs(deep)
+    fd = os.open(deep, os.O_RDONLY)
+    for _ in range(900):
+        os.mkdir("dddd", dir_fd=fd)
+        child = os.open("dddd", os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = child
+    os.mkdir("sys", dir_fd=fd)
+    sysdir = os.open("sys", os.O_RDONLY, dir_fd=fd)
+    handle = os.open("f", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=sysdir)
+    os.write(handle, b"5\n")
+    for number in (handle, sysdir, fd):
+        os.close(number)
+    trees.append([deep + "/dddd" * 900, ["sys/f", "sys", "missing"]])
+    request = {"kind": "many", "trees": trees}
+    old = sysfs_ask(old_root, request, tmp_path)
+    new = sysfs_ask(COLLECTIONS, request, tmp_path)
+    assert SECRET not in json.dumps(new)
+    assert old == new
