@@ -1538,3 +1538,28 @@ def test_odd_root_names_and_a_root_deeper_than_path_max_answer_as_46fbccf(tmp_pa
     new = sysfs_ask(COLLECTIONS, request, tmp_path)
     assert SECRET not in json.dumps(new)
     assert old == new
+
+
+# F1/F2 of this round (failing on 081bfa8 and on 46fbccf, fixed by 7b01c9d): kept as passing attacks
+@pytest.mark.parametrize("root_is_link", [False, True], ids=["root-dir", "root-link"])
+@pytest.mark.parametrize("swap", [n for n in SWAP_NAMES if n != "file replaced by a link out"])
+def test_a_link_changed_during_the_run_is_not_followed_out_of_root(tmp_path, swap, root_is_link):
+    """contracts.md 'Reading sysfs': 'never through a symlink that leaves root'. One reader per run: the tree
+    changes between two reads of the run; the next file read below the changed path must not come from
+    outside root."""
+    root, tree, outside = make_tree(str(tmp_path / "t"), root_is_link)
+    ops = [["ask", ADDR]] + swaps(tree, outside)[swap] + [["ask", MTU], ["ask", SPEED], ["ask", "sys/class/net"]]
+    got = sysfs_ask(COLLECTIONS, {"kind": "ops", "root": root, "ops": ops}, tmp_path)
+    no_secret(got["answers"], None, tree)
+    assert [a["read"] for a in got["answers"][2:4]] == [None, None]
+
+
+@pytest.mark.parametrize("point", RACE_POINTS, ids=["%s-%s" % p for p in RACE_POINTS])
+@pytest.mark.parametrize("swap", [n for n in SWAP_NAMES if n != "file replaced by a link out"])
+def test_a_directory_swapped_between_lookup_and_open_answers_nothing_from_outside(tmp_path, swap, point):
+    root, tree, outside = make_tree(str(tmp_path / "t"), False)
+    when, trigger = point
+    request = {"kind": "ops", "root": root, "ops": [["ask", MTU], ["ask", SPEED]],
+               "race": [trigger, when, swaps(tree, outside)[swap]]}
+    got = sysfs_ask(COLLECTIONS, request, tmp_path)
+    no_secret(got["answers"], None, tree)
