@@ -288,9 +288,12 @@ def module_seconds(payload):
     """The module's own measured duration of a result (``elapsed_ms``, node_validate) in seconds,
     None when the result has none."""
     value = payload.get("elapsed_ms")
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return value / 1000.0
+    try:
+        return value / 1000.0 if math.isfinite(value) and value >= 0 else None
+    except OverflowError:  # an int too large for a float (10**400, red team round 9): not a duration
+        return None
 
 
 # ---------------------------------------------------------------------- node facts

@@ -348,6 +348,10 @@ odd_text = st.one_of(
 odd_int = st.one_of(st.integers(), st.sampled_from([
     0, -1, 2 ** 63 - 1, 2 ** 63, -2 ** 63, -2 ** 63 - 1, 2 ** 64, 10 ** 30, -10 ** 30]),
     st.sampled_from([4400, -4400]).map(lambda e: 10 ** abs(e) * (1 if e > 0 else -1)))
+# elapsed_ms: an int too large for a float raised OverflowError in the callback of 46fbccf and is now "not
+# measured" (a deliberate change, its own test: test_fleet_report_elapsed.py), so the byte comparison with the
+# old code leaves those out of elapsed_ms (they stay in every other value)
+elapsed_int = odd_int.filter(lambda value: abs(value) < 10 ** 300)
 odd_float = st.one_of(st.floats(), st.sampled_from([float("nan"), float("inf"), float("-inf"), -0.0, 0.0, 1e308,
                                                     5e-324, 1e16, 0.1, 1.0, 2.5]))
 scalar = st.one_of(
@@ -400,13 +404,13 @@ def a_result_data(draw):
         if draw(st.booleans()):
             data["results"].append({"failed": True, "msg": draw(odd_text), "item": draw(value)})
         if draw(st.booleans()):
-            data["results"].append({"checks": draw(st.lists(a_check(), max_size=2)), "elapsed_ms": draw(odd_int)})
+            data["results"].append({"checks": draw(st.lists(a_check(), max_size=2)), "elapsed_ms": draw(elapsed_int)})
     elif shape == 1:
         data.update({"msg": draw(odd_text), "exception": draw(odd_text)})
     else:
         data["checks"] = draw(st.lists(a_check(), max_size=5))
     if draw(st.booleans()):
-        data["elapsed_ms"] = draw(st.one_of(odd_int, odd_float, odd_text))
+        data["elapsed_ms"] = draw(st.one_of(elapsed_int, odd_float, odd_text))
     if draw(st.integers(0, 3)) == 0:
         data["ansible_facts"] = draw(st.dictionaries(st.sampled_from(["nvidia", "mlx5", "x"]), value, max_size=2))
     if draw(st.integers(0, 4)) == 0:
@@ -1244,8 +1248,11 @@ NON_TEXT = [5, -0.0, float("nan"), float("inf"), None, True, [1, "a"], {"a": 1},
             rt9_types.Int(7), rt9_types.Float(2.5), rt9_types.Dict(a=1), rt9_types.List([1])]
 
 
-@pytest.mark.parametrize("where", ["id", "target", "status", "message", "severity", "elapsed_ms", "task"])
-@pytest.mark.parametrize("number", range(len(NON_TEXT)))
+@pytest.mark.parametrize("where,number", [
+    (where, number) for where in ["id", "target", "status", "message", "severity", "elapsed_ms", "task"]
+    for number in range(len(NON_TEXT))
+    # elapsed_ms 10**400 stopped 46fbccf's callback (OverflowError); now not measured: test_fleet_report_elapsed
+    if not (where == "elapsed_ms" and NON_TEXT[number] is NON_TEXT[9])])
 def test_report_files_of_checks_whose_texts_are_not_text_are_the_old_bytes(sides, where, number):
     """'a value that is not text goes to ElementTree's function as before, so it fails or is written as it
     was' (docs/performance.md, JUnit): ids, targets, statuses, messages, severities, elapsed_ms and task names

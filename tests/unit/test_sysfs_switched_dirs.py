@@ -178,3 +178,23 @@ def test_a_file_reads_as_absent_when_the_kernel_puts_it_outside_root(tmp_path, m
     reader = SysfsReader(root)
     assert reader.read(MTU) is None and reader.problem(MTU) is None
     assert reader.listdir(NET) == []
+
+
+def test_a_link_switched_inside_root_names_the_place_it_reads(tmp_path):
+    """Red team round 9, F5: eth0's link switched to another device inside root after a first read of the run;
+    the next file read is the new device's, and real_name / real_parts name that same device (they named the
+    cached, old one: value and place disagreed)."""
+    root, _outside = make_tree(str(tmp_path))
+    other = os.path.join(root, "sys", "devices", "pci1", "eth0")
+    os.makedirs(other)
+    with open(os.path.join(other, "mtu"), "w") as handle:
+        handle.write("9000\n")
+    reader = SysfsReader(root)
+    assert reader.read(ADDR) == "00:11:22:33:44:55"
+    link = os.path.join(root, "sys", "class", "net", "eth0")
+    os.unlink(link)
+    os.symlink("../../devices/pci1/eth0", link)
+    assert reader.read(MTU) == "9000"
+    assert reader.real_parts("sys/class/net/eth0") == ["sys", "devices", "pci1", "eth0"]
+    assert reader.real_name("sys/class/net/eth0") == "eth0"
+    assert reader.real_parts(MTU) == ["sys", "devices", "pci1", "eth0", "mtu"]

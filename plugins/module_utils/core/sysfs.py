@@ -427,7 +427,9 @@ class SysfsReader(object):
         try:
             if not os.path.exists(full) or not self._inside(full):
                 return None
-            return self._display(os.path.basename(self._realpath(full))) or None
+            # resolved now, as the open of a read resolves: after a link switched inside root during the run the
+            # place named is the one a read of it opens (red team round 9, F5: the cached resolution named the old)
+            return self._display(os.path.basename(os.path.realpath(full))) or None
         except (OSError, ValueError):
             return None
 
@@ -439,7 +441,7 @@ class SysfsReader(object):
         try:
             if not os.path.exists(full) or not self._inside(full):
                 return None
-            relative = os.path.relpath(self._realpath(full), self._root_real)
+            relative = os.path.relpath(os.path.realpath(full), self._root_real)  # resolved now (real_name)
         except (OSError, ValueError):
             return None
         if relative == os.curdir or relative.startswith(os.pardir):

@@ -99,6 +99,8 @@ def clean_text(value):
     """``value`` unless it holds undecodable bytes or control characters (then None)."""
     if value is None:
         return None
+    if not isinstance(value, str):  # callers pass text; anything else is judged as before 8d8295c (a loop)
+        return None if "\ufffd" in value or any(ord(ch) < 32 and ch not in "\t\n" for ch in value) else value
     if "\ufffd" in value or _CONTROL.search(value):
         return None
     return value
