@@ -229,6 +229,10 @@ class SysfsReader(object):
             real = self._realpath(full)
         except (OSError, ValueError):
             return False
+        return self._below_root(real)
+
+    def _below_root(self, real):
+        """Whether the resolved path ``real`` is root or below it."""
         return real == self._root_real or real.startswith(self._root_below)
 
     def _realpath(self, full):
@@ -294,7 +298,7 @@ class SysfsReader(object):
             real = self._realpath(full)
         except (OSError, ValueError):
             return ReadFailure("outside root", absent=True)
-        if real != self._root_real and not real.startswith(self._root_below):
+        if not self._below_root(real):
             return ReadFailure("outside root", absent=True)
         parent, name = _split(full)
         above = self._real.get(parent)
@@ -317,14 +321,12 @@ class SysfsReader(object):
         (O_NONBLOCK; the look-up never lets a FIFO or device be opened, one swapped in since would be).
         Where /proc/self/fd is not there (``_verify`` false), only the resolution's check applies."""
         where = fd_path(fd)
-        return where is not None and (where == self._root_real or where.startswith(self._root_below))
+        return where is not None and self._below_root(where)
 
     def _names(self, full):
         """os.listdir(full); below a root other than /, of the directory opened only when it is inside
         root (``_opened_inside``)."""
-        if self._whole:
-            return os.listdir(full)
-        if not self._verify:
+        if not self._verify:  # root / (nothing to ask), or no /proc
             return os.listdir(full)
         fd = os.open(full, _READ | getattr(os, "O_DIRECTORY", 0))
         try:
