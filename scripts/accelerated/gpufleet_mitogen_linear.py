@@ -39,8 +39,12 @@ import os
 import sys
 
 import ansible.collections.list
+import ansible.executor.task_result
 import ansible.module_utils.common.json
+import ansible.plugins.strategy
 import ansible.utils.unsafe_proxy
+import ansible.utils.vars
+import ansible.vars.clean
 import ansible_mitogen.affinity
 import ansible_mitogen.loaders
 import ansible_mitogen.mixins
@@ -237,6 +241,122 @@ def preload_connection(name, loader=None):
     except Exception:  # pylint: disable=broad-exception-caught  # the worker loads it again and reports it
         pass
     return True
+
+
+# The eighth and ninth fixes: the controller's main process copies every result it receives (ansible-core 2.19,
+# not Mitogen): for each callback that takes it (``_RawTaskResult.as_callback_task_result``: a copy, then
+# ``strip_internal_keys``), for ``register:`` (the same two), and for a callback that reads ``result.result``
+# (``CallbackTaskResult.result``: ``transform_to_native_types``, a visitor that copies the whole tree again; the
+# default stdout callback reads it for every ``ok``, to see ``changed``). ``strip_internal_keys`` asks ABC
+# ``isinstance`` at every node (≈ 1.9 ms of CPU on node_validate's ≈ 36 kB DGX result, three times a result) and
+# the visitor calls a tag helper at every container (≈ 4.5 ms): together ≈ 10 ms a DGX host in the one process
+# every worker is forked from (docs/performance.md, "Sweep cost, round 7"). On a plain tree (``plain_tree``: only
+# dicts, lists and untagged scalars, no container twice: what a module's JSON decodes to) both are done here with
+# exact type checks; anything else goes to ansible-core's own function, unchanged.
+
+
+class _NotPlain(Exception):
+    """A node that is not a plain dict, list or untagged scalar, or a container met twice."""
+
+
+def plain_strip_internal_keys(dirty, exceptions=None, _strip=ansible.vars.clean.strip_internal_keys):
+    """ansible-core's ``strip_internal_keys(dirty, exceptions)``: every ``_ansible_*`` key not in ``exceptions``
+    deleted from each mapping of ``dirty``, in place; returns ``dirty``. A plain tree is walked here; at the
+    first node that is not plain, ansible-core's walk does it all (what was deleted before is what it deletes)."""
+    if type(dirty) is not dict and type(dirty) is not list:
+        return _strip(dirty, exceptions=exceptions)
+    excepted = () if exceptions is None else exceptions
+    seen = set()
+    stack = [dirty]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            return _strip(dirty, exceptions=exceptions)
+        seen.add(id(node))
+        if type(node) is dict:
+            internal = None
+            for key in node:
+                kind = type(key)
+                if kind is str:
+                    if key.startswith("_ansible_") and key not in excepted:
+                        internal = [key] if internal is None else internal + [key]
+                elif kind not in _PLAIN:
+                    return _strip(dirty, exceptions=exceptions)
+            if internal:
+                for key in internal:
+                    del node[key]
+            items = node.values()
+        else:
+            items = node
+        for item in items:
+            kind = type(item)
+            if kind is dict or kind is list:
+                stack.append(item)
+            elif kind not in _PLAIN:
+                return _strip(dirty, exceptions=exceptions)
+    return dirty
+
+
+def _plain_copy(value, seen):
+    kind = type(value)
+    if kind is dict:
+        if id(value) in seen:
+            raise _NotPlain()
+        seen.add(id(value))
+        copy = {}
+        for key, item in value.items():
+            if type(key) not in _PLAIN:
+                raise _NotPlain()
+            kind = type(item)
+            if kind is dict or kind is list:
+                copy[key] = _plain_copy(item, seen)
+            elif kind in _PLAIN:
+                copy[key] = item
+            else:
+                raise _NotPlain()
+        return copy
+    if kind is list:
+        if id(value) in seen:
+            raise _NotPlain()
+        seen.add(id(value))
+        copy = []
+        for item in value:
+            kind = type(item)
+            if kind is dict or kind is list:
+                copy.append(_plain_copy(item, seen))
+            elif kind in _PLAIN:
+                copy.append(item)
+            else:
+                raise _NotPlain()
+        return copy
+    if kind in _PLAIN:
+        return value
+    raise _NotPlain()
+
+
+# ansible-core's transform_to_native_types, also when this file is loaded again in the process (its reference in
+# ansible.utils.vars is then the first load's function, which names ansible-core's as ``core``)
+_CORE_TRANSFORM = getattr(ansible.utils.vars.transform_to_native_types, "core",
+                          ansible.utils.vars.transform_to_native_types)
+
+
+def plain_transform_to_native_types(value, redact=True, _transform=_CORE_TRANSFORM):
+    """ansible-core's ``transform_to_native_types(value, redact)``; a plain tree (nothing to convert, redact or
+    untag: a plain ``str``, ``int`` or ``float`` is its own native value) is copied here, anything else is
+    ansible-core's."""
+    try:
+        return _plain_copy(value, set())
+    except (_NotPlain, RecursionError):
+        return _transform(value, redact=redact)
+
+
+# Only the references the per-result path uses are replaced, each only while it is still ansible-core's own.
+for _module in (ansible.executor.task_result, ansible.plugins.strategy):
+    if getattr(_module, "strip_internal_keys", None) is ansible.vars.clean.strip_internal_keys:
+        _module.strip_internal_keys = plain_strip_internal_keys
+plain_transform_to_native_types.core = _CORE_TRANSFORM
+if getattr(_CORE_TRANSFORM, "__module__", None) == "ansible.utils.vars":
+    ansible.utils.vars.transform_to_native_types = plain_transform_to_native_types
 
 
 Base = ansible_mitogen.loaders.strategy_loader.get("linear", class_only=True)

@@ -3,13 +3,12 @@ pinning is switched off on a controller with fewer than 4 CPUs and kept from 4 u
 results gives what ansible-core's wrap_var gives for any value. The effect on a sweep is measured by
 bench/fleet_validate.py (docs/performance.md), not here."""
 
-import importlib.util
-import os
 import sys
 import types
 
 import ansible.utils.unsafe_proxy
 import pytest
+from accelerated_shim import loaded_shim, shape
 from hypothesis import given, settings, strategies as st
 
 try:
@@ -19,31 +18,17 @@ except ImportError:  # pragma: no cover - make setup installs mitogen
 
 pytestmark = pytest.mark.skipif(affinity is None, reason="mitogen is not installed (make setup installs the pinned version)")
 
-SHIM = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "accelerated", "gpufleet_mitogen_linear.py")
 
 
 @pytest.fixture(scope="module")
 def shim():
-    import ansible_mitogen.process  # pylint: disable=import-outside-toplevel
-    import ansible_mitogen.target  # pylint: disable=import-outside-toplevel
 
-    saved, saved_wrap_var = affinity.policy, ansible.utils.unsafe_proxy.wrap_var
-    saved_responder, saved_run_module = ansible_mitogen.process._setup_responder, ansible_mitogen.target.run_module
-    saved_target = sys.modules.get("gpufleet_mitogen_target")
-    spec = importlib.util.spec_from_file_location("gpufleet_mitogen_linear_under_test", SHIM)
-    module = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(module)
-        module.policy_before, module.policy_after = saved, affinity.policy
-        module.run_module_before, module.responder_before = saved_run_module, saved_responder
+    with loaded_shim("gpufleet_mitogen_linear_under_test") as module:
+        # the import switches the policy off on a small machine; loaded_shim leaves no trace of it
+        module.policy_before, module.policy_after = module.before[("ansible_mitogen.affinity", "policy")], affinity.policy
+        module.run_module_before = module.before[("ansible_mitogen.target", "run_module")]
+        module.responder_before = module.before[("ansible_mitogen.process", "_setup_responder")]
         yield module
-    finally:
-        affinity.policy = saved  # the import switches it off on a small machine: leave no trace
-        ansible.utils.unsafe_proxy.wrap_var = saved_wrap_var
-        ansible_mitogen.process._setup_responder = saved_responder
-        ansible_mitogen.target.run_module = saved_run_module
-        if saved_target is None:
-            sys.modules.pop("gpufleet_mitogen_target", None)
 
 
 def fake_affinity(cpu_count):
@@ -92,19 +77,6 @@ KEYS = st.one_of(st.text(max_size=6), st.text(max_size=6).map(_tagged), st.integ
 VALUES = st.recursive(SCALARS, lambda inner: st.one_of(
     st.lists(inner, max_size=4), st.lists(inner, max_size=4).map(tuple),
     st.dictionaries(KEYS, inner, max_size=4), st.frozensets(st.text(max_size=4), max_size=3).map(set)), max_leaves=25)
-
-
-def shape(value):
-    """value with the type and trust of every node, to compare two results node by node."""
-    from ansible._internal._datatag._tags import TrustedAsTemplate  # pylint: disable=import-outside-toplevel
-
-    if isinstance(value, dict):
-        return ("dict", type(value), sorted((repr(shape(k)), shape(v)) for k, v in value.items()))
-    if isinstance(value, (list, tuple)):
-        return ("seq", type(value), [shape(item) for item in value])
-    if isinstance(value, set):
-        return ("set", type(value), sorted(repr(shape(item)) for item in value))
-    return ("scalar", type(value), value, TrustedAsTemplate.is_tagged_on(value))
 
 
 @settings(max_examples=200, deadline=None)

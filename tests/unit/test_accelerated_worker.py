@@ -5,14 +5,13 @@ effect on a sweep is measured by bench/fleet_validate.py (docs/performance.md, "
 worker side"), not here."""
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
 
 import pytest
 from hypothesis import given, settings, strategies as st
-from test_accelerated_strategy import shape  # one comparison of type and trust, node by node
+from accelerated_shim import SHIM, loaded_shim, shape  # shape: one comparison of type and trust, node by node
 
 try:
     import ansible_mitogen  # noqa: F401  pylint: disable=unused-import
@@ -21,9 +20,6 @@ except ImportError:  # pragma: no cover - make setup installs mitogen
 
 pytestmark = pytest.mark.skipif(ansible_mitogen is None,
                                 reason="mitogen is not installed (make setup installs the pinned version)")
-
-SHIM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "accelerated",
-                    "gpufleet_mitogen_linear.py")
 
 
 def run_fresh(body):
@@ -77,27 +73,8 @@ def test_the_warmed_decoder_is_the_one_mitogen_decodes_with():
 
 @pytest.fixture(scope="module")
 def shim():
-    import importlib.util  # pylint: disable=import-outside-toplevel
-
-    import ansible.utils.unsafe_proxy  # pylint: disable=import-outside-toplevel
-    import ansible_mitogen.mixins  # pylint: disable=import-outside-toplevel
-    import ansible_mitogen.process  # pylint: disable=import-outside-toplevel
-    import ansible_mitogen.target  # pylint: disable=import-outside-toplevel
-    from ansible_mitogen import affinity  # pylint: disable=import-outside-toplevel
-
-    saved = (affinity.policy, ansible.utils.unsafe_proxy.wrap_var, ansible_mitogen.process._setup_responder,
-             ansible_mitogen.target.run_module, ansible_mitogen.mixins.ActionModuleMixin._postprocess_response)
-    saved_target = sys.modules.get("gpufleet_mitogen_target")
-    spec = importlib.util.spec_from_file_location("gpufleet_mitogen_linear_worker_test", SHIM)
-    module = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(module)
+    with loaded_shim("gpufleet_mitogen_linear_worker_test") as module:
         yield module
-    finally:
-        (affinity.policy, ansible.utils.unsafe_proxy.wrap_var, ansible_mitogen.process._setup_responder,
-         ansible_mitogen.target.run_module, ansible_mitogen.mixins.ActionModuleMixin._postprocess_response) = saved
-        if saved_target is None:
-            sys.modules.pop("gpufleet_mitogen_target", None)
 
 
 def _tagged(text):
