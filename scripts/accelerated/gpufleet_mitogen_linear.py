@@ -88,9 +88,28 @@ def unpin_small_controller(affinity=ansible_mitogen.affinity, min_cpus=PINNING_M
 
 unpin_small_controller()
 
-# Types wrap_var returns as they are (None included: it returns None; a plain str: untag() of an untagged str
-# is the str itself).
-_PLAIN = frozenset((str, int, float, bool, type(None)))
+# Plain trees (only dict, list and untagged str, int, float, bool, None, no container twice): the collection's one
+# test and copy (plugins/module_utils/core/plain.py, which imports nothing), loaded by its path beside this
+# checkout's scripts/: this file runs before ansible-core's collection loader is needed and in interpreters
+# without it. Types wrap_var returns as they are: None (it returns None) and a plain str (untag() of an untagged
+# str is the str itself), as the other plain scalars.
+_PLAIN_MODULE = "gpufleet_plain_trees"
+
+
+def _load_plain(name=_PLAIN_MODULE):
+    if name not in sys.modules:
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "plugins", "module_utils", "core",
+                            "plain.py")
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[name] = module
+    return sys.modules[name]
+
+
+_plain = _load_plain()
+_PLAIN = _plain.PLAIN_SCALARS
+plain_tree = _plain.plain_tree
 
 
 def plain_wrap_var(value, _wrap_var=ansible.utils.unsafe_proxy.wrap_var):
@@ -109,36 +128,6 @@ def plain_wrap_var(value, _wrap_var=ansible.utils.unsafe_proxy.wrap_var):
     if kind in _PLAIN:
         return value
     return _wrap_var(value)
-
-
-def plain_tree(value):
-    """True when ``value`` is made only of dicts, lists and untagged ``_PLAIN`` scalars (keys included), and
-    no container is in it twice: then ``wrap_var(value)`` is a copy equal to it node by node, in type and in
-    trust, sharing nothing with it."""
-    kind = type(value)
-    if kind is not dict and kind is not list:
-        return kind in _PLAIN
-    seen = set()
-    stack = [value]
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            return False
-        seen.add(id(node))
-        if type(node) is dict:
-            for key in node:
-                if type(key) not in _PLAIN:
-                    return False
-            items = node.values()
-        else:
-            items = node
-        for item in items:
-            kind = type(item)
-            if kind is dict or kind is list:
-                stack.append(item)
-            elif kind not in _PLAIN:
-                return False
-    return True
 
 
 ansible.utils.unsafe_proxy.wrap_var = plain_wrap_var
@@ -255,10 +244,6 @@ def preload_connection(name, loader=None):
 # exact type checks; anything else goes to ansible-core's own function, unchanged.
 
 
-class _NotPlain(Exception):
-    """A node that is not a plain dict, list or untagged scalar, or a container met twice."""
-
-
 def plain_strip_internal_keys(dirty, exceptions=None, _strip=ansible.vars.clean.strip_internal_keys):
     """ansible-core's ``strip_internal_keys(dirty, exceptions)``: every ``_ansible_*`` key not in ``exceptions``
     deleted from each mapping of ``dirty``, in place; returns ``dirty``. A plain tree is walked here; at the
@@ -297,43 +282,6 @@ def plain_strip_internal_keys(dirty, exceptions=None, _strip=ansible.vars.clean.
     return dirty
 
 
-def _plain_copy(value, seen):
-    kind = type(value)
-    if kind is dict:
-        if id(value) in seen:
-            raise _NotPlain()
-        seen.add(id(value))
-        copy = {}
-        for key, item in value.items():
-            if type(key) not in _PLAIN:
-                raise _NotPlain()
-            kind = type(item)
-            if kind is dict or kind is list:
-                copy[key] = _plain_copy(item, seen)
-            elif kind in _PLAIN:
-                copy[key] = item
-            else:
-                raise _NotPlain()
-        return copy
-    if kind is list:
-        if id(value) in seen:
-            raise _NotPlain()
-        seen.add(id(value))
-        copy = []
-        for item in value:
-            kind = type(item)
-            if kind is dict or kind is list:
-                copy.append(_plain_copy(item, seen))
-            elif kind in _PLAIN:
-                copy.append(item)
-            else:
-                raise _NotPlain()
-        return copy
-    if kind in _PLAIN:
-        return value
-    raise _NotPlain()
-
-
 # ansible-core's transform_to_native_types, also when this file is loaded again in the process (its reference in
 # ansible.utils.vars is then the first load's function, which names ansible-core's as ``core``)
 _CORE_TRANSFORM = getattr(ansible.utils.vars.transform_to_native_types, "core",
@@ -345,8 +293,8 @@ def plain_transform_to_native_types(value, redact=True, _transform=_CORE_TRANSFO
     untag: a plain ``str``, ``int`` or ``float`` is its own native value) is copied here, anything else is
     ansible-core's."""
     try:
-        return _plain_copy(value, set())
-    except (_NotPlain, RecursionError):
+        return _plain.plain_copy(value)
+    except (_plain.NotPlain, RecursionError):
         return _transform(value, redact=redact)
 
 
