@@ -108,7 +108,7 @@ def _load_plain(name=_PLAIN_MODULE):
 
 
 _plain = _load_plain()
-_PLAIN = _plain.PLAIN_SCALARS
+_PLAIN_IDS = _plain.PLAIN_SCALAR_IDS
 plain_tree = _plain.plain_tree
 
 
@@ -125,7 +125,7 @@ def plain_wrap_var(value, _wrap_var=ansible.utils.unsafe_proxy.wrap_var):
         return {plain_wrap_var(key): plain_wrap_var(item) for key, item in value.items()}
     if kind is list:
         return [plain_wrap_var(item) for item in value]
-    if kind in _PLAIN:
+    if id(kind) in _PLAIN_IDS:
         return value
     return _wrap_var(value)
 
@@ -244,48 +244,45 @@ def preload_connection(name, loader=None):
 # exact type checks; anything else goes to ansible-core's own function, unchanged.
 
 
+# ``exceptions`` as ansible-core passes it (a tuple, or None) and other plain collections: ``in`` on them neither
+# fails for a str key nor changes them, so when it is asked does not matter
+_EXCEPTION_TYPES = (tuple, list, set, frozenset, str, type(None))
+
+
 def plain_strip_internal_keys(dirty, exceptions=None, _strip=ansible.vars.clean.strip_internal_keys):
     """ansible-core's ``strip_internal_keys(dirty, exceptions)``: every ``_ansible_*`` key not in ``exceptions``
-    deleted from each mapping of ``dirty``, in place; returns ``dirty``. A plain tree is walked here; at the
-    first node that is not plain, ansible-core's walk does it all (what was deleted before is what it deletes)."""
-    if type(dirty) is not dict and type(dirty) is not list:
+    deleted from each mapping of ``dirty``, in place; returns ``dirty``. A plain tree is walked here, and
+    changed only once the whole walk has found it plain; anything else is ansible-core's walk."""
+    if (type(dirty) is not dict and type(dirty) is not list) or \
+            not any(type(exceptions) is kind for kind in _EXCEPTION_TYPES):
         return _strip(dirty, exceptions=exceptions)
     excepted = () if exceptions is None else exceptions
-    seen = set()
-    stack = [dirty]
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            return _strip(dirty, exceptions=exceptions)
-        seen.add(id(node))
-        if type(node) is dict:
-            internal = None
-            for key in node:
-                kind = type(key)
-                if kind is str:
-                    if key.startswith("_ansible_") and key not in excepted:
-                        internal = [key] if internal is None else internal + [key]
-                elif kind not in _PLAIN:
-                    return _strip(dirty, exceptions=exceptions)
-            if internal:
-                for key in internal:
-                    del node[key]
-            items = node.values()
-        else:
-            items = node
-        for item in items:
-            kind = type(item)
-            if kind is dict or kind is list:
-                stack.append(item)
-            elif kind not in _PLAIN:
-                return _strip(dirty, exceptions=exceptions)
+    internal = []
+    try:
+        for node in _plain.plain_containers(dirty):
+            if type(node) is dict:
+                for key in node:
+                    if type(key) is str and key.startswith("_ansible_") and key not in excepted:
+                        internal.append((node, key))
+    except _plain.NotPlain:
+        return _strip(dirty, exceptions=exceptions)
+    for node, key in internal:
+        del node[key]
     return dirty
 
 
+def _defined_in(function, path):
+    """True when ``function``'s code is from the file ``path`` itself (not a wrapper made elsewhere)."""
+    code = getattr(function, "__code__", None)
+    return code is not None and isinstance(path, str) and os.path.realpath(code.co_filename) == os.path.realpath(path)
+
+
 # ansible-core's transform_to_native_types, also when this file is loaded again in the process (its reference in
-# ansible.utils.vars is then the first load's function, which names ansible-core's as ``core``)
-_CORE_TRANSFORM = getattr(ansible.utils.vars.transform_to_native_types, "core",
-                          ansible.utils.vars.transform_to_native_types)
+# ansible.utils.vars is then the first load's function, which names ansible-core's as ``core``); anything else
+# found there (another wrapper) is left in place below
+_CURRENT_TRANSFORM = ansible.utils.vars.transform_to_native_types
+_CORE_TRANSFORM = (_CURRENT_TRANSFORM.core if _defined_in(_CURRENT_TRANSFORM, __file__)
+                   else _CURRENT_TRANSFORM)
 
 
 def plain_transform_to_native_types(value, redact=True, _transform=_CORE_TRANSFORM):
@@ -303,7 +300,7 @@ for _module in (ansible.executor.task_result, ansible.plugins.strategy):
     if getattr(_module, "strip_internal_keys", None) is ansible.vars.clean.strip_internal_keys:
         _module.strip_internal_keys = plain_strip_internal_keys
 plain_transform_to_native_types.core = _CORE_TRANSFORM
-if getattr(_CORE_TRANSFORM, "__module__", None) == "ansible.utils.vars":
+if _defined_in(_CORE_TRANSFORM, ansible.utils.vars.__file__):
     ansible.utils.vars.transform_to_native_types = plain_transform_to_native_types
 
 

@@ -61,3 +61,14 @@ def shape(value):
     if isinstance(value, set):
         return ("set", type(value), sorted(repr(shape(item)) for item in value))
     return ("scalar", type(value), value, TrustedAsTemplate.is_tagged_on(value))
+
+
+def containers_of(value):
+    """The ids of every dict and list in ``value``: two values that share none are copies apart."""
+    found, stack = [], [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (dict, list)):
+            found.append(id(node))
+            stack.extend(node.values() if isinstance(node, dict) else node)
+    return found

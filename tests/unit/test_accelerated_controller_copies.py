@@ -10,7 +10,7 @@ import copy
 import math
 
 import pytest
-from accelerated_shim import loaded_shim, shape
+from accelerated_shim import containers_of, loaded_shim, shape
 from hypothesis import given, settings, strategies as st
 
 try:
@@ -164,20 +164,22 @@ def test_what_is_not_a_mapping_or_sequence_fails_as_ansible_cores(shim, value):
     assert ours == outcome(core_strip, shim, value) and ours[0] == "raised"
 
 
-def test_a_deep_plain_result_is_stripped_where_ansible_cores_recursion_gives_up():
-    """The one difference: the shim walks with a stack, so a tree deeper than Python's recursion limit is
-    stripped where ansible-core's recursive walk raises RecursionError (a module result that deep cannot reach
-    the controller: the worker's JSON decoder and the result queue's pickle recurse too)."""
-    with loaded_shim("gpufleet_mitogen_linear_copies_deep") as module:
-        deep = leaf = {"_ansible_x": 1}
-        for _ in range(5000):
-            deep = {"_ansible_no_log": False, "next": [deep]}
-        module.plain_strip_internal_keys(deep)
-        depth, node = 0, deep
-        while "next" in node:
-            assert set(node) == {"next"}
-            node, depth = node["next"][0], depth + 1
-        assert depth == 5000 and node is leaf and leaf == {}
+@pytest.mark.parametrize("depth", [63, 64, 65, 200, 5000])
+def test_a_deep_result_is_ansible_cores(shim, depth):
+    """Deeper than plain.MAX_DEPTH containers, ansible-core's own walks decide (its recursion gives up where it
+    does: RecursionError at 5,000 levels, as without the shim)."""
+    def nested():
+        deep = {"_ansible_x": 1}
+        for _ in range(depth - 1):
+            deep = {"_ansible_no_log": False, "next": [deep]} if len(str(_)) % 2 else {"next": deep}
+        return deep
+
+    ours, theirs = nested(), nested()
+    assert outcome(shim.plain_strip_internal_keys, ours)[0] == outcome(core_strip, shim, theirs)[0]
+    if depth < 1000:
+        assert shape(ours) == shape(theirs)
+    assert outcome(shim.plain_transform_to_native_types, nested())[:2] == \
+        outcome(core_transform, shim, nested())[:2]
 
 
 def test_a_real_task_results_callback_copy_is_ansible_cores(shim):
@@ -214,16 +216,6 @@ def test_a_real_task_results_callback_copy_is_ansible_cores(shim):
 
 
 # -- transform_to_native_types ------------------------------------------------------------------------------
-
-def containers_of(value):
-    found, stack = [], [value]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (dict, list)):
-            found.append(id(node))
-            stack.extend(node.values() if isinstance(node, dict) else node)
-    return found
-
 
 @settings(max_examples=150, deadline=None)
 @given(PLAIN, st.booleans())

@@ -20,6 +20,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import copy
+import sys
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.core.plain import NotPlain, plain_copy
 from ansible_collections.gpufleet.cluster.plugins.module_utils.core.sysfs import validate_root
@@ -81,19 +82,28 @@ def run_module(spec, work, module_class=None, **module_options):
 # whole result through ``remove_values(result, module.no_log_values)`` (AnsibleModule._return_formatted), which
 # copies it node by node with ABC checks at each -- 6.4 ms of CPU for a DGX node's 36 kB node_validate result --
 # also when ``no_log_values`` is empty. With nothing to remove, its copy of a plain tree (core/plain.py) is the
-# same values in new containers, which ``plain_remove_values`` makes itself; any no_log value, or any value that
-# is not a plain tree, goes to ansible-core's. Installed where _return_formatted looks the name up
-# (ansible.module_utils.basic), only while that is ansible-core's own function; in the process of one module run
-# (AnsiballZ) or in an interpreter Mitogen keeps per node, where every module then gets the same answers.
+# same values in new containers, which ``plain_remove_values`` makes itself; any no_log value, any value that is
+# not a plain tree, and an int too long for ``str()`` (ansible-core converts each int to text and fails on it)
+# go to ansible-core's. Installed where _return_formatted looks the name up (ansible.module_utils.basic), only
+# while that is ansible-core's own function; in the process of one module run (AnsiballZ) or in an interpreter
+# Mitogen keeps per node, where every module then gets the same answers.
+_EMPTY_COLLECTIONS = (set, frozenset, list, tuple)  # no_log_strings as AnsibleModule and ansible-core pass them
+
+
+def _int_bits():
+    """Bits an int may have and still be sure to convert to text (None: any int converts)."""
+    limit = getattr(sys, "get_int_max_str_digits", lambda: 0)()
+    return limit * 3 if limit else None  # 3 bits a digit (log2(10) is 3.32): no int near the limit is judged here
 
 
 def plain_remove_values(value, no_log_strings, _remove_values=None):
-    """ansible-core's ``remove_values(value, no_log_strings)``; with no ``no_log_strings`` a plain tree is
-    copied here."""
-    if not no_log_strings:
+    """ansible-core's ``remove_values(value, no_log_strings)``; with no ``no_log_strings`` (an empty set, list or
+    tuple) a plain tree is copied here."""
+    kind = type(no_log_strings)
+    if not no_log_strings and any(kind is empty for empty in _EMPTY_COLLECTIONS):
         try:
-            return plain_copy(value)
-        except (NotPlain, RecursionError):
+            return plain_copy(value, _int_bits())
+        except NotPlain:
             pass
     if _remove_values is None:
         from ansible.module_utils.common.parameters import remove_values as _remove_values
@@ -110,7 +120,8 @@ def install_plain_exit(basic=None, parameters=None):
     current = getattr(basic, "remove_values", None)
     if current is plain_remove_values:
         return True
-    if current is not getattr(parameters, "remove_values", None):
-        return False  # not ansible-core's (another patch, a changed ansible-core): left as it is
+    original = getattr(parameters, "remove_values", None)
+    if current is None or current is not original or not callable(current):
+        return False  # not ansible-core's (absent, another patch, a changed ansible-core): left as it is
     basic.remove_values = plain_remove_values
     return True
