@@ -49,7 +49,7 @@ def plain_containers(value):
         if id(node) in seen or depth > MAX_DEPTH:
             raise NotPlain()
         seen.add(id(node))
-        if type(node) is dict:
+        if type(node) is dict:  # pylint: disable=unidiomatic-typecheck  # exact: a subclass is not plain
             for key in node:
                 if id(type(key)) not in PLAIN_SCALAR_IDS:
                     raise NotPlain()
