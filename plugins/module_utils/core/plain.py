@@ -28,11 +28,6 @@ class NotPlain(Exception):
     """A node that is not a plain container or scalar, a container met twice, or one nested too deep."""
 
 
-def plain_scalar(value):
-    """True when ``value`` is a plain scalar (its type is one of ``PLAIN_SCALARS`` itself)."""
-    return id(type(value)) in PLAIN_SCALAR_IDS
-
-
 def plain_containers(value):
     """Each dict and list of the plain tree ``value``, outermost first. A dict's keys are checked before it is
     given, the values of a container after it is given back. Raises ``NotPlain`` at the first node that is not
